@@ -1,0 +1,170 @@
+"""dgcompat: one stable, typed surface over every deep_gemm release.
+
+``import dgcompat as deep_gemm`` serves an engine's indexer (MQA / paged MQA logits and their
+schedule), MoE runner (grouped contiguous and masked GEMMs), dense GEMMs, runtime knobs and FP8
+scale layouts, whatever sgl-deep-gemm / sgl-kernel / sglang-kernel / upstream build is installed.
+
+Importing dgcompat imports neither deep_gemm nor torch, initializes no CUDA and writes nothing:
+submodules load on first attribute access, and deep_gemm is imported (once, thread-safely) on the
+first call that needs it. Names outside the stable surface are passed through to the installed
+deep_gemm (see :func:`passthrough_names`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any, Callable
+
+from ._version import __version__
+from .errors import (
+    BadArgumentError,
+    DeepGemmUnavailableError,
+    DgcompatError,
+    IncompatibleBuildError,
+    KernelError,
+    ScheduleMismatchError,
+    UnsupportedFeatureError,
+)
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers only; runtime access is lazy
+    from . import utils as utils
+    from .table import Capabilities as Capabilities
+    from .table import capabilities as capabilities
+    from .gemm import bf16_gemm_nt as bf16_gemm_nt
+    from .gemm import fp8_gemm_nt as fp8_gemm_nt
+    from .indexer import fp8_mqa_logits as fp8_mqa_logits
+    from .indexer import fp8_paged_mqa_logits as fp8_paged_mqa_logits
+    from .indexer import get_paged_mqa_logits_metadata as get_paged_mqa_logits_metadata
+    from .moe import MaskedOverlap as MaskedOverlap
+    from .moe import fp8_m_grouped_gemm_nt_masked as fp8_m_grouped_gemm_nt_masked
+    from .moe import m_grouped_bf16_gemm_nt_contiguous as m_grouped_bf16_gemm_nt_contiguous
+    from .moe import m_grouped_bf16_gemm_nt_masked as m_grouped_bf16_gemm_nt_masked
+    from .moe import m_grouped_fp8_gemm_nt_contiguous as m_grouped_fp8_gemm_nt_contiguous
+    from .moe import m_grouped_fp8_gemm_nt_masked as m_grouped_fp8_gemm_nt_masked
+    from .detection import KernelWheel as KernelWheel
+    from .detection import Release as Release
+    from .detection import release as release
+    from .runtime import compile_mode as compile_mode
+    from .runtime import get_mk_alignment_for_contiguous_layout as get_mk_alignment_for_contiguous_layout
+    from .runtime import get_num_sms as get_num_sms
+    from .runtime import get_pdl as get_pdl
+    from .runtime import is_available as is_available
+    from .runtime import num_sms as num_sms
+    from .runtime import set_num_sms as set_num_sms
+    from .runtime import set_pdl as set_pdl
+    from .scales import ceil_to_ue8m0 as ceil_to_ue8m0
+    from .scales import get_mn_major_tma_aligned_packed_ue8m0_tensor as get_mn_major_tma_aligned_packed_ue8m0_tensor
+    from .scales import get_mn_major_tma_aligned_tensor as get_mn_major_tma_aligned_tensor
+    from .scales import get_tma_aligned_size as get_tma_aligned_size
+    from .scales import transform_scale_ue8m0 as transform_scale_ue8m0
+    from .scales import transform_sf_into_required_layout as transform_sf_into_required_layout
+
+#: stable name -> the submodule that defines it.
+_LAZY: dict[str, str] = {
+    "release": "detection", "Release": "detection", "KernelWheel": "detection",
+    "capabilities": "table", "Capabilities": "table",
+    "is_available": "runtime", "get_num_sms": "runtime", "set_num_sms": "runtime", "num_sms": "runtime",
+    "set_pdl": "runtime", "get_pdl": "runtime", "compile_mode": "runtime",
+    "get_mk_alignment_for_contiguous_layout": "runtime",
+    "fp8_gemm_nt": "gemm", "bf16_gemm_nt": "gemm",
+    "MaskedOverlap": "moe", "m_grouped_fp8_gemm_nt_contiguous": "moe", "m_grouped_fp8_gemm_nt_masked": "moe",
+    "fp8_m_grouped_gemm_nt_masked": "moe", "m_grouped_bf16_gemm_nt_contiguous": "moe",
+    "m_grouped_bf16_gemm_nt_masked": "moe",
+    "fp8_mqa_logits": "indexer", "get_paged_mqa_logits_metadata": "indexer", "fp8_paged_mqa_logits": "indexer",
+    "get_tma_aligned_size": "scales", "ceil_to_ue8m0": "scales", "get_mn_major_tma_aligned_tensor": "scales",
+    "get_mn_major_tma_aligned_packed_ue8m0_tensor": "scales", "transform_sf_into_required_layout": "scales",
+    "transform_scale_ue8m0": "scales",
+}
+_SUBMODULES = ("utils", "reference", "surface", "errors", "detection", "table", "runtime", "gemm", "moe",
+               "indexer", "scales", "cli")
+
+__all__ = sorted([
+    "__version__", "resolve", "reset", "passthrough_names",
+    "DgcompatError", "BadArgumentError", "UnsupportedFeatureError", "ScheduleMismatchError",
+    "IncompatibleBuildError", "DeepGemmUnavailableError", "KernelError",
+    *_LAZY,
+])
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+        globals()[name] = value  # later lookups skip this hook
+        return value
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name.startswith("_"):
+        raise AttributeError(f"module 'dgcompat' has no attribute {name!r}")
+    return _passthrough(name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(__all__) | set(_SUBMODULES))
+
+
+def _passthrough(name: str) -> Any:
+    from . import _binding
+
+    try:
+        module = _binding.load()
+    except DgcompatError as exc:
+        raise AttributeError(
+            f"dgcompat has no stable {name!r} and no deep_gemm to pass it through to ({exc})") from None
+    try:
+        return getattr(module, name)
+    except AttributeError:
+        raise AttributeError(
+            f"{name!r} is neither part of dgcompat's stable surface nor present in the installed deep_gemm "
+            f"({_binding.backend_name()})") from None
+
+
+def passthrough_names() -> list[str]:
+    """Public names of the installed deep_gemm that dgcompat forwards unchanged (imports deep_gemm)."""
+    from . import _binding
+
+    module = _binding.load()
+    return sorted(n for n in dir(module) if not n.startswith("_") and n not in _LAZY and n not in _SUBMODULES)
+
+
+def resolve(name: str) -> Callable[..., Any]:
+    """The callable behind ``dgcompat.<name>`` on this install.
+
+    Where the installed function already matches the stable contract this is the upstream object
+    itself (call it directly to pay nothing; its errors are then deep_gemm's own). Otherwise it is
+    dgcompat's function. Binds (imports deep_gemm) if needed.
+    """
+    from . import _binding
+    from .table import capabilities
+
+    if name not in _LAZY:
+        raise AttributeError(f"{name!r} is not part of dgcompat's stable surface")
+    stable = __getattr__(name)
+    if not callable(stable) or isinstance(stable, type):
+        return stable  # type: ignore[no-any-return]
+    module = _binding.load()
+    caps = capabilities()
+    upstream = getattr(module, name, None)
+    if upstream is None:
+        return stable  # type: ignore[no-any-return]
+    identical = {
+        "fp8_gemm_nt": True,
+        "bf16_gemm_nt": True,
+        "get_num_sms": True,
+        "set_num_sms": caps.backend != "reference",
+        "m_grouped_fp8_gemm_nt_contiguous": caps.contiguous_layout_param == "m_indices" or caps.backend == "reference",
+        "m_grouped_bf16_gemm_nt_contiguous": caps.contiguous_layout_param == "m_indices" or caps.backend == "reference",
+        "m_grouped_bf16_gemm_nt_masked": True,
+        "get_mn_major_tma_aligned_tensor": not caps.collapsed_strides,
+        "get_mn_major_tma_aligned_packed_ue8m0_tensor": not caps.collapsed_strides,
+    }.get(name, False)
+    return upstream if identical else stable  # type: ignore[no-any-return]
+
+
+def reset() -> None:
+    """Forget detection, capabilities and every binding (for tests; deep_gemm stays imported)."""
+    from . import _binding, detection, table
+
+    _binding.reset()
+    table.reset()
+    detection.reset()

@@ -1,0 +1,98 @@
+"""Argument checks shared by the stable entry points.
+
+The hot paths do not call these on success: they run up front only where the kernel would
+silently misread or hang, and otherwise after deep_gemm's own host code has rejected a call, to
+turn its message into one that names the argument (see :func:`translate`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NoReturn
+
+from .errors import BadArgumentError, DgcompatError, KernelError
+
+FP8_DTYPE_NAMES = ("float8_e4m3fn", "float8_e4m3fnuz")
+
+
+def release_label() -> str:
+    from . import _binding
+    from .detection import release
+
+    if _binding.backend_name() == "reference":
+        return "reference"
+    return release().label
+
+
+def describe(x: Any) -> str:
+    """A short description of a value for error messages."""
+    shape = getattr(x, "shape", None)
+    dtype = getattr(x, "dtype", None)
+    if shape is not None and dtype is not None:
+        try:
+            stride = tuple(x.stride())
+        except Exception:
+            stride = None
+        device = getattr(x, "device", None)
+        return f"Tensor(shape={tuple(shape)}, stride={stride}, dtype={dtype}, device={device})"
+    if isinstance(x, (tuple, list)):
+        return f"{type(x).__name__} of {len(x)} [" + ", ".join(describe(e) for e in x) + "]"
+    return f"{type(x).__name__} {x!r}" if isinstance(x, (int, float, str, bool, type(None))) else type(x).__name__
+
+
+def bad(fn: str, arg: str, expected: str, got: Any, *, hint: str | None = None) -> BadArgumentError:
+    return BadArgumentError(fn, arg, expected, got if isinstance(got, str) else describe(got),
+                            release=release_label(), hint=hint)
+
+
+def is_tensor(x: Any) -> bool:
+    import torch
+
+    return isinstance(x, torch.Tensor)
+
+
+def tensor(fn: str, arg: str, x: Any, *, dtypes: tuple[str, ...] | None = None, dims: tuple[int, ...] | None = None,
+           what: str = "a tensor") -> Any:
+    """Check a tensor's type, dtype (by name) and rank; return it."""
+    if not is_tensor(x):
+        raise bad(fn, arg, what, x)
+    if dims is not None and x.dim() not in dims:
+        raise bad(fn, arg, f"{what} with {' or '.join(map(str, dims))} dimensions", x)
+    if dtypes is not None and str(x.dtype).replace("torch.", "") not in dtypes:
+        raise bad(fn, arg, f"{what} of dtype {' or '.join(dtypes)}", x)
+    return x
+
+
+def pair(fn: str, arg: str, x: Any, *, data_dtypes: tuple[str, ...] = FP8_DTYPE_NAMES) -> tuple[Any, Any]:
+    """Check an FP8 ``(tensor, scale)`` pair."""
+    if not isinstance(x, (tuple, list)) or len(x) != 2:
+        raise bad(fn, arg, "a (tensor, scale) pair", x,
+                  hint="FP8 operands are passed with their scales, e.g. (x_fp8, x_scale)")
+    data, sf = x
+    tensor(fn, f"{arg}[0]", data, dtypes=data_dtypes, what="an FP8 tensor")
+    tensor(fn, f"{arg}[1]", sf, dtypes=("float32", "int32"), what="a float32 or packed-UE8M0 int32 scale tensor")
+    return data, sf
+
+
+def same_device(fn: str, ref_name: str, ref: Any, **others: Any) -> None:
+    dev = ref.device
+    for name, t in others.items():
+        if is_tensor(t) and t.device != dev:
+            raise bad(fn, name, f"on {dev} like '{ref_name}'", t)
+
+
+def translate(fn: str, exc: BaseException, diagnose: Callable[[], None]) -> NoReturn:
+    """Re-raise an upstream failure as a dgcompat error.
+
+    ``diagnose`` runs the full argument checks (cost paid on the failure path only); if they find
+    the culprit their :class:`BadArgumentError` is raised, otherwise a :class:`KernelError`
+    carrying the upstream message.
+    """
+    if isinstance(exc, DgcompatError):
+        raise exc
+    try:
+        diagnose()
+    except DgcompatError as found:
+        raise found from exc
+    raise KernelError(
+        f"{fn}(): deep_gemm {release_label()} rejected the call: {type(exc).__name__}: {exc}".rstrip()
+    ) from exc

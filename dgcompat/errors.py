@@ -1,0 +1,90 @@
+"""The public exception hierarchy of dgcompat.
+
+Every error raised by a dgcompat entry point is a :class:`DgcompatError`. Messages name the
+function, the argument, the installed release, what was expected and what came, so that a log
+line alone is enough to fix the call site.
+
+``BadArgumentError`` also derives from :class:`ValueError` and :class:`TypeError`, and
+``UnsupportedFeatureError`` from :class:`NotImplementedError`, so that engine code that already
+catches the builtin types keeps working.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DgcompatError",
+    "BadArgumentError",
+    "UnsupportedFeatureError",
+    "ScheduleMismatchError",
+    "IncompatibleBuildError",
+    "DeepGemmUnavailableError",
+    "KernelError",
+]
+
+
+class DgcompatError(Exception):
+    """Base class of every error dgcompat raises."""
+
+
+class BadArgumentError(DgcompatError, ValueError, TypeError):
+    """An argument has the wrong dtype, rank, shape, stride, device or value.
+
+    Attributes mirror the message: ``function``, ``argument``, ``expected``, ``got``.
+    """
+
+    def __init__(
+        self,
+        function: str,
+        argument: str,
+        expected: str,
+        got: str,
+        *,
+        release: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.function = function
+        self.argument = argument
+        self.expected = expected
+        self.got = got
+        self.release = release
+        where = f" [deep_gemm {release}]" if release else ""
+        msg = f"{function}(): argument '{argument}' must be {expected}, got {got}{where}"
+        if hint:
+            msg += f". {hint}"
+        super().__init__(msg)
+
+
+class UnsupportedFeatureError(DgcompatError, NotImplementedError):
+    """The installed release (or architecture) cannot do what was asked."""
+
+    def __init__(self, function: str, feature: str, release: str, *, hint: str | None = None) -> None:
+        self.function = function
+        self.feature = feature
+        self.release = release
+        msg = f"{function}(): {feature} is not supported by deep_gemm {release}"
+        if hint:
+            msg += f". {hint}"
+        super().__init__(msg)
+
+
+class ScheduleMismatchError(DgcompatError):
+    """A paged-MQA schedule does not belong to the lengths it would be launched with.
+
+    Launching such a schedule can make the persistent kernel wait forever (a GPU hang), so
+    dgcompat refuses before the launch.
+    """
+
+
+class IncompatibleBuildError(DgcompatError):
+    """The installed deep_gemm cannot work in this process (wrong torch build, broken library)."""
+
+
+class DeepGemmUnavailableError(IncompatibleBuildError):
+    """No deep_gemm is installed, or it cannot be imported."""
+
+
+class KernelError(DgcompatError):
+    """deep_gemm's own host code rejected a call that dgcompat's checks let through.
+
+    The upstream exception is chained as ``__cause__``.
+    """

@@ -1,0 +1,115 @@
+"""Dense GEMMs: ``d = a @ b.T (+ c)`` in FP8 (block-scaled) and BF16.
+
+Every release takes ``(a, b, d, c, recipe)`` in these positions, so the upstream function is
+called as is (and :func:`dgcompat.resolve` hands it back itself). dgcompat checks nothing up front
+here: deep_gemm's host code rejects every malformed call with a Python exception, which is
+translated into a :class:`~dgcompat.errors.BadArgumentError` naming the argument.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from . import _binding
+from ._checks import bad, pair, same_device, tensor, translate
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["fp8_gemm_nt", "bf16_gemm_nt"]
+
+_B = SimpleNamespace()
+_binding.register_reset(_B.__dict__.clear)
+
+Recipe = Sequence[int]
+
+
+def _bind(name: str) -> Callable[..., Any]:
+    with _binding.lock:
+        impl = getattr(_B, name, None)
+        if impl is None:
+            impl = getattr(_binding.load(), name)
+            setattr(_B, name, impl)
+        return impl
+
+
+def _check_recipe(fn: str, recipe: Any) -> None:
+    if recipe is not None and (not isinstance(recipe, (tuple, list)) or len(recipe) not in (2, 3)
+                               or not all(isinstance(v, int) and v > 0 for v in recipe)):
+        raise bad(fn, "recipe", "None or a tuple of 2 or 3 positive ints, e.g. (1, 128, 128)", recipe)
+
+
+def _diagnose_fp8(a: Any, b: Any, d: Any, c: Any, recipe: Any) -> None:
+    fn = "fp8_gemm_nt"
+    a_data, a_sf = pair(fn, "a", a)
+    b_data, b_sf = pair(fn, "b", b)
+    _diagnose_common(fn, a_data, b_data, d, c)
+    same_device(fn, "d", d, **{"a[1]": a_sf, "b[1]": b_sf})
+    _check_recipe(fn, recipe)
+    m, k = a_data.shape
+    n = b_data.shape[0]
+    if a_sf.dim() != 2 or a_sf.shape[0] not in (m, -(-m // 128)):
+        raise bad(fn, "a[1]", f"a scale of shape ({m}, ceil(K/128)) (per token) or (ceil(M/128), ...)", a_sf)
+    if b_sf.dim() != 2 or b_sf.shape[0] not in (n, -(-n // 128)):
+        raise bad(fn, "b[1]", f"a scale of shape (ceil(N/128)={-(-n // 128)}, ceil(K/128)) or ({n}, ...)", b_sf)
+
+
+def _diagnose_common(fn: str, a: Any, b: Any, d: Any, c: Any) -> None:
+    tensor(fn, "a", a, dims=(2,))
+    tensor(fn, "b", b, dims=(2,))
+    tensor(fn, "d", d, dims=(2,), dtypes=("bfloat16", "float32"))
+    m, k = a.shape
+    n, kb = b.shape
+    if kb != k:
+        raise bad(fn, "b", f"(N, K={k}) like a's K", b)
+    if tuple(d.shape) != (m, n):
+        raise bad(fn, "d", f"shape (M, N) = ({m}, {n})", d)
+    if c is not None:
+        tensor(fn, "c", c, dims=(2,), dtypes=("float32", "bfloat16"))
+        if tuple(c.shape) != (m, n):
+            raise bad(fn, "c", f"None or shape ({m}, {n})", c)
+    same_device(fn, "d", d, a=a, b=b, c=c)
+
+
+def fp8_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, *,
+                c: torch.Tensor | None = None, recipe: Recipe | None = None) -> None:
+    """``d = a @ b.T (+ c)`` with block-scaled FP8 operands, written into ``d``.
+
+    - ``a``: ``(a_fp8, sfa)``; ``a_fp8`` float8_e4m3fn ``(M, K)`` K-major; ``sfa`` float32 ``(M, ceil(K/128))``
+      per-token (1x128) scales, or int32 packed UE8M0 ``(M, ceil(K/512))`` (SM100), MN-major TMA-aligned.
+    - ``b``: ``(b_fp8, sfb)``; ``b_fp8`` float8_e4m3fn ``(N, K)``; ``sfb`` float32 ``(ceil(N/128), ceil(K/128))``
+      (128x128 blocks) or packed UE8M0.
+    - ``d``: ``(M, N)`` bfloat16 (or float32); ``c``: optional ``(M, N)`` float32 accumulator.
+    - ``recipe``: ``(gran_m, gran_n, gran_k)``; None lets deep_gemm infer it from the scale shapes.
+    """
+    try:
+        impl = _B.fp8_gemm_nt
+    except AttributeError:
+        impl = _bind("fp8_gemm_nt")
+    try:
+        impl(a, b, d, c=c, recipe=recipe)
+    except Exception as exc:
+        translate("fp8_gemm_nt", exc, lambda: _diagnose_fp8(a, b, d, c, recipe))
+
+
+def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, *, c: torch.Tensor | None = None) -> None:
+    """``d = a @ b.T (+ c)`` in BF16: ``a`` ``(M, K)``, ``b`` ``(N, K)`` bfloat16 K-major, ``d`` ``(M, N)``
+    bfloat16 or float32, ``c`` optional ``(M, N)`` float32."""
+    try:
+        impl = _B.bf16_gemm_nt
+    except AttributeError:
+        impl = _bind("bf16_gemm_nt")
+    try:
+        impl(a, b, d, c=c)
+    except Exception as exc:
+        def diagnose() -> None:
+            tensor("bf16_gemm_nt", "a", a, dtypes=("bfloat16",))
+            tensor("bf16_gemm_nt", "b", b, dtypes=("bfloat16",))
+            _diagnose_common("bf16_gemm_nt", a, b, d, c)
+        translate("bf16_gemm_nt", exc, diagnose)
+
+
+def resolve_target(name: str) -> Callable[..., Any]:
+    """What :func:`dgcompat.resolve` returns for this module's functions: the upstream object."""
+    return _bind(name)

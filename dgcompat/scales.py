@@ -1,0 +1,217 @@
+"""FP8 scale-factor layouts: TMA alignment, MN-major transposition, UE8M0 packing.
+
+DeepGEMM asserts ``sf.stride(-1) == get_tma_aligned_size(mn, sf.element_size())`` on pre-transformed
+scales. In the tvm-ffi releases (sgl-deep-gemm < 0.2.3) returned tensors cross DLPack, and some torch
+builds rewrite the stride of a size-1 dimension to 1 on the way (pytorch#83158); a packed UE8M0
+scale with K <= 512 has exactly such a trailing dimension, and the next GEMM then asserts. Every
+scale returned here therefore carries the TMA-aligned strides; the repair is metadata-only (the
+storage was allocated with that layout) and is bound only for releases that need it.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from . import _binding
+from ._checks import bad, tensor, translate
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = [
+    "get_tma_aligned_size", "ceil_to_ue8m0", "get_mn_major_tma_aligned_tensor",
+    "get_mn_major_tma_aligned_packed_ue8m0_tensor", "transform_sf_into_required_layout", "transform_scale_ue8m0",
+    "restore_tma_strides",
+]
+
+_B = SimpleNamespace()
+_binding.register_reset(_B.__dict__.clear)
+
+
+def get_tma_aligned_size(x: int, element_size: int) -> int:
+    """``x`` rounded up so that ``x * element_size`` is a multiple of 16 bytes (TMA's alignment)."""
+    if isinstance(element_size, bool) or not isinstance(element_size, int) or element_size <= 0 \
+            or 16 % element_size:
+        raise bad("get_tma_aligned_size", "element_size", "1, 2, 4, 8 or 16", element_size)
+    if isinstance(x, bool) or not isinstance(x, int) or x < 0:
+        raise bad("get_tma_aligned_size", "x", "a non-negative int", x)
+    alignment = 16 // element_size
+    return -(-x // alignment) * alignment
+
+
+def ceil_to_ue8m0(x: torch.Tensor) -> torch.Tensor:
+    """Round float32 scales up to powers of two (the values UE8M0 can hold): ``2 ** ceil(log2(|x|))``.
+
+    UE8M0 packing keeps only the exponent byte, so a scale that is not a power of two must be rounded
+    first (rounding up keeps the quantized values in range).
+    """
+    import torch
+
+    tensor("ceil_to_ue8m0", "x", x, dtypes=("float32",))
+    return torch.pow(2.0, torch.ceil(torch.log2(x.abs())))
+
+
+def restore_tma_strides(sf: torch.Tensor) -> torch.Tensor:
+    """Give an MN-major scale ``(mn, k)`` / ``(g, mn, k)`` the TMA-aligned strides DeepGEMM expects.
+
+    Returns ``sf`` itself when its strides are already right; otherwise a view over the same storage
+    with strides ``(1, aligned_mn)`` / ``(aligned_mn * k, 1, aligned_mn)``.
+    """
+    if sf.dim() not in (2, 3):
+        return sf
+    mn, k = sf.shape[-2], sf.shape[-1]
+    aligned = get_tma_aligned_size(int(mn), sf.element_size())
+    want = (1, aligned) if sf.dim() == 2 else (aligned * k, 1, aligned)
+    have = tuple(sf.stride())
+    if have == want:
+        return sf
+    # Only a stride of a size-1 dim can have been rewritten; anything else is a real layout.
+    for size, h, w in zip(sf.shape, have, want):
+        if h != w and size != 1:
+            return sf
+    needed = sf.storage_offset() + 1 + sum((s - 1) * st for s, st in zip(sf.shape, want))
+    if sf.untyped_storage().nbytes() < needed * sf.element_size():
+        return sf
+    return sf.as_strided(tuple(sf.shape), want)
+
+
+def _bind(name: str, *, repair: bool) -> Callable[..., Any]:
+    from .table import capabilities
+
+    with _binding.lock:
+        impl = getattr(_B, name, None)
+        if impl is not None:
+            return impl
+        mod = _binding.load()
+        target = getattr(mod, name, None)
+        if target is None:
+            layout = getattr(getattr(mod, "utils", None), "layout", None)
+            target = getattr(layout, name, None)
+        if target is None:
+            from .errors import UnsupportedFeatureError
+            from ._checks import release_label
+
+            def refuse(*_a: Any, **_k: Any) -> Any:
+                raise UnsupportedFeatureError(name, name, release_label())
+            impl = refuse
+        elif repair and capabilities().collapsed_strides:
+            def repaired(*args: Any, **kw: Any) -> Any:
+                out = target(*args, **kw)
+                return restore_tma_strides(_as_torch(out))
+            impl = repaired
+        else:
+            impl = target
+        setattr(_B, name, impl)
+        return impl
+
+
+def _as_torch(x: Any) -> Any:
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return x
+    return torch.utils.dlpack.from_dlpack(x)
+
+
+def _check_sf(fn: str, sf: Any) -> None:
+    tensor(fn, "sf", sf, dims=(2, 3), dtypes=("float32",), what="a float32 scale tensor")
+
+
+def get_mn_major_tma_aligned_tensor(sf: torch.Tensor) -> torch.Tensor:
+    """float32 ``(mn, k)`` / ``(g, mn, k)`` scales -> same values, MN-major, strides ``(1, aligned_mn)``."""
+    try:
+        impl = _B.get_mn_major_tma_aligned_tensor
+    except AttributeError:
+        impl = _bind("get_mn_major_tma_aligned_tensor", repair=True)
+    try:
+        return impl(sf)  # type: ignore[no-any-return]
+    except Exception as exc:
+        translate("get_mn_major_tma_aligned_tensor", exc, lambda: _check_sf("get_mn_major_tma_aligned_tensor", sf))
+
+
+def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor) -> torch.Tensor:
+    """float32 ``(mn, k)`` / ``(g, mn, k)`` power-of-two scales -> int32 ``(.., mn, ceil(k/4))``: four UE8M0
+    bytes per int32, MN-major, strides ``(1, aligned_mn)`` even when ``ceil(k/4) == 1``."""
+    try:
+        impl = _B.get_mn_major_tma_aligned_packed_ue8m0_tensor
+    except AttributeError:
+        impl = _bind("get_mn_major_tma_aligned_packed_ue8m0_tensor", repair=True)
+    try:
+        return impl(sf)  # type: ignore[no-any-return]
+    except Exception as exc:
+        translate("get_mn_major_tma_aligned_packed_ue8m0_tensor", exc,
+                  lambda: _check_sf("get_mn_major_tma_aligned_packed_ue8m0_tensor", sf))
+
+
+def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe: Sequence[int], *,
+                                      num_groups: int | None = None, is_sfa: bool | None = None) -> torch.Tensor:
+    """Bring scales into the layout the GEMMs of this release and architecture read.
+
+    ``sf`` float32 ``(mn or ceil(mn/128), ceil(k/128))`` (``(num_groups, ...)`` when grouped); ``recipe``
+    ``(gran_m, gran_n, gran_k)`` (then ``is_sfa`` says which operand) or ``(gran_mn, gran_k)``. Returns
+    MN-major TMA-aligned float32 (SM90) or packed UE8M0 int32 (SM100).
+    """
+    fn = "transform_sf_into_required_layout"
+    try:
+        impl = _B.transform_sf_into_required_layout
+    except AttributeError:
+        impl = _bind_transform()
+    try:
+        return impl(sf, mn, k, tuple(recipe), num_groups, is_sfa)  # type: ignore[no-any-return]
+    except Exception as exc:
+        def diagnose() -> None:
+            tensor(fn, "sf", sf, dims=(2, 3), dtypes=("float32", "int32"))
+            if not isinstance(recipe, (tuple, list)) or len(recipe) not in (2, 3):
+                raise bad(fn, "recipe", "a tuple of 2 or 3 ints", recipe)
+            if len(recipe) == 3 and is_sfa is None:
+                raise bad(fn, "is_sfa", "True or False with a 3-element recipe", is_sfa)
+            if (sf.dim() == 3) != (num_groups is not None):
+                raise bad(fn, "num_groups", "the group count iff sf is 3-D", num_groups)
+        translate(fn, exc, diagnose)
+
+
+def _bind_transform() -> Callable[..., Any]:
+    from .table import capabilities
+
+    with _binding.lock:
+        mod = _binding.load()
+        caps = capabilities()
+        if caps.backend == "reference":
+            ref = mod.transform_sf_into_required_layout
+
+            def impl(sf: Any, mn: int, k: int, recipe: tuple[int, ...], num_groups: Any, is_sfa: Any) -> Any:
+                return ref(sf, mn, k, recipe, num_groups=num_groups, is_sfa=is_sfa)
+        else:
+            target = mod.transform_sf_into_required_layout
+            as_bool = caps.transform_sf_is_sfa == "bool"
+            repair = caps.collapsed_strides
+
+            def impl(sf: Any, mn: int, k: int, recipe: tuple[int, ...], num_groups: Any, is_sfa: Any) -> Any:
+                if as_bool:
+                    # The bundled schema types is_sfa as a plain bool: None must not reach it.
+                    out = target(sf, mn, k, list(recipe), num_groups, bool(is_sfa))
+                else:
+                    out = target(sf, mn, k, recipe, num_groups, is_sfa)
+                return restore_tma_strides(_as_torch(out)) if repair else out
+        _B.transform_sf_into_required_layout = impl
+        return impl
+
+
+def transform_scale_ue8m0(sf: torch.Tensor, mn: int) -> torch.Tensor:
+    """Per-128-block float32 scales ``(.., ceil(mn/128), k)`` -> per-row packed UE8M0 int32 ``(.., mn, ceil(k/4))``.
+
+    Broadcasts each block scale to its 128 rows, rounds up to powers of two (:func:`ceil_to_ue8m0`;
+    packing keeps only exponent bytes) and packs MN-major with TMA-aligned strides.
+    """
+    import torch
+
+    fn = "transform_scale_ue8m0"
+    tensor(fn, "sf", sf, dims=(2, 3), dtypes=("float32",))
+    if isinstance(mn, bool) or not isinstance(mn, int) or mn <= 0:
+        raise bad(fn, "mn", "a positive int", mn)
+    if sf.shape[-2] != -(-mn // 128):
+        raise bad(fn, "sf", f"per-128-row block scales: shape[-2] == ceil({mn}/128) = {-(-mn // 128)}", sf)
+    rows = torch.arange(mn, device=sf.device) // 128
+    expanded = ceil_to_ue8m0(sf.index_select(-2, rows).contiguous())
+    return get_mn_major_tma_aligned_packed_ue8m0_tensor(expanded)

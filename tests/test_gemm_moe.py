@@ -1,0 +1,110 @@
+"""Dense and grouped GEMMs through each release family's calling convention."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pytest
+import torch
+
+import dgcompat
+from dgcompat import reference as R
+
+FAMILIES = ["sgl-0.1.3", "sgl-0.2.5", "bundled"]
+
+
+def _rel_err(x: torch.Tensor, y: torch.Tensor) -> float:
+    return float((x.float() - y.float()).norm() / y.float().norm().clamp_min(1e-12))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_fp8_gemm(fake_release: Callable[[str], Any], family: str) -> None:
+    fake_release(family)
+    a, b = torch.randn(8, 256), torch.randn(128, 256)
+    aq, bq = R.per_token_cast_to_fp8(a), R.per_block_cast_to_fp8(b)
+    d = torch.empty(8, 128, dtype=torch.bfloat16)
+    dgcompat.fp8_gemm_nt(aq, bq, d)
+    ref = torch.empty_like(d)
+    R.fp8_gemm_nt(aq, bq, ref)
+    assert _rel_err(d, ref) < 1e-2
+    with pytest.raises(dgcompat.BadArgumentError, match=r"fp8_gemm_nt\(\): argument 'd'"):
+        dgcompat.fp8_gemm_nt(aq, bq, torch.empty(8, 64, dtype=torch.bfloat16))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("by_keyword", [False, True])
+def test_grouped_contiguous(fake_release: Callable[[str], Any], family: str, by_keyword: bool) -> None:
+    fake_release(family)
+    g, n, k = 3, 128, 256
+    a = torch.randn(256, k)
+    m_indices = torch.tensor([0] * 100 + [-1] * 28 + [2] * 128, dtype=torch.int32)
+    b = torch.randn(g, n, k)
+    aq = R.per_token_cast_to_fp8(a)
+    bq = (torch.stack([R.per_block_cast_to_fp8(b[i])[0] for i in range(g)]),
+          torch.stack([R.per_block_cast_to_fp8(b[i])[1] for i in range(g)]))
+    d = torch.zeros(256, n, dtype=torch.bfloat16)
+    if by_keyword:
+        dgcompat.m_grouped_fp8_gemm_nt_contiguous(aq, bq, d, m_indices=m_indices)
+    else:
+        dgcompat.m_grouped_fp8_gemm_nt_contiguous(aq, bq, d, m_indices)
+    ref = torch.zeros_like(d)
+    R.m_grouped_fp8_gemm_nt_contiguous(aq, bq, ref, m_indices)
+    assert _rel_err(d, ref) < 1e-2
+    with pytest.raises(dgcompat.BadArgumentError, match="multiple of the contiguous-layout alignment"):
+        dgcompat.m_grouped_fp8_gemm_nt_contiguous((aq[0][:200], aq[1][:200]), bq, d[:200], m_indices[:200])
+    # An empty batch is a no-op everywhere.
+    dgcompat.m_grouped_fp8_gemm_nt_contiguous((aq[0][:0], aq[1][:0]), bq, d[:0], m_indices[:0])
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_grouped_masked_returns_none(fake_release: Callable[[str], Any], family: str) -> None:
+    fake_release(family)
+    g, m, n, k = 2, 64, 128, 128
+    a = torch.randn(g, m, k)
+    aq = (torch.stack([R.per_token_cast_to_fp8(a[i])[0] for i in range(g)]),
+          torch.stack([R.per_token_cast_to_fp8(a[i])[1] for i in range(g)]))
+    b = torch.randn(g, n, k)
+    bq = (torch.stack([R.per_block_cast_to_fp8(b[i])[0] for i in range(g)]),
+          torch.stack([R.per_block_cast_to_fp8(b[i])[1] for i in range(g)]))
+    masked_m = torch.tensor([0, 1], dtype=torch.int32)  # groups with 0 and 1 valid rows
+    d = torch.zeros(g, m, n, dtype=torch.bfloat16)
+    assert dgcompat.m_grouped_fp8_gemm_nt_masked(aq, bq, d, masked_m, 1) is None
+    assert dgcompat.fp8_m_grouped_gemm_nt_masked is dgcompat.m_grouped_fp8_gemm_nt_masked
+    ref = torch.zeros_like(d)
+    R.m_grouped_fp8_gemm_nt_masked(aq, bq, ref, masked_m, 1)
+    torch.testing.assert_close(d, ref)
+    signal = torch.zeros(4, dtype=torch.int32)
+    overlap = dgcompat.MaskedOverlap(signal, num_sms=100)
+    if family == "bundled":
+        before = dgcompat.get_num_sms()
+        assert dgcompat.m_grouped_fp8_gemm_nt_masked(aq, bq, d, masked_m, 1, overlap=overlap) == (64, 3)
+        assert dgcompat.get_num_sms() == before and int(signal.sum()) == 4
+    else:
+        with pytest.raises(dgcompat.UnsupportedFeatureError, match="overlap"):
+            dgcompat.m_grouped_fp8_gemm_nt_masked(aq, bq, d, masked_m, 1, overlap=overlap)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_bf16_grouped(fake_release: Callable[[str], Any], family: str) -> None:
+    fake_release(family)
+    a = torch.randn(2, 16, 64, dtype=torch.bfloat16)
+    b = torch.randn(2, 32, 64, dtype=torch.bfloat16)
+    d = torch.zeros(2, 16, 32, dtype=torch.bfloat16)
+    masked_m = torch.tensor([3, 16], dtype=torch.int32)
+    dgcompat.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, 8)
+    ref = torch.zeros_like(d)
+    R.m_grouped_bf16_gemm_nt_masked(a, b, ref, masked_m, 8)
+    torch.testing.assert_close(d, ref)
+    if family == "sgl-0.1.3":  # the fake, like 0.1.x before 0.1.4, lacks the bf16 contiguous GEMM
+        with pytest.raises(dgcompat.UnsupportedFeatureError):
+            dgcompat.m_grouped_bf16_gemm_nt_contiguous(a[0], b, d[0], torch.zeros(16, dtype=torch.int32))
+
+
+def test_debug_value_checks(fake_release: Callable[[str], Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DGCOMPAT_DEBUG", "1")
+    fake_release("sgl-0.2.5")
+    a = torch.randn(1, 16, 64, dtype=torch.bfloat16)
+    b = torch.randn(1, 32, 64, dtype=torch.bfloat16)
+    d = torch.zeros(1, 16, 32, dtype=torch.bfloat16)
+    with pytest.raises(dgcompat.BadArgumentError, match="masked_m"):
+        dgcompat.m_grouped_bf16_gemm_nt_masked(a, b, d, torch.tensor([17], dtype=torch.int32), 8)

@@ -1,0 +1,48 @@
+"""Runtime knobs: SM count, PDL, compile mode, alignment."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pytest
+
+import dgcompat
+
+
+@pytest.mark.parametrize("family, pdl", [("sgl-0.1.3", "native"), ("sgl-0.2.5", "top-level"), ("bundled", None)])
+def test_set_pdl(fake_release: Callable[[str], Any], family: str, pdl: str | None) -> None:
+    mod = fake_release(family)
+    assert dgcompat.capabilities().pdl == pdl
+    assert dgcompat.set_pdl(True) is (pdl is not None)
+    if pdl is not None:
+        assert dgcompat.get_pdl() is True and mod._state["pdl"] is True  # type: ignore[attr-defined]
+    else:
+        assert dgcompat.get_pdl() is None
+
+
+def test_num_sms_context_restores(fake_release: Callable[[str], Any]) -> None:
+    fake_release("sgl-0.2.5")
+    with dgcompat.num_sms(None):
+        assert dgcompat.get_num_sms() == 132
+    with pytest.raises(RuntimeError):
+        with dgcompat.num_sms(66):
+            assert dgcompat.get_num_sms() == 66
+            raise RuntimeError("boom")
+    assert dgcompat.get_num_sms() == 132
+    with pytest.raises(dgcompat.BadArgumentError, match="positive int"):
+        dgcompat.set_num_sms(0)
+
+
+@pytest.mark.parametrize("family, has", [("sgl-0.2.5", False), ("bundled", True)])
+def test_compile_mode(fake_release: Callable[[str], Any], family: str, has: bool) -> None:
+    mod = fake_release(family)
+    with dgcompat.compile_mode(1):
+        assert mod._state["mode"] == (1 if has else 0)  # type: ignore[attr-defined]
+    assert mod._state["mode"] == 0  # type: ignore[attr-defined]
+    assert dgcompat.capabilities().compile_mode is has
+
+
+def test_alignment_is_int(fake_release: Callable[[str], Any]) -> None:
+    fake_release("bundled")
+    value = dgcompat.get_mk_alignment_for_contiguous_layout()
+    assert value == 128 and type(value) is int

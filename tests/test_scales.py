@@ -1,0 +1,55 @@
+"""Scale layouts and the TMA-stride repair."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pytest
+import torch
+
+import dgcompat
+from dgcompat.scales import restore_tma_strides
+
+
+@pytest.mark.parametrize("family", ["sgl-0.1.3", "sgl-0.2.5", "bundled"])
+@pytest.mark.parametrize("k", [128, 512, 1024])
+def test_packed_ue8m0_keeps_tma_stride(fake_release: Callable[[str], Any], family: str, k: int) -> None:
+    fake_release(family)
+    mn = 100
+    sf = dgcompat.ceil_to_ue8m0(torch.rand(mn, k // 128) + 0.1)
+    out = dgcompat.get_mn_major_tma_aligned_packed_ue8m0_tensor(sf)
+    assert out.dtype == torch.int32 and out.shape == (mn, -(-(k // 128) // 4))
+    assert out.stride() == (1, dgcompat.get_tma_aligned_size(mn, 4)), out.stride()
+
+
+def test_transform_scale_ue8m0(fake_release: Callable[[str], Any]) -> None:
+    fake_release("sgl-0.1.3")
+    sf = torch.rand(2, 4) + 0.1  # (ceil(200/128), k/128) with k = 512
+    out = dgcompat.transform_scale_ue8m0(sf, 200)
+    assert out.shape == (200, 1) and out.stride() == (1, 200)
+
+
+@pytest.mark.parametrize("family", ["sgl-0.1.3", "sgl-0.2.5", "bundled"])
+def test_transform_sf(fake_release: Callable[[str], Any], family: str) -> None:
+    fake_release(family)
+    sf = torch.rand(64, 4)
+    out = dgcompat.transform_sf_into_required_layout(sf, 64, 512, (1, 128, 128), is_sfa=True)
+    torch.testing.assert_close(out, sf)
+    assert out.stride() == (1, 64)
+
+
+def test_restore_tma_strides_only_touches_size_one_dims() -> None:
+    base = torch.empty(2 * 104, dtype=torch.int32)
+    good = base.as_strided((102, 1), (1, 104))
+    collapsed = base.as_strided((102, 1), (1, 1))
+    assert restore_tma_strides(good) is good
+    assert restore_tma_strides(collapsed).stride() == (1, 104)
+    k_major = torch.empty(100, 3, dtype=torch.float32)  # a real (K-major) layout is left alone
+    assert restore_tma_strides(k_major) is k_major
+
+
+def test_tma_aligned_size() -> None:
+    assert [dgcompat.get_tma_aligned_size(x, 4) for x in (0, 1, 4, 5)] == [0, 4, 4, 8]
+    assert dgcompat.get_tma_aligned_size(3, 2) == 8
+    with pytest.raises(dgcompat.BadArgumentError, match="element_size"):
+        dgcompat.get_tma_aligned_size(3, 3)
