@@ -141,12 +141,12 @@ def resolve(name: str) -> Callable[..., Any]:
         raise AttributeError(f"{name!r} is not part of dgcompat's stable surface")
     stable = __getattr__(name)
     if not callable(stable) or isinstance(stable, type):
-        return stable  # type: ignore[no-any-return]
+        return stable
     module = _binding.load()
     caps = capabilities()
     upstream = getattr(module, name, None)
     if upstream is None:
-        return stable  # type: ignore[no-any-return]
+        return stable
     identical = {
         "fp8_gemm_nt": True,
         "bf16_gemm_nt": True,
@@ -158,7 +158,7 @@ def resolve(name: str) -> Callable[..., Any]:
         "get_mn_major_tma_aligned_tensor": not caps.collapsed_strides,
         "get_mn_major_tma_aligned_packed_ue8m0_tensor": not caps.collapsed_strides,
     }.get(name, False)
-    return upstream if identical else stable  # type: ignore[no-any-return]
+    return upstream if identical else stable
 
 
 def reset() -> None:

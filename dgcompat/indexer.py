@@ -60,7 +60,7 @@ def _bind_mqa() -> Callable[..., Any]:
     with _binding.lock:
         impl = getattr(_B, "mqa", None)
         if impl is not None:
-            return impl  # type: ignore[no-any-return]
+            return impl
         mod = _binding.load()
         caps = capabilities()
         fn = "fp8_mqa_logits"
@@ -168,7 +168,7 @@ def fp8_mqa_logits(q: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor], weigh
     except AttributeError:
         impl = _bind_mqa()
     try:
-        return impl(q, kv, weights, ks, ke, clean_logits, max_seqlen_k)  # type: ignore[no-any-return]
+        return impl(q, kv, weights, ks, ke, clean_logits, max_seqlen_k)
     except Exception as exc:
         translate("fp8_mqa_logits", exc, lambda: _diagnose_mqa(q, kv, weights, ks, ke, max_seqlen_k))
 
@@ -217,7 +217,7 @@ def _bind_metadata() -> Callable[..., Any]:
                 out = target(lens, block_kv, n_sms)
                 return _as_torch(out) if raw else out
             _B.metadata = impl
-        return impl  # type: ignore[no-any-return]
+        return impl
 
 
 def _metadata_lens(lens: Any, form: str) -> Any:
@@ -279,12 +279,15 @@ def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num
         out.copy_(schedule)
         schedule = out
     _register(schedule, context_lens, launch_lens, block_kv, num_sms)
-    return schedule  # type: ignore[no-any-return]
+    return schedule
 
 
 def _register(schedule: Any, lens: Any, launch_lens: Any, block_kv: int, num_sms: int) -> None:
     key = id(schedule)
-    _SCHEDULES[key] = _Schedule(weakref.ref(schedule, lambda _r, k=key: _SCHEDULES.pop(k, None)),
+    def forget(_ref: Any, k: int = key) -> None:
+        _SCHEDULES.pop(k, None)
+
+    _SCHEDULES[key] = _Schedule(weakref.ref(schedule, forget),
                                 schedule._version, _lens_key(lens), lens._version, launch_lens, block_kv, num_sms)
 
 
@@ -490,7 +493,7 @@ def _bind_paged() -> Callable[..., Any]:
     with _binding.lock:
         impl = getattr(_B, "paged", None)
         if impl is not None:
-            return impl  # type: ignore[no-any-return]
+            return impl
         mod = _binding.load()
         caps = capabilities()
         if caps.backend == "reference":
@@ -562,7 +565,7 @@ def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch
         # A one-row result that crossed DLPack may come back with row stride 1; consumers (fused top-k)
         # need a 4-aligned row stride. With one row any stride addresses the same elements.
         out = out.as_strided(tuple(out.shape), (-(-out.shape[1] // 4) * 4, 1))
-    return out  # type: ignore[no-any-return]
+    return out
 
 
 def _lookup_plan(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, schedule: Any, max_len: Any,

@@ -996,7 +996,7 @@ def fp8_paged_mqa_logits(
     row_valid = pos.unsqueeze(0) < lens.unsqueeze(1)  # (rows, P)
     bt_valid = row_valid.view(bt_rows, per_bt, longest).any(dim=1)  # (bt_rows, P)
     blocks = block_table.to(torch.int64)[:, (pos // bkv)]
-    blocks = torch.where(bt_valid, blocks, 0)
+    blocks = blocks.clamp(min=0)
     if bool(((blocks < 0) | (blocks >= nb)).any()):
         raise BadArgumentError(fn, "block_table", f"block ids in [0, {nb}) for visible positions", "an out-of-range id")
     slots = (pos % bkv).expand(bt_rows, longest)
@@ -1083,7 +1083,7 @@ def get_paged_mqa_logits_metadata(
     q, r = divmod(total, num_sms)
     s = torch.arange(num_sms + 1, dtype=torch.int64, device=device)
     if balance == "tail":
-        starts = s * q + s.clamp(max=r)
+        starts = s * q + (s - (num_sms - r)).clamp(min=0)
     else:
         starts = s * q + s.clamp(max=r)
     seq = torch.searchsorted(prefix.contiguous(), starts, right=True)

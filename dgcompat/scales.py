@@ -125,7 +125,7 @@ def get_mn_major_tma_aligned_tensor(sf: torch.Tensor) -> torch.Tensor:
     except AttributeError:
         impl = _bind("get_mn_major_tma_aligned_tensor", repair=True)
     try:
-        return impl(sf)  # type: ignore[no-any-return]
+        return impl(sf)
     except Exception as exc:
         translate("get_mn_major_tma_aligned_tensor", exc, lambda: _check_sf("get_mn_major_tma_aligned_tensor", sf))
 
@@ -138,7 +138,7 @@ def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor) -> torch.Tens
     except AttributeError:
         impl = _bind("get_mn_major_tma_aligned_packed_ue8m0_tensor", repair=True)
     try:
-        return impl(sf)  # type: ignore[no-any-return]
+        return impl(sf)
     except Exception as exc:
         translate("get_mn_major_tma_aligned_packed_ue8m0_tensor", exc,
                   lambda: _check_sf("get_mn_major_tma_aligned_packed_ue8m0_tensor", sf))
@@ -158,7 +158,7 @@ def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe:
     except AttributeError:
         impl = _bind_transform()
     try:
-        return impl(sf, mn, k, tuple(recipe), num_groups, is_sfa)  # type: ignore[no-any-return]
+        return impl(sf, mn, k, tuple(recipe), num_groups, is_sfa)
     except Exception as exc:
         def diagnose() -> None:
             tensor(fn, "sf", sf, dims=(2, 3), dtypes=("float32", "int32"))

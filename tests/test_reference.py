@@ -229,10 +229,11 @@ def test_packed_ue8m0_size_one_trailing_dim_keeps_stride() -> None:
 
 
 def test_packed_ue8m0_masks_mantissa() -> None:
-    # 1.5 and 1.75 have exponent byte 127, 3.0 -> 128, 0.75 -> 126; mantissa bits must not leak
-    sf = torch.tensor([[1.5, 1.75, 3.0, 0.75]], dtype=torch.float32)
-    (v,) = R.get_mn_major_tma_aligned_packed_ue8m0_tensor(sf).reshape(-1).tolist()
-    assert unpack_int_bytes(v) == [127, 127, 128, 126]
+    # exponent bytes 127, 127, 128, 126 with every mantissa pattern; mantissa bits must not leak
+    bits = torch.tensor([[0x3FC00000, 0x3FFFFFFF, 0x407FFFFF, 0x3F400001, 0x3F800001]], dtype=torch.int32)
+    sf = bits.view(torch.float32)
+    v = R.get_mn_major_tma_aligned_packed_ue8m0_tensor(sf).reshape(-1).tolist()
+    assert [b for x in v for b in unpack_int_bytes(x)] == [127, 127, 128, 126, 127, 0, 0, 0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -888,12 +889,15 @@ def test_paged_logits_rejects() -> None:
 
 
 def test_paged_logits_ignore_garbage_block_ids_past_length() -> None:
-    q = torch.ones(1, 1, 1, 8).to(FP8)
+    q = torch.ones(2, 1, 1, 8).to(FP8)
     kv = R.pack_kv_cache(torch.full((2, 4, 8), 28.0))  # scale 28 / 448 = 1/16, values 448
-    bt = torch.tensor([[1, -7, 99]], dtype=torch.int32)
-    out = R.fp8_paged_mqa_logits(q, kv, torch.ones(1, 1), torch.tensor([3], dtype=torch.int32), bt, None, 12)
+    # sequence 0 owns 3 positions (block 1); its other entries are garbage; sequence 1 owns 8
+    bt = torch.tensor([[1, -7, 99], [0, 1, 0]], dtype=torch.int32)
+    ctx = torch.tensor([3, 8], dtype=torch.int32)
+    out = R.fp8_paged_mqa_logits(q, kv, torch.ones(2, 1), ctx, bt, None, 12)
     assert out[0, :3].tolist() == [224.0, 224.0, 224.0]
     assert bool((out[0, 3:] == NEG_INF).all())
+    assert out[1, :8].tolist() == [224.0] * 8
 
 
 # ---------------------------------------------------------------------------------------------

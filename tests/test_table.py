@@ -77,3 +77,12 @@ def test_known_answers() -> None:
     assert (c.compile_mode, c.masked_overlap, c.paged_context_lens, c.contiguous_layout_param) == (
         True, True, "1d", "m_indices")
     assert "compile_mode" in str(c)
+
+
+def test_docs_render_the_table() -> None:
+    from pathlib import Path
+
+    from dgcompat.cli import render_markdown
+
+    doc = (Path(__file__).parent.parent / "docs" / "capabilities.md").read_text()
+    assert render_markdown() in doc, "docs/capabilities.md is stale: regenerate with `dgcompat table --markdown`"

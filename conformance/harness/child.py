@@ -220,7 +220,7 @@ def _run_pytest(args: argparse.Namespace, collector: _Collector) -> int:
             "    slow: slower tests\n"
         )
         argv = [*tests, "-c", str(ini), "--rootdir", str(repo_root()), "-p", "no:cacheprovider",
-                "-q", "--tb=short", "-rfE", "--no-header", "-o", "console_output_style=classic"]
+                "--tb=short", "-rfE", "-o", "console_output_style=classic"]
         if args.keyword:
             argv += ["-k", args.keyword]
         argv += args.pytest_arg

@@ -1,0 +1,187 @@
+"""``dgcompat doctor``: one screen that says whether this stack can work, and what to pin.
+
+The ABI health check (import deep_gemm, then a tiny call that must see the tensors it was given)
+runs in a child process, so a crash or a hang of the native library cannot take doctor down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from typing import Any, Sequence
+
+__all__ = ["main", "collect", "abi_check"]
+
+# Run in a child: bind deep_gemm through dgcompat and, where a GPU exists, run a tiny FP8 GEMM and
+# a paged-MQA schedule and compare with the reference (wheels built for another torch load but
+# mis-read every 2-D tensor, which only a call shows).
+_CHILD = r"""
+import json, sys
+out = {"import": None, "call": None, "detail": ""}
+try:
+    import dgcompat
+    ok = dgcompat.is_available()
+    if not ok:
+        from dgcompat import _binding
+        try:
+            _binding.load()
+        except Exception as exc:
+            out["import"] = False
+            out["detail"] = f"{type(exc).__name__}: {exc}"
+    else:
+        out["import"] = True
+        import torch
+        if not torch.cuda.is_available():
+            out["detail"] = "no CUDA device: kernels not checked"
+        else:
+            from dgcompat import reference as R
+            dev = "cuda"
+            a = torch.randn(64, 256, device=dev); b = torch.randn(128, 256, device=dev)
+            aq = R.per_token_cast_to_fp8(a); bq = R.per_block_cast_to_fp8(b)
+            d = torch.empty(64, 128, device=dev, dtype=torch.bfloat16)
+            dgcompat.fp8_gemm_nt(aq, bq, d)
+            ref = torch.empty_like(d); R.fp8_gemm_nt(aq, bq, ref)
+            x, y = d.double(), ref.double()
+            diff = float(1 - 2 * (x * y).sum() / (x * x + y * y).sum())
+            lens = torch.tensor([[100], [300]], dtype=torch.int32, device=dev)
+            sched = dgcompat.get_paged_mqa_logits_metadata(lens, 64)
+            torch.cuda.synchronize()
+            out["call"] = diff < 1e-3
+            out["detail"] = f"fp8_gemm_nt diff={diff:.2e}; schedule {tuple(sched.shape)}"
+except Exception as exc:
+    out["call"] = False if out["import"] else out["call"]
+    if out["import"] is None:
+        out["import"] = False
+    out["detail"] = f"{type(exc).__name__}: {exc}"[:500]
+print("DGCOMPAT-ABI " + json.dumps(out))
+"""
+
+
+def abi_check(timeout: float = 180.0) -> dict[str, Any]:
+    """Import deep_gemm and (with a GPU) run a tiny call in a child process.
+
+    Returns ``{"import": bool|None, "call": bool|None, "detail": str, "verdict": str}``; ``call`` is
+    None where no GPU was available to check kernels.
+    """
+    try:
+        proc = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, timeout=timeout,
+                              env=dict(os.environ))
+    except subprocess.TimeoutExpired:
+        return {"import": None, "call": None, "detail": f"no answer within {timeout:.0f} s (hang)", "verdict": "hang"}
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("DGCOMPAT-ABI ")), None)
+    if line is None:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        return {"import": None, "call": None, "verdict": "crashed",
+                "detail": f"child exited with {proc.returncode}: " + " | ".join(tail)}
+    result: dict[str, Any] = json.loads(line[len("DGCOMPAT-ABI "):])
+    if result["import"] is False:
+        result["verdict"] = "does not load"
+    elif result["call"] is False:
+        result["verdict"] = "loads, but kernels fail"
+    elif result["call"] is None:
+        result["verdict"] = "loads (kernels not checked)"
+    else:
+        result["verdict"] = "ok"
+    return result
+
+
+def _torch_info() -> dict[str, Any]:
+    info: dict[str, Any] = {"version": None, "cuda": None, "gpu": None, "arch": None}
+    try:
+        import torch
+    except Exception as exc:  # a broken torch is itself a finding
+        info["error"] = f"{type(exc).__name__}: {exc}"
+        return info
+    info["version"] = torch.__version__
+    info["cuda"] = torch.version.cuda
+    try:
+        if torch.cuda.is_available():
+            props = torch.cuda.get_device_properties(torch.cuda.current_device())
+            info["gpu"] = f"{props.name} ({props.multi_processor_count} SMs)"
+            info["arch"] = f"sm{props.major}{props.minor}"
+    except Exception as exc:
+        info["gpu_error"] = f"{type(exc).__name__}: {exc}"
+    return info
+
+
+def collect(*, run_abi: bool = True) -> dict[str, Any]:
+    """Everything doctor prints, as data."""
+    from . import _binding
+    from ._version import __version__
+    from .pins import suggest
+    from .table import capabilities
+
+    from .detection import release
+
+    rel = release()
+    torch_info = _torch_info()
+    caps = capabilities()
+    abi = abi_check() if (run_abi and rel.installed) else None
+    problems = list(rel.problems)
+    if abi is not None and abi["verdict"] not in ("ok", "loads (kernels not checked)"):
+        problems.append(f"ABI check: {abi['verdict']}: {abi['detail']}")
+    works = rel.installed and rel.torch_ok is not False and (abi is None or abi["verdict"] in
+                                                              ("ok", "loads (kernels not checked)"))
+    return {
+        "dgcompat": __version__,
+        "backend": _binding.backend_name(),
+        "release": {
+            "label": rel.label, "dist": rel.dist, "version": str(rel.version) if rel.version else None,
+            "source": rel.source, "binding": rel.binding, "location": rel.location, "known": rel.known,
+            "expected_torch": str(rel.expected_torch) if rel.expected_torch else None,
+            "torch_ok": rel.torch_ok,
+        },
+        "kernel_wheel": str(rel.kernel_wheel) if rel.kernel_wheel else None,
+        "torch": torch_info,
+        "abi": abi,
+        "capabilities": caps.as_dict(),
+        "problems": problems,
+        "pin": suggest(rel),
+        "works": works,
+    }
+
+
+def _render(data: dict[str, Any]) -> str:
+    r = data["release"]
+    t = data["torch"]
+    lines = [
+        f"dgcompat {data['dgcompat']}  (backend: {data['backend']})",
+        "",
+        f"deep_gemm      {r['label']}" + ("" if r["known"] or r["source"] == "none" else "  [not a release dgcompat knows]"),
+        f"  binding      {r['binding']}",
+        f"  files        {r['location'] or '-'}",
+        f"kernel wheel   {data['kernel_wheel'] or '-'}",
+        f"torch          {t['version'] or 'not importable'}  (CUDA {t['cuda'] or '-'})",
+        f"GPU            {t['gpu'] or 'none'}" + (f"  [{t['arch']}]" if t.get("arch") else ""),
+        f"native needs   torch{r['expected_torch']}" if r["expected_torch"] else "native needs   -",
+    ]
+    abi = data["abi"]
+    lines.append(f"ABI check      {abi['verdict']}: {abi['detail']}" if abi else "ABI check      not run")
+    lines += ["", "capabilities"]
+    caps = data["capabilities"]
+    for key, value in caps.items():
+        if key in ("sources", "release"):
+            continue
+        lines.append(f"  {key:<30} {value!r}")
+    lines.append("")
+    if data["problems"]:
+        lines.append("problems")
+        lines += [f"  - {p}" for p in data["problems"]]
+        lines.append("")
+    lines.append("suggested pin")
+    lines += [f"  {p}" for p in data["pin"]]
+    lines += ["", "verdict: " + ("this stack can work" if data["works"] else "this stack cannot work as installed")]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="dgcompat doctor", description=__doc__)
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--no-abi", action="store_true", help="skip the child-process ABI check")
+    opts = parser.parse_args(list(argv) if argv is not None else None)
+    data = collect(run_abi=not opts.no_abi)
+    print(json.dumps(data, indent=2, default=str) if opts.json else _render(data))
+    return 0 if data["works"] else 1

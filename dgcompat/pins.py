@@ -1,0 +1,100 @@
+"""``dgcompat pin``: requirement lines for an engine's requirements file, from the certificates.
+
+A pin is only as good as the run behind it, so every line set says which certificates back it
+(GPU tier: real kernels; CPU tier: the wheel's real Python layer over a stand-in native library).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+from packaging.version import Version
+
+from .detection import EXPECTED_TORCH, KERNEL_FLOOR_WITH_SGL_DEEP_GEMM, SGL_DEEP_GEMM, Release, _expected_torch
+
+__all__ = ["main", "suggest", "certificates"]
+
+
+def _certificate_dirs() -> list[Path]:
+    dirs = []
+    try:
+        import conformance
+
+        dirs.append(Path(conformance.__file__).parent / "certificates")
+    except ImportError:
+        pass
+    return [d for d in dirs if d.is_dir()]
+
+
+def certificates(release: str | None = None) -> list[dict[str, Any]]:
+    """The committed certificates (optionally only those of ``release``), newest first."""
+    found = []
+    for d in _certificate_dirs():
+        for path in sorted(d.glob("*.json")):
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if release is None or str(data.get("release")) == release:
+                data["_path"] = str(path)
+                found.append(data)
+    found.sort(key=lambda c: str(c.get("timestamp", "")), reverse=True)
+    return found
+
+
+def _status(release: str) -> str:
+    certs = certificates(release)
+    if not certs:
+        return f"# not certified: run `dgcompat conform --release {release}` (and the GPU tier) first"
+    parts = []
+    for c in certs:
+        tier = c.get("tier", "?")
+        verdict = c.get("verdict") or ("passed" if not c.get("summary", {}).get("failed") else "failed")
+        device = c.get("device")
+        dev = device.get("name") if isinstance(device, dict) else device
+        parts.append(f"{tier}: {verdict}" + (f" on {dev}" if dev and tier == "gpu" else ""))
+    return "# certificates: " + "; ".join(parts)
+
+
+def _torch_pin(spec: str) -> str:
+    return f"torch{spec}"
+
+
+def pin_lines(dist: str, version: Version) -> list[str]:
+    """Requirement lines for ``dist`` at ``version``."""
+    expected = _expected_torch(dist, version)
+    lines = [f"{dist}=={version}"]
+    lines.append(_torch_pin(str(expected)) if expected else "# torch: unknown for this release (no fingerprint)")
+    if dist == SGL_DEEP_GEMM:
+        lines.append(f"sglang-kernel>={KERNEL_FLOOR_WITH_SGL_DEEP_GEMM}")
+    lines.append(_status(str(version)))
+    return lines
+
+
+def suggest(rel: Release) -> list[str]:
+    """Pin lines for the installed stack (or a note when there is nothing to pin)."""
+    if rel.dist is None or rel.version is None:
+        return ["# no deep_gemm distribution installed; see `dgcompat pin --release VERSION`"]
+    return pin_lines(rel.dist, rel.version)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="dgcompat pin", description=__doc__)
+    parser.add_argument("--release", help="an sgl-deep-gemm version instead of the installed stack")
+    parser.add_argument("--dist", default=SGL_DEEP_GEMM, help="distribution of --release (default sgl-deep-gemm)")
+    parser.add_argument("--list", action="store_true", help="every release with its torch pairing")
+    opts = parser.parse_args(list(argv) if argv is not None else None)
+    if opts.list:
+        for dist, releases, torch_spec, why in EXPECTED_TORCH:
+            print(f"{dist:<14} {releases:<28} torch{torch_spec:<10} # {why}")
+        return 0
+    if opts.release:
+        print("\n".join(pin_lines(opts.dist, Version(opts.release))))
+        return 0
+    from .detection import release
+
+    print("\n".join(suggest(release())))
+    return 0
