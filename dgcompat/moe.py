@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from . import _binding
 from ._checks import bad, pair, release_label, same_device, tensor, translate
-from .errors import BadArgumentError, UnsupportedFeatureError
+from .errors import BadArgumentError, DgcompatError, UnsupportedFeatureError
 
 if TYPE_CHECKING:
     import torch
@@ -205,10 +205,12 @@ def m_grouped_fp8_gemm_nt_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tu
     try:
         impl(a, b, d, m_indices, recipe=recipe)
     except Exception as exc:
-        if _rows(a) == 0 and not isinstance(exc, UnsupportedFeatureError):
+        def diagnose() -> None:
+            _diagnose_contiguous("m_grouped_fp8_gemm_nt_contiguous", a, b, d, m_indices, True)
+        if _rows(a) == 0 and not isinstance(exc, DgcompatError):
+            diagnose()  # an empty batch is a no-op, a malformed one is still an error
             return
-        translate("m_grouped_fp8_gemm_nt_contiguous", exc,
-                  lambda: _diagnose_contiguous("m_grouped_fp8_gemm_nt_contiguous", a, b, d, m_indices, True))
+        translate("m_grouped_fp8_gemm_nt_contiguous", exc, diagnose)
 
 
 def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor,
@@ -222,10 +224,12 @@ def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
     try:
         impl(a, b, d, m_indices)
     except Exception as exc:
-        if _rows(a) == 0 and not isinstance(exc, UnsupportedFeatureError):
+        def diagnose() -> None:
+            _diagnose_contiguous("m_grouped_bf16_gemm_nt_contiguous", a, b, d, m_indices, False)
+        if _rows(a) == 0 and not isinstance(exc, DgcompatError):
+            diagnose()
             return
-        translate("m_grouped_bf16_gemm_nt_contiguous", exc,
-                  lambda: _diagnose_contiguous("m_grouped_bf16_gemm_nt_contiguous", a, b, d, m_indices, False))
+        translate("m_grouped_bf16_gemm_nt_contiguous", exc, diagnose)
 
 
 def m_grouped_fp8_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor],

@@ -996,7 +996,7 @@ def fp8_paged_mqa_logits(
     row_valid = pos.unsqueeze(0) < lens.unsqueeze(1)  # (rows, P)
     bt_valid = row_valid.view(bt_rows, per_bt, longest).any(dim=1)  # (bt_rows, P)
     blocks = block_table.to(torch.int64)[:, (pos // bkv)]
-    blocks = blocks.clamp(min=0)
+    blocks = torch.where(bt_valid, blocks, 0)
     if bool(((blocks < 0) | (blocks >= nb)).any()):
         raise BadArgumentError(fn, "block_table", f"block ids in [0, {nb}) for visible positions", "an out-of-range id")
     slots = (pos % bkv).expand(bt_rows, longest)

@@ -52,7 +52,7 @@ def ceil_div(x: int, y: int) -> int:
 
 def ue8m0_byte(v: float) -> int:
     """Biased exponent byte of a float32 value."""
-    (bits,) = struct.unpack("<I", struct.pack("<f", v))
+    bits = int.from_bytes(struct.pack("<f", v), "little")
     return (bits >> 23) & 0xFF
 
 
@@ -870,7 +870,7 @@ def test_paged_logits_rejects() -> None:
     bt = torch.tensor([[0, 1], [2, 3]], dtype=torch.int32)
     ctx = torch.tensor([5, 8], dtype=torch.int32)
     R.fp8_paged_mqa_logits(q, kv, w, ctx, bt, None, 8)
-    cases = [
+    cases: List[Tuple[Dict[str, object], str]] = [
         (dict(max_context_len=7), "max_context_len"),
         (dict(context_lens=torch.tensor([5, 8, 1], dtype=torch.int32)), "context_lens"),
         (dict(context_lens=torch.tensor([5, 12], dtype=torch.int32), max_context_len=12), "block_table"),
@@ -892,7 +892,7 @@ def test_paged_logits_ignore_garbage_block_ids_past_length() -> None:
     q = torch.ones(2, 1, 1, 8).to(FP8)
     kv = R.pack_kv_cache(torch.full((2, 4, 8), 28.0))  # scale 28 / 448 = 1/16, values 448
     # sequence 0 owns 3 positions (block 1); its other entries are garbage; sequence 1 owns 8
-    bt = torch.tensor([[1, -7, 99], [0, 1, 0]], dtype=torch.int32)
+    bt = torch.tensor([[1, 99, -7], [0, 1, 0]], dtype=torch.int32)
     ctx = torch.tensor([3, 8], dtype=torch.int32)
     out = R.fp8_paged_mqa_logits(q, kv, torch.ones(2, 1), ctx, bt, None, 12)
     assert out[0, :3].tolist() == [224.0, 224.0, 224.0]

@@ -154,7 +154,7 @@ class TestNativeReader:
         op = read_native_ops(blob)["bar"]
         if shutil.which("c++filt"):
             assert op.params == (NativeParam(None, "?", None),)  # "void (*)()" has no kind
-        monkeypatch.setattr(native_mod.shutil, "which", lambda _name: None)
+        monkeypatch.setattr("dgcompat.surface.native.shutil.which", lambda _name: None)
         assert read_native_ops(blob)["bar"].params == (NativeParam(None, "...", None),)
 
 

@@ -12,6 +12,7 @@ By default only engine-relevant symbols are compared (:data:`ENGINE_SYMBOLS` plu
 
 from __future__ import annotations
 
+import ast
 import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -206,18 +207,36 @@ def _format_call(call: Mapping[str, Any]) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+def _default_key(text: Any) -> Any:
+    """Defaults compare by value where they are literals (schema ``"nk"`` equals Python ``'nk'``)."""
+    if not isinstance(text, str):
+        return text
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return text
+    if isinstance(value, list):
+        value = tuple(value)
+    return repr(value)
+
+
 def _compare_params(
     symbol: str,
     before: Sequence[Mapping[str, Any]],
     after: Sequence[Mapping[str, Any]],
     *,
     native: bool = False,
+    compare_types: bool = True,
 ) -> list[Change]:
-    """Parameter-level changes, matching parameters by name (by position where names are unknown)."""
+    """Parameter-level changes, matching parameters by name (by position where names are unknown).
+
+    ``compare_types`` is false when the two sides annotate in different vocabularies (a native
+    op's kinds against Python annotations).
+    """
     out: list[Change] = []
     type_change = "native-type-changed" if native else "annotation-changed"
     if any(p.get("name") is None for p in before) or any(p.get("name") is None for p in after):
-        for i in range(min(len(before), len(after))):
+        for i in range(min(len(before), len(after)) if compare_types else 0):
             tb, ta = before[i].get("annotation"), after[i].get("annotation")
             if tb != ta and tb is not None and ta is not None:
                 label = after[i].get("name") or before[i].get("name") or f"#{i}"
@@ -261,10 +280,10 @@ def _compare_params(
             out.append(Change("became-required", symbol, f"{new_name} lost its default {db} (now required)", db, None, new_name))
         elif db is None and da is not None:
             out.append(Change("became-optional", symbol, f"{new_name} gained the default {da}", None, da, new_name))
-        elif db != da:
+        elif _default_key(db) != _default_key(da):
             out.append(Change("default-changed", symbol, f"default of {new_name}: {db} -> {da}", db, da, new_name))
         ab, aa = pb.get("annotation"), pa.get("annotation")
-        if ab != aa and (native or (ab is not None and aa is not None)):
+        if compare_types and ab != aa and (native or (ab is not None and aa is not None)):
             out.append(Change(type_change, symbol, f"type of {new_name}: {ab} -> {aa}", ab, aa, new_name))
     return out
 
@@ -326,7 +345,8 @@ def _compare_symbol(name: str, before: Mapping[str, Any] | None, after: Mapping[
     if kb in _CALLABLE_KINDS and ka in _CALLABLE_KINDS:
         params_b, params_a = before.get("params"), after.get("params")
         if params_b is not None and params_a is not None:
-            out += _compare_params(name, params_b, params_a, native=False)
+            same_vocabulary = (kb == "native") == (ka == "native")
+            out += _compare_params(name, params_b, params_a, compare_types=same_vocabulary)
         rb, ra = before.get("returns"), after.get("returns")
         if kb == ka and rb is not None and ra is not None and rb != ra:
             out.append(Change("return-changed", name, f"returns {rb} -> {ra}", rb, ra))

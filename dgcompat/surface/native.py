@@ -291,7 +291,9 @@ class _Demangler:
     # -- grammar ---------------------------------------------------------------------------
     def function_params(self) -> tuple[str, list[_CxxType]]:
         self.expect("_Z")
-        name = self.encoding_name()
+        name, is_template = self.encoding_name()
+        if is_template:  # a function template's encoding starts with its return type
+            self.type()
         params: list[_CxxType] = []
         while self.i < len(self.s):
             params.append(self.type())
@@ -299,15 +301,17 @@ class _Demangler:
             params = []
         return name, params
 
-    def encoding_name(self) -> str:
+    def encoding_name(self) -> tuple[str, bool]:
+        """The function's name, and whether it is a template specialisation."""
         if self.peek() == "N":
             node = self.nested_name(register_last=False)
-            return node.render()
+            return node.render(), node.template
         name = self.source_name()
-        if self.peek() == "I":  # a function template: its arguments precede the parameters
+        if self.peek() == "I":
             self.subs.append(_CxxType(name))
-            self.template_args()
-        return name
+            args = self.template_args()
+            return _CxxType(name, args, template=True).render(), True
+        return name, False
 
     def substitution(self) -> _CxxType:
         self.expect("S")

@@ -144,7 +144,6 @@ class _Module:
     name: str
     is_package: bool
     ns: dict[str, _Value] = field(default_factory=dict)
-    done: bool = False
 
 
 @dataclass(frozen=True)
@@ -235,7 +234,7 @@ class _Evaluator:
             if name in self.extensions:
                 if self.extensions[name]:
                     # An importable extension (exports PyInit_<name>): a module we cannot look into.
-                    mod = _Module(name, False, done=True)
+                    mod = _Module(name, False)
                     self.modules[name] = mod
                     self._bind_in_parent(name)
                     return mod
@@ -257,12 +256,11 @@ class _Evaluator:
                 except SyntaxError as exc:
                     raise _SimRaise("SyntaxError", f"{name}: {exc.msg} (line {exc.lineno})") from None
                 self.trees[name] = tree
-            self.exec_block(tree.body, mod, None, toplevel=True)
+            self.exec_block(tree.body, mod, None)
         except _SimRaise as exc:
             del self.modules[name]
             self.import_errors.append(f"{name}: {exc.exc_type}: {exc.detail}")
             raise
-        mod.done = True
         self._bind_in_parent(name)
         return mod
 
@@ -280,7 +278,7 @@ class _Evaluator:
         return f"{pkg}.{module}" if module else pkg
 
     # -- statements ------------------------------------------------------------------------
-    def exec_block(self, stmts: list[ast.stmt], mod: _Module, guard: str | None, toplevel: bool = False) -> None:
+    def exec_block(self, stmts: list[ast.stmt], mod: _Module, guard: str | None) -> None:
         for st in stmts:
             self.exec_stmt(st, mod, guard)
 
@@ -308,12 +306,12 @@ class _Evaluator:
         elif isinstance(st, ast.ClassDef):
             ns[st.name] = _Class(mod.name, st, guard)
         elif isinstance(st, ast.Assign):
-            value = self.eval(st.value, mod, target_names=[_unparse(t) for t in st.targets])
+            value = self.eval(st.value, mod)
             for target in st.targets:
                 self.bind(target, value, mod)
         elif isinstance(st, ast.AnnAssign):
             if st.value is not None:
-                value = self.eval(st.value, mod, target_names=[_unparse(st.target)])
+                value = self.eval(st.value, mod)
                 self.bind(st.target, value, mod)
         elif isinstance(st, ast.AugAssign):
             self.eval(st.value, mod)
@@ -511,7 +509,7 @@ class _Evaluator:
             raise _SimRaise("AttributeError", f"the native library has no op {op!r}")
         return _Native(op)
 
-    def eval(self, node: ast.expr, mod: _Module, target_names: list[str] | None = None) -> _Value:
+    def eval(self, node: ast.expr, mod: _Module) -> _Value:
         if isinstance(node, ast.Constant):
             return _Const(repr(node.value), node.value)
         if isinstance(node, ast.Name):
