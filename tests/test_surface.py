@@ -1,4 +1,4 @@
-"""Tests of the static surface tool (``dgcompat.surface``).
+"""Tests of the static surface extractor (``dgcompat.surface``).
 
 The fast tests run on synthetic inputs: byte blobs with the strings the native reader looks for,
 and a tiny fake wheel built in ``tmp_path``. The ``wheels`` class extracts the 21 published
@@ -28,6 +28,7 @@ from dgcompat.surface import (
     changes_to_json,
     diff,
     extract,
+    find_cached_wheel,
     format_signature,
     is_engine_symbol,
     render_changes,
@@ -233,7 +234,7 @@ from .layout import *
 LAYOUT = '''
 import torch
 
-__all__ = ["get_mn_major_tma_aligned_tensor", "helper"]
+__all__ = ["get_mn_major_tma_aligned_tensor", "pack_scales"]
 
 
 def _get_C():
@@ -245,7 +246,7 @@ def get_mn_major_tma_aligned_tensor(sf: torch.Tensor) -> torch.Tensor:
     return _get_C().get_mn_major_tma_aligned_tensor(sf)
 
 
-def helper(x, /, y, *args, z, **kw):
+def pack_scales(x, /, y, *args, z, **kw):
     pass
 
 
@@ -380,7 +381,7 @@ class TestExtractSynthetic:
         assert mn["returns"] == "_C.get_mn_major_tma_aligned_tensor"
         assert mn["params"] == [{"name": "sf", "kind": "positional", "default": None, "annotation": "torch.Tensor"}]
         assert mn["returns_annotation"] == "torch.Tensor"
-        assert [p["kind"] for p in py["deep_gemm.helper"]["params"]] == [
+        assert [p["kind"] for p in py["deep_gemm.pack_scales"]["params"]] == [
             "positional_only", "positional", "var_positional", "keyword_only", "var_keyword",
         ]
         assert "deep_gemm.hidden" not in py
@@ -572,13 +573,13 @@ class TestDiff:
         })
         b = _surface({
             "deep_gemm.set_pdl": {"kind": "native", "op": "set_pdl", "via": None, "params": [], "returns": "()"},
-            "deep_gemm.utils.layout.helper": _fn("helper"),
+            "deep_gemm.utils.layout.pack_scales": _fn("pack_scales"),
         })
         keys = _keys(diff(a, b))
         assert keys == {
             ("removed-function", "deep_gemm.fp8_mqa_logits", None),
             ("kind-changed", "deep_gemm.set_pdl", None),
-            ("added-function", "deep_gemm.utils.layout.helper", None),
+            ("added-function", "deep_gemm.utils.layout.pack_scales", None),
         }
         assert ("removed-function", "deep_gemm.not_engine", None) in _keys(diff(a, b, all_symbols=True))
         assert _keys(diff(a, b, symbols=["deep_gemm.not_engine"])) == {("removed-function", "deep_gemm.not_engine", None)}
@@ -805,6 +806,29 @@ class TestPublishedWheels:
                 parsed = demangle_params(sym)
                 assert parsed is not None, sym
                 assert f"{parsed[0]}({', '.join(parsed[1])})".replace(" ", "") == reference[sym].replace(" ", ""), sym
+
+    def test_bundled_copy_in_sgl_kernel(self, surfaces: dict[str, dict[str, Any]]) -> None:
+        wheel = find_cached_wheel("0.3.21", dist="sgl-kernel")
+        if wheel is None:  # a 500 MB download is not worth it here; use it when it is cached
+            pytest.skip("sgl-kernel 0.3.21 is not in the wheel cache")
+        doc = extract(wheel)
+        assert doc["release"] == {"name": "sgl-kernel", "version": "0.3.21"}
+        assert (doc["binding"], doc["torch_build"], doc["native_library"]) == ("torch-library", "2.9", "deep_gemm/deep_gemm_cpp.abi3.so")
+        assert doc["python"]["deep_gemm.fp8_gemm_nt"]["via"] == "_wrap_op"
+        assert doc["python"]["deep_gemm.set_compile_mode"]["op"] == "set_compile_mode"
+        keys = _keys(diff(doc, surfaces["0.0.1"]))
+        assert {
+            ("renamed-param", "deep_gemm.fp8_paged_mqa_logits", "kv_cache"),
+            ("default-changed", "deep_gemm.fp8_gemm_nt", "compiled_dims"),
+            ("removed-param", "deep_gemm.fp8_m_grouped_gemm_nt_masked", "signal"),
+            ("removed-function", "deep_gemm.set_compile_mode", None),
+            ("binding-changed", "deep_gemm", None),
+        } <= keys
+        if REFERENCE.is_file():
+            ref_ops = json.loads(REFERENCE.read_text())["native_ops"]["sgl-kernel-0.3.21-bundled"]
+            assert {op: _reference_kinds(schema) for op, schema in ref_ops.items()} == {
+                op: [p["type"] for p in record["params"]] for op, record in doc["native"].items()
+            }
 
     def test_matches_reference_data(self, surfaces: dict[str, dict[str, Any]]) -> None:
         if not REFERENCE.is_file():

@@ -82,6 +82,7 @@ __all__ = [
     "SurfaceError",
     "cache_root",
     "wheel_dir",
+    "find_cached_wheel",
 ]
 
 #: Version of the surface document layout; bump when the extractor's output changes.

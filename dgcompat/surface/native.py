@@ -249,7 +249,7 @@ class _Demangler:
         self.i = 0
         self.subs: list[_CxxType] = []
 
-    # -- helpers ---------------------------------------------------------------------------
+    # -- primitives ------------------------------------------------------------------------
     def peek(self, n: int = 1) -> str:
         return self.s[self.i : self.i + n]
 
@@ -581,11 +581,11 @@ def _kind_from_cxx_text(text: str) -> str:
 
 def _cxxfilt(symbols: list[str]) -> dict[str, str]:
     """Demangle with ``c++filt`` if it is installed; an empty dict otherwise."""
-    tool = shutil.which("c++filt")
-    if not tool or not symbols:
+    cxxfilt = shutil.which("c++filt")
+    if not cxxfilt or not symbols:
         return {}
     try:
-        proc = subprocess.run([tool], input="\n".join(symbols) + "\n", capture_output=True, text=True, timeout=60)
+        proc = subprocess.run([cxxfilt], input="\n".join(symbols) + "\n", capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
         return {}
     lines = proc.stdout.splitlines()
