@@ -577,7 +577,7 @@ def _lookup_plan(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: An
     if p is None or p.lens is not lens or p.schedule is not schedule or p.block_table is not block_table:
         p = _plan(q, kv_cache, weights, lens, block_table, schedule, max_len, clean)
         _PLANS[key] = p
-        while len(_PLANS) > 8:
+        while len(_PLANS) > 4:
             _PLANS.popitem(last=False)
     _LAST = p
     return p

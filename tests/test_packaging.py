@@ -1,0 +1,53 @@
+"""Packaging: one version source, a wheel that installs and runs `doctor` in a fresh virtualenv."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import json
+import os
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import dgcompat
+
+ROOT = Path(__file__).parent.parent
+
+
+def test_single_version_source() -> None:
+    assert md.version("dgcompat") == dgcompat.__version__
+
+
+@pytest.mark.slow
+def test_wheel_installs_and_runs_doctor(tmp_path: Path) -> None:
+    out = tmp_path / "dist"
+    # cwd outside the project so that a local folder named build/ cannot shadow the build package.
+    proc = subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out),
+                           str(ROOT)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    wheel = next(out.glob("dgcompat-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "dgcompat/py.typed" in names and "conformance/cli.py" in names
+    assert not any(n.startswith("tests/") for n in names)
+
+    env_dir = tmp_path / "venv"
+    # The fresh environment sees the machine's torch and packaging (system site-packages) but gets
+    # dgcompat only from the wheel.
+    venv.EnvBuilder(with_pip=True, system_site_packages=True).create(env_dir)
+    py = env_dir / "bin" / "python"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("DGCOMPAT_")}
+    proc = subprocess.run([str(py), "-m", "pip", "install", "--no-deps", "--quiet", str(wheel)],
+                          capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = subprocess.run([str(env_dir / "bin" / "dgcompat"), "doctor", "--json", "--no-abi"], capture_output=True,
+                          text=True, timeout=300, env=env, cwd=tmp_path)
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    data = json.loads(proc.stdout)
+    assert data["dgcompat"] == dgcompat.__version__ and "capabilities" in data and "pin" in data
+    where = subprocess.run([str(py), "-c", "import dgcompat; print(dgcompat.__file__)"], capture_output=True,
+                           text=True, timeout=120, env=env, cwd=tmp_path).stdout.strip()
+    assert where.startswith(str(env_dir)), f"dgcompat was imported from {where}, not from the installed wheel"
