@@ -3,10 +3,14 @@
 Usage::
 
     dgcompat surface WHEEL_OR_FOLDER_OR_VERSION [--out FILE] [--no-cache]
-    dgcompat surface --diff A B [--json] [--all] [--no-cache]
+    dgcompat surface --diff A B [--json] [--all] [--no-rows] [--no-cache]
 
 ``A``/``B`` are wheels, folders, versions of sgl-deep-gemm, or surface JSON files written by
-the first form. The diff lists engine-relevant changes (``--all``: every public name and op).
+the first form. The diff lists engine-relevant changes and every change to a symbol dgcompat
+calls (``--all``: every public name and op), each mapped onto the capability-table rows that
+cover it (:func:`dgcompat.intake.map_changes`), followed by the unhandled drift, the rows
+needed, and how the table and dgcompat's calls fare against ``B``. ``--no-rows`` prints the
+plain engine-relevant changes only.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--diff", nargs=2, metavar=("A", "B"), help="list the changes from A to B")
     parser.add_argument("--json", action="store_true", help="with --diff: print the changes as JSON")
     parser.add_argument("--all", action="store_true", help="with --diff: compare every name, not only engine-relevant ones")
+    parser.add_argument("--no-rows", action="store_true",
+                        help="with --diff: plain changes, not mapped onto the capability table")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write cached surfaces")
     return parser
 
@@ -43,6 +49,23 @@ def _load(source: str, cache: bool) -> dict[str, Any]:
         doc: dict[str, Any] = json.loads(path.read_text("utf-8"))
         return doc
     return extract(source, cache=cache)
+
+
+def _mapped_diff(a: dict[str, Any], b: dict[str, Any], *, all_symbols: bool, as_json: bool) -> str:
+    """The diff from ``a`` to ``b`` with every change mapped onto the capability table."""
+    # Imported here: the capability table is not needed to extract a surface.
+    from .. import intake
+
+    changes = intake.diff_surfaces(a, b, all_symbols=all_symbols)
+    mapped = intake.map_changes(changes, before=a, after=b)
+    try:
+        table: list[str] | None = intake.check_table(b)
+    except ValueError:  # B names no release (a bare folder): there is no row to hold it against
+        table = None
+    calls = intake.check_calls(b)
+    if as_json:
+        return intake.mapped_to_json(mapped, a, b, table_problems=table, call_problems=calls)
+    return intake.render_mapped(mapped, a, b, table_problems=table, call_problems=calls)
 
 
 def main(argv: list[str]) -> int:
@@ -58,8 +81,11 @@ def main(argv: list[str]) -> int:
             if ns.source is not None:
                 parser.error("give either SOURCE or --diff A B, not both")
             a, b = (_load(s, cache) for s in ns.diff)
-            changes = diff(a, b, all_symbols=ns.all)
-            sys.stdout.write(changes_to_json(changes, a, b) if ns.json else render_changes(changes, a, b))
+            if ns.no_rows:
+                changes = diff(a, b, all_symbols=ns.all)
+                sys.stdout.write(changes_to_json(changes, a, b) if ns.json else render_changes(changes, a, b))
+                return 0
+            sys.stdout.write(_mapped_diff(a, b, all_symbols=ns.all, as_json=ns.json))
             return 0
         if ns.source is None:
             parser.error("SOURCE or --diff A B is required")
