@@ -96,14 +96,25 @@ def _bind(name: str, *, repair: bool) -> Callable[..., Any]:
                 raise UnsupportedFeatureError(name, name, release_label())
             impl = refuse
         elif repair and capabilities().collapsed_strides:
-            def repaired(*args: Any, **kw: Any) -> Any:
-                out = target(*args, **kw)
-                return restore_tma_strides(_as_torch(out))
+            def repaired(sf: Any) -> Any:
+                return _repair_copy(sf, _as_torch(target(sf)))
             impl = repaired
         else:
             impl = target
         setattr(_B, name, impl)
         return impl
+
+
+def _repair_copy(sf: Any, out: Any) -> Any:
+    """Restore TMA strides on a scale deep_gemm allocated, never on the caller's own tensor.
+
+    deep_gemm hands back its input unchanged when no transform is needed (e.g. a 128x128 block
+    scale on SM90); that tensor's strides are the caller's and are checked by other rules, so only
+    a fresh allocation (which deep_gemm made TMA-aligned) is re-strided.
+    """
+    if out.data_ptr() == sf.data_ptr():
+        return out
+    return restore_tma_strides(out)
 
 
 def _as_torch(x: Any) -> Any:
@@ -150,7 +161,8 @@ def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe:
 
     ``sf`` float32 ``(mn or ceil(mn/128), ceil(k/128))`` (``(num_groups, ...)`` when grouped); ``recipe``
     ``(gran_m, gran_n, gran_k)`` (then ``is_sfa`` says which operand) or ``(gran_mn, gran_k)``. Returns
-    MN-major TMA-aligned float32 (SM90) or packed UE8M0 int32 (SM100).
+    MN-major TMA-aligned float32 per-row scales (SM90), or packed UE8M0 int32 (SM100). A scale that already
+    has the required layout (e.g. a 128x128 block scale of ``b`` on SM90) comes back as the same tensor.
     """
     fn = "transform_sf_into_required_layout"
     try:
@@ -193,7 +205,7 @@ def _bind_transform() -> Callable[..., Any]:
                     out = target(sf, mn, k, list(recipe), num_groups, bool(is_sfa))
                 else:
                     out = target(sf, mn, k, recipe, num_groups, is_sfa)
-                return restore_tma_strides(_as_torch(out)) if repair else out
+                return _repair_copy(sf, _as_torch(out)) if repair else out
         _B.transform_sf_into_required_layout = impl
         return impl
 

@@ -53,3 +53,13 @@ def test_tma_aligned_size() -> None:
     assert dgcompat.get_tma_aligned_size(3, 2) == 8
     with pytest.raises(dgcompat.BadArgumentError, match="element_size"):
         dgcompat.get_tma_aligned_size(3, 3)
+
+
+@pytest.mark.parametrize("family", ["sgl-0.1.3", "sgl-0.2.5", "bundled"])
+def test_unchanged_block_scale_is_not_restrided(fake_release: Callable[[str], Any], family: str) -> None:
+    # Seen on H200 (0.0.1-0.1.5.post1): a K=128 block scale of b, (2, 1) with strides (1, 1), comes back
+    # as the same tensor; re-striding it to (1, 4) made the next fp8_gemm_nt assert.
+    fake_release(family)
+    sf = torch.rand(2, 1)
+    out = dgcompat.transform_sf_into_required_layout(sf, 256, 128, (1, 128, 128), is_sfa=False)
+    assert out.data_ptr() == sf.data_ptr() and out.stride() == sf.stride()

@@ -59,6 +59,20 @@ def _short(text: str, limit: int = 600) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _chain(exc: BaseException | None) -> str:
+    """``Type: message`` of an exception and of every exception behind it (loaders wrap the
+    dynamic linker's "undefined symbol" message in their own)."""
+    parts: list[str] = []
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        text = f"{type(exc).__name__}: {exc}"
+        if not any(text in p for p in parts):
+            parts.append(text)
+        exc = exc.__cause__ or exc.__context__
+    return " <- ".join(parts)
+
+
 # --- the child ---------------------------------------------------------------------------------
 
 def _describe_release() -> dict[str, Any]:
@@ -137,10 +151,9 @@ def _child() -> dict[str, Any]:
     except IncompatibleBuildError as exc:
         # Refused before importing (torch mismatch known from the table), or the import itself failed.
         load["refused"] = exc.__cause__ is None
-        cause = exc.__cause__
-        load["error"] = _short(f"{type(cause).__name__}: {cause}" if cause is not None else str(exc))
+        load["error"] = _short(_chain(exc.__cause__) if exc.__cause__ is not None else str(exc), 900)
     except Exception as exc:
-        load["error"] = _short(f"{type(exc).__name__}: {exc}")
+        load["error"] = _short(_chain(exc), 900)
     load["seconds"] = round(time.perf_counter() - t0, 3)
     out["load"] = load
     out["calls"] = []
@@ -165,7 +178,8 @@ def _child() -> dict[str, Any]:
         try:
             rec = fn()
         except Exception as exc:
-            rec = {"name": fn.__name__.replace("_call_", ""), "ok": False,
+            name = {"_call_metadata": "get_paged_mqa_logits_metadata", "_call_gemm": "fp8_gemm_nt"}[fn.__name__]
+            rec = {"name": name, "ok": False,
                    "detail": _short(f"{type(exc).__name__}: {exc}")}
         out["calls"].append(rec)
         ok = ok and bool(rec["ok"])
