@@ -59,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--subject", default=None,
                      help="module the suite certifies instead of dgcompat (harness development)")
     run.add_argument("--no-xfails", action="store_true", help="ignore conformance/xfails/<release>.txt")
+    run.add_argument("--ffi-returns", choices=("torch", "dlpack"), default="torch",
+                     help="tvm-ffi stand-ins return torch tensors (default) or bare DLPack producers")
     run.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
     return p
 
@@ -113,7 +115,7 @@ def main(argv: list[str]) -> int:
     jobs = args.jobs or max(1, min(4, os.cpu_count() or 1))
     opts = RunOptions(out_dir=args.out, timeout=args.timeout, arch=args.arch, tests=args.tests,
                       subject=args.subject, keyword=args.keyword, examples=args.examples,
-                      no_xfails=args.no_xfails)
+                      no_xfails=args.no_xfails, ffi_returns=args.ffi_returns)
     t0 = time.perf_counter()
 
     def progress(i: int, n: int, cert: dict[str, Any]) -> None:

@@ -11,6 +11,8 @@ Exit status: 0 when the JSON was written (whatever the test outcomes), 3 when it
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import json
 import os
 import platform
@@ -97,7 +99,7 @@ class _Collector:
     def _hung(self, nodeid: str) -> bool:
         if self.session is None:
             return False
-        return self.session.hang_count() > self._hangs_before.get(nodeid, 0)
+        return bool(self.session.hang_count() > self._hangs_before.get(nodeid, 0))
 
     # -- outcomes
     def _record(self, nodeid: str, outcome: str, duration: float, message: str) -> None:
@@ -171,11 +173,17 @@ class _Collector:
 def _environment(tier: str, arch: str | None) -> dict[str, Any]:
     import torch
 
+    if tier == "gpu":
+        device = torch.cuda.get_device_name()
+    elif tier == "reference":
+        device = "cpu (reference backend)"
+    else:
+        device = "cpu-tier"
     info: dict[str, Any] = {
         "torch": torch.__version__,
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "device": "cpu-tier" if tier != "gpu" else torch.cuda.get_device_name(),
+        "device": device,
         "arch": arch,
     }
     try:
@@ -185,6 +193,15 @@ def _environment(tier: str, arch: str | None) -> dict[str, Any]:
     except ImportError:
         info["dgcompat_version"] = None
     return info
+
+
+def _gpu_arch() -> str | None:
+    try:
+        from dgcompat.table import current_arch
+
+        return current_arch()
+    except Exception:
+        return None
 
 
 def _dgcompat_view() -> dict[str, Any]:
@@ -207,7 +224,13 @@ def _dgcompat_view() -> dict[str, Any]:
 def _run_pytest(args: argparse.Namespace, collector: _Collector) -> int:
     import pytest
 
-    tests = [str(t) for t in (args.tests or [SUITE_DIR])]
+    paths = [Path(t).resolve() for t in (args.tests or [SUITE_DIR])]
+    tests = [str(t) for t in paths]
+    # Node ids are relative to the rootdir; pytest leaves the path out of the ids of files outside
+    # it, so test files from elsewhere (harness development) move the rootdir up to their common folder.
+    root = repo_root()
+    if not all(p.is_relative_to(root) for p in paths):
+        root = Path(os.path.commonpath([str(p if p.is_dir() else p.parent) for p in paths]))
     with tempfile.TemporaryDirectory(prefix="dgcompat-conform-") as tmp:
         ini = Path(tmp) / "pytest.ini"
         # A private configuration, so that the run does not depend on where the package lives.
@@ -219,7 +242,7 @@ def _run_pytest(args: argparse.Namespace, collector: _Collector) -> int:
             "    wheels: needs the published wheels\n"
             "    slow: slower tests\n"
         )
-        argv = [*tests, "-c", str(ini), "--rootdir", str(repo_root()), "-p", "no:cacheprovider",
+        argv = [*tests, "-c", str(ini), "--rootdir", str(root), "-p", "no:cacheprovider",
                 "--tb=short", "-rfE", "-o", "console_output_style=classic"]
         if args.keyword:
             argv += ["-k", args.keyword]
@@ -237,7 +260,6 @@ def main(argv: list[str] | None = None) -> int:
         "version": args.version or None,
     }
     # Settings that must exist before dgcompat or the suite are imported.
-    os.environ.setdefault("DGCOMPAT_ARCH", args.arch)
     if args.subject:
         os.environ["DGCOMPAT_CONFORMANCE_SUBJECT"] = args.subject
     if args.examples is not None:
@@ -258,8 +280,6 @@ def main(argv: list[str] | None = None) -> int:
             os.environ.setdefault("DGCOMPAT_BACKEND", "deep_gemm")
             workdir = args.workdir
             if args.installed:
-                import importlib.util
-
                 spec = importlib.util.find_spec("deep_gemm")
                 if spec is None or not spec.origin:
                     raise RuntimeError("no deep_gemm is installed")
@@ -282,14 +302,17 @@ def main(argv: list[str] | None = None) -> int:
                     "native_ops": len(installed.ops),
                     "schedule_balance": installed.profile.schedule_balance,
                 }
+        if tier != "gpu":
+            # Without a GPU, dgcompat plans for the architecture the stand-ins emulate.
+            os.environ.setdefault("DGCOMPAT_ARCH", args.arch)
         torch.set_num_threads(max(1, int(os.environ.get("DGCOMPAT_CONFORMANCE_THREADS", "1"))))
 
         t_import = time.perf_counter()
         import_error = None
-        module = None
+        module: Any = None
         if tier != "reference":
             try:
-                import deep_gemm as module  # noqa: F811
+                module = importlib.import_module("deep_gemm")
             except BaseException as exc:  # the import itself is under test; keep going to report it
                 if isinstance(exc, KeyboardInterrupt):
                     raise
@@ -306,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
             result["standins"]["mapped_native_libraries"] = installed.native_libraries_mapped()
             result["standins"]["undefined_schemas"] = installed.undefined_schemas
         result["tier"] = tier
-        result["environment"] = _environment(tier, args.arch if tier != "gpu" else None)
+        result["environment"] = _environment(tier, args.arch if tier != "gpu" else _gpu_arch())
         result["dgcompat"] = _dgcompat_view()
 
         session = Session(tier, result["release_id"], installed, result)

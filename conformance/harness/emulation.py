@@ -360,7 +360,7 @@ def _recipe(a: _Args) -> tuple[int, ...] | None:
     return None if r is None else tuple(int(x) for x in r)
 
 
-def _check_gemm_operands(ctx: Ctx, a_data: Any, b_data: Any, d: Any, *, fp8: bool, grouped: bool) -> None:
+def _check_gemm_operands(ctx: Ctx, a_data: Any, b_data: Any, d: Any, *, fp8: bool) -> None:
     # DeepGEMM csrc/apis/gemm.hpp host checks (as summarized in upstream-history.md §1.1-§1.3, §4.1):
     # FP8 e4m3 (or BF16) operands, K-major A and B, N-major D in BF16 (FP32 only with accumulation).
     want = "float8_e4m3fn" if fp8 else "bfloat16"
@@ -388,7 +388,7 @@ def _gemm_fp8(ctx: Ctx, a: _Args) -> None:
         (ad, asf), (bd, bsf) = _pair(ctx, "a", a.a), _pair(ctx, "b", a.b)
     else:
         ad, asf, bd, bsf = a.a, a.a_sf, a.b, a.b_sf
-    _check_gemm_operands(ctx, ad, bd, a.d, fp8=True, grouped=False)
+    _check_gemm_operands(ctx, ad, bd, a.d, fp8=True)
     _check_sf(ctx, "sfa", asf)
     _check_sf(ctx, "sfb", bsf)
     if a.get("c") is not None:
@@ -424,7 +424,7 @@ def _grouped_contiguous_fp8(ctx: Ctx, a: _Args) -> None:
         (ad, asf), (bd, bsf) = _pair(ctx, "a", a.a), _pair(ctx, "b", a.b)
     else:
         ad, asf, bd, bsf = a.a, a.a_sf, a.b, a.b_sf
-    _check_gemm_operands(ctx, ad, bd, a.d, fp8=True, grouped=True)
+    _check_gemm_operands(ctx, ad, bd, a.d, fp8=True)
     _assert(_dtype(a.d) == "bfloat16", "csrc/apis/gemm.hpp", f"d.scalar_type() == torch::kBFloat16 (got {_dtype(a.d)})")
     _check_sf(ctx, "sfa", asf)
     _check_sf(ctx, "sfb", bsf)
@@ -451,7 +451,7 @@ def _grouped_masked_fp8(ctx: Ctx, a: _Args) -> Any:
             raise _not_emulated(ctx, "enable_overlap=True (single-batch overlap)")
     else:
         ad, asf, bd, bsf = a.a, a.a_sf, a.b, a.b_sf
-    _check_gemm_operands(ctx, ad, bd, a.d, fp8=True, grouped=True)
+    _check_gemm_operands(ctx, ad, bd, a.d, fp8=True)
     _check_sf(ctx, "sfa", asf)
     _check_sf(ctx, "sfb", bsf)
     _masked_checks(ctx, a.masked_m, a.d)
@@ -463,13 +463,13 @@ def _grouped_masked_fp8(ctx: Ctx, a: _Args) -> Any:
 
 def _gemm_bf16(ctx: Ctx, a: _Args) -> None:
     _no_extras(ctx, a)
-    _check_gemm_operands(ctx, a.a, a.b, a.d, fp8=False, grouped=False)
+    _check_gemm_operands(ctx, a.a, a.b, a.d, fp8=False)
     _compute("csrc/apis/gemm.hpp", _ref().bf16_gemm_nt, a.a, a.b, a.d, c=a.get("c"))
 
 
 def _grouped_contiguous_bf16(ctx: Ctx, a: _Args) -> None:
     _no_extras(ctx, a)
-    _check_gemm_operands(ctx, a.a, a.b, a.d, fp8=False, grouped=True)
+    _check_gemm_operands(ctx, a.a, a.b, a.d, fp8=False)
     _assert(_dtype(a.d) == "bfloat16", "csrc/apis/gemm.hpp", f"d.scalar_type() == torch::kBFloat16 (got {_dtype(a.d)})")
     _contiguous_layout_checks(ctx, a.grouped_layout, int(a.a.shape[0]))
     _compute("csrc/apis/gemm.hpp", _ref().m_grouped_bf16_gemm_nt_contiguous, a.a, a.b, a.d, a.grouped_layout)
@@ -477,7 +477,7 @@ def _grouped_contiguous_bf16(ctx: Ctx, a: _Args) -> None:
 
 def _grouped_masked_bf16(ctx: Ctx, a: _Args) -> None:
     _no_extras(ctx, a)
-    _check_gemm_operands(ctx, a.a, a.b, a.d, fp8=False, grouped=True)
+    _check_gemm_operands(ctx, a.a, a.b, a.d, fp8=False)
     _masked_checks(ctx, a.masked_m, a.d)
     _compute("csrc/apis/gemm.hpp", _ref().m_grouped_bf16_gemm_nt_masked, a.a, a.b, a.d, a.masked_m,
              int(a.expected_m))

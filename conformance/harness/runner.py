@@ -48,17 +48,20 @@ class RunOptions:
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of a child: this one, with the package importable and one thread per child."""
     env = dict(os.environ)
+    extra = dict(extra or {})
     root = str(repo_root())
     parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     if root not in parts:
         parts.insert(0, root)
+    # Extra import paths (e.g. a test's adapter module) come first.
+    parts = [p for p in extra.pop("PYTHONPATH", "").split(os.pathsep) if p] + parts
     env["PYTHONPATH"] = os.pathsep.join(parts)
     # Children run side by side (--jobs); intra-op threads would only fight over the cores.
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env.setdefault(var, "1")
     env.setdefault("PYTHONHASHSEED", "0")
     env.pop("DGCOMPAT_BACKEND", None)
-    env.update(extra or {})
+    env.update(extra)
     return env
 
 
@@ -89,8 +92,10 @@ def _run_child(release_id: str, cmd: list[str], opts: RunOptions, out_json: Path
         fh.write("$ " + " ".join(cmd) + "\n")
         fh.flush()
         try:
+            # The child's working folder is private, so nothing it writes there (hypothesis' storage,
+            # stray files of a wheel) lands in the caller's folder.
             proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=child_env(opts.extra_env),
-                                  timeout=opts.timeout, cwd=tempfile.gettempdir())
+                                  timeout=opts.timeout, cwd=str(out_json.parent))
             if proc.returncode != 0:
                 err = f"child exited with status {proc.returncode} (see {log})"
         except subprocess.TimeoutExpired:

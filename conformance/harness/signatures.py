@@ -196,7 +196,8 @@ def value_matches(param: Param, v: Any) -> bool:
     if kind == "any":
         return True
     if kind == "tensor":
-        return isinstance(v, torch.Tensor)
+        # tvm-ffi also takes any DLPack producer (its own returned tensors included).
+        return isinstance(v, torch.Tensor) or hasattr(v, "__dlpack__")
     if kind == "tensors":
         return isinstance(v, (list, tuple)) and all(x is None or isinstance(x, torch.Tensor) for x in v)
     if kind == "int":

@@ -129,6 +129,7 @@ class TvmFunction:
             # tvm-ffi packed functions are called with positional arguments only.
             raise TypeError(f"{self._sig.name}() got an unexpected keyword argument '{next(iter(kwargs))}'")
         _check_call(self._sig, args, TypeError)
+        args = tuple(_from_ffi(a) for a in args)
         out = emulate(self._installed.profile, self._installed.state, self._sig.name, args)
         if self._installed.profile.ffi_returns == "dlpack":
             out = _to_ffi(out)
@@ -136,6 +137,16 @@ class TvmFunction:
 
     def __repr__(self) -> str:
         return f"<tvm_ffi.Function {self._sig.name} (cpu-tier stand-in)>"
+
+
+def _from_ffi(x: Any) -> Any:
+    import torch
+
+    if isinstance(x, FfiTensor):
+        return x._tensor
+    if not isinstance(x, torch.Tensor) and hasattr(x, "__dlpack__"):
+        return torch.utils.dlpack.from_dlpack(x)
+    return x
 
 
 def _to_ffi(out: Any) -> Any:
@@ -196,7 +207,7 @@ def _make_tvm_ffi(installed: Installed) -> types.ModuleType:
     mod.Tensor = FfiTensor  # type: ignore[attr-defined]
     mod.module = module_mod  # type: ignore[attr-defined]
     mod.cpp = cpp  # type: ignore[attr-defined]
-    mod.__path__ = []  # type: ignore[attr-defined]  # a package, so `import tvm_ffi.cpp` resolves
+    mod.__path__ = []  # a package, so `import tvm_ffi.cpp` resolves
     sys.modules["tvm_ffi"] = mod
     sys.modules["tvm_ffi.module"] = module_mod
     sys.modules["tvm_ffi.cpp"] = cpp

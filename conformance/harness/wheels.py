@@ -115,9 +115,14 @@ def prepare_workdir(spec: ReleaseSpec, wheel: Path, *, root: Path | None = None)
     base = (root or cache_root() / "work")
     base.mkdir(parents=True, exist_ok=True)
     work = base / spec.id
-    stamp_file = work / ".dgcompat-extracted"
     stamp = _stamp(wheel)
-    if stamp_file.is_file() and stamp_file.read_text() == stamp and (work / "deep_gemm" / "__init__.py").is_file():
+
+    def current() -> bool:
+        stamp_file = work / ".dgcompat-extracted"
+        return (stamp_file.is_file() and stamp_file.read_text() == stamp
+                and (work / "deep_gemm" / "__init__.py").is_file())
+
+    if current():
         return work
     tmp = Path(tempfile.mkdtemp(dir=base, prefix=f".{spec.id}-"))
     try:
@@ -128,9 +133,15 @@ def prepare_workdir(spec: ReleaseSpec, wheel: Path, *, root: Path | None = None)
             for name in members:
                 zf.extract(name, tmp)
         (tmp / ".dgcompat-extracted").write_text(stamp)
-        if work.exists():
+        if work.exists() and not current():
             shutil.rmtree(work, ignore_errors=True)
-        os.replace(tmp, work)
+        try:
+            os.replace(tmp, work)
+        except OSError:
+            # Another run unpacked the same wheel meanwhile: keep its folder.
+            if not current():
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

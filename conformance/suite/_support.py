@@ -7,10 +7,11 @@ GPU install, where ``device()`` is ``cuda``.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -20,6 +21,7 @@ __all__ = [
     "subject",
     "release",
     "flavor",
+    "arch",
     "version_at_least",
     "gen",
     "fp8_token",
@@ -30,6 +32,7 @@ __all__ = [
     "paged_case",
     "close",
     "valid_close",
+    "unless_not_emulated",
 ]
 
 
@@ -70,6 +73,21 @@ def flavor() -> str:
     if rel.source == "bundled":
         return "bundled"
     return "other"
+
+
+def arch() -> str | None:
+    """The architecture family under test: the stand-ins' on the CPU tier, else dgcompat's (``sm90``, ...)."""
+    from conformance.harness.session import current
+
+    s = current()
+    if s is not None and s.installed is not None:
+        return str(s.installed.profile.arch)
+    try:
+        import dgcompat
+
+        return dgcompat.capabilities().arch
+    except Exception:
+        return None
 
 
 def version_at_least(v: str) -> bool:
@@ -209,3 +227,25 @@ def valid_close(out: torch.Tensor, ref: torch.Tensor, row_lengths: torch.Tensor,
     cols = torch.arange(out.shape[1])
     mask = cols.unsqueeze(0) < row_lengths.cpu().unsqueeze(1)
     torch.testing.assert_close(out.float().cpu()[mask], ref.float().cpu()[mask], atol=atol, rtol=rtol)
+
+
+@contextlib.contextmanager
+def unless_not_emulated() -> Iterator[None]:
+    """Skip (instead of fail) when the CPU tier's stand-in does not emulate the native call reached.
+
+    The exception may arrive wrapped (dgcompat chains the native error as ``__cause__``), so the
+    whole chain is searched; any other error propagates.
+    """
+    import pytest
+
+    try:
+        yield
+    except Exception as exc:
+        from conformance.harness.emulation import StandInNotEmulated
+
+        seen: BaseException | None = exc
+        while seen is not None:
+            if isinstance(seen, StandInNotEmulated):
+                pytest.skip(f"the CPU tier does not emulate this call: {seen}")
+            seen = seen.__cause__ or seen.__context__
+        raise

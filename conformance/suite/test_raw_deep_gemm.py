@@ -161,13 +161,27 @@ def test_mqa_logits(raw: Any) -> None:
     torch.testing.assert_close(torch.as_tensor(out)[mask].cpu(), want[mask].cpu(), atol=1e-3, rtol=1e-3)
 
 
+def _paged_launcher(raw: Any, api: str) -> Any:
+    """``launch(q, kv, w, lens, table, meta, max_len)`` through the legacy or the fp8_fp4 entry point."""
+    if api == "legacy":
+        fn = getattr(raw, "fp8_paged_mqa_logits", None)
+        if fn is None:
+            pytest.skip("no fp8_paged_mqa_logits in this release (wheel-matrix.md §1 item 1)")
+        return lambda q, *rest: fn(q, *rest, False)
+    fn = getattr(raw, "fp8_fp4_paged_mqa_logits", None)
+    if fn is None:
+        pytest.skip("no fp8_fp4_paged_mqa_logits in this release")
+    # upstream-history.md §1.5: q must be a (q, q_sf) pair; a bare q hits the 0.0.1-0.1.7 wrapper bug.
+    return lambda q, *rest: fn((q, None), *rest)
+
+
+@pytest.mark.parametrize("api", ["legacy", "fp8_fp4"])
 @pytest.mark.parametrize("next_n", [1, 2, 3, 4])
 @pytest.mark.parametrize("form", ["1d", "2d", "flat"])
-def test_paged_context_lens_forms(raw: Any, flavor: str, form: str, next_n: int) -> None:
-    if not hasattr(raw, "fp8_paged_mqa_logits"):
-        pytest.skip("no fp8_paged_mqa_logits in this release")
+def test_paged_context_lens_forms(raw: Any, flavor: str, form: str, next_n: int, api: str) -> None:
     from dgcompat import reference
 
+    launcher = _paged_launcher(raw, api)
     case = S.paged_case(2, next_n, [70, 300], S.gen(10 + next_n))
     ctx = case.context_lens(form)
     q, table = case.q, case.block_table_for("per_seq")
@@ -178,7 +192,8 @@ def test_paged_context_lens_forms(raw: Any, flavor: str, form: str, next_n: int)
     # sgl-deep-gemm wants 2-D lengths and native next_n in {1, 2} (SM90); the bundled copies 1-D.
     eff_next_n = 1 if form == "flat" else next_n
     if flavor == "sgl":
-        ok = form in ("2d", "flat") and eff_next_n in (1, 2)
+        # upstream-history.md §2.2: SM100 takes any next_n natively.
+        ok = form in ("2d", "flat") and (eff_next_n in (1, 2) or S.arch() not in (None, "sm90"))
     elif flavor == "bundled":
         ok = form == "1d" and next_n in (1, 2)
     else:
@@ -187,8 +202,7 @@ def test_paged_context_lens_forms(raw: Any, flavor: str, form: str, next_n: int)
 
     def launch() -> Any:
         meta = raw.get_paged_mqa_logits_metadata(ctx, 64, num_sms)
-        return raw.fp8_paged_mqa_logits(q, case.kv_cache, case.weights, ctx, table, meta,
-                                        case.max_context_len, False)
+        return launcher(q, case.kv_cache, case.weights, ctx, table, meta, case.max_context_len)
 
     if not ok:
         with pytest.raises(RuntimeError):
@@ -211,6 +225,8 @@ def test_paged_metadata_shape(raw: Any, flavor: str) -> None:
 
 
 def test_transform_sf_is_sfa(raw: Any, flavor: str) -> None:
+    if S.arch() not in (None, "sm90"):
+        pytest.skip("the FP32 MN-major result is the SM90 behaviour (SM100 packs UE8M0)")
     g = S.gen(30)
     _, sf = S.fp8_token(100, 512, g)
     out = torch.as_tensor(raw.transform_sf_into_required_layout(sf, 100, 512, (1, 128, 128), is_sfa=True))

@@ -1,0 +1,61 @@
+"""Smoke test of the benchmarks: they run end to end in a tiny configuration and write the JSON.
+
+Timings are never asserted (a loaded CI machine makes them noise); only the shape of the results.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.slow
+
+
+def _run_bench(*args: str, tmp_path: Path) -> dict[str, Any]:
+    out = tmp_path / "bench.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DGCOMPAT_")}
+    proc = subprocess.run([sys.executable, "-m", "bench", *args, "--json", str(out)], cwd=str(REPO), env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    result: dict[str, Any] = json.loads(out.read_text())
+    return result
+
+
+def test_cpu_benchmark_writes_the_expected_json(tmp_path: Path) -> None:
+    result = _run_bench("--quick", "--import-runs", "1", tmp_path=tmp_path)
+    assert {"schema", "command", "machine", "config", "goals", "overhead", "import", "summary"} <= set(result)
+    assert set(result["overhead"]) == {"0.1.4", "0.2.3"}
+    for version, res in result["overhead"].items():
+        assert res["release"] == f"sgl-deep-gemm {version}"
+        names = {c["name"] for c in res["cases"]}
+        assert {"fp8_gemm_nt", "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked",
+                "get_paged_mqa_logits_metadata", "fp8_paged_mqa_logits [native next_n=2]",
+                "fp8_paged_mqa_logits [fallback next_n=4, layers]"} <= names
+        for case in res["cases"]:
+            assert {"direct_ns", "dgcompat_ns", "resolved_ns", "added_ns", "goal_added_ns", "goal_met",
+                    "resolve_is_upstream", "contract_matches"} <= set(case)
+        for alloc in res["allocations"]:
+            assert {"direct", "dgcompat", "goal_met"} <= set(alloc)
+            assert {"allocs_per_call", "writes_per_call", "views_per_call"} <= set(alloc["dgcompat"])
+    assert {"import_ms_median", "imports_deep_gemm", "release_imports_deep_gemm"} <= set(result["import"])
+    # The stand-in deep_gemm is importable in those processes; importing dgcompat must not import it.
+    assert result["import"]["imports_deep_gemm"] is False
+    assert {g["goal"] for g in result["summary"]} >= {"import dgcompat imports no deep_gemm"}
+
+
+def test_gpu_benchmark_code_path_runs_on_the_cpu(tmp_path: Path) -> None:
+    result = _run_bench("--gpu", "--dry-run", tmp_path=tmp_path)
+    assert result["dry_run"] is True
+    assert not result["errors"]
+    kernels = {c["kernel"] for c in result["cases"]}
+    assert kernels == {"fp8_gemm_nt", "m_grouped_fp8_gemm_nt_masked", "fp8_paged_mqa_logits"}
+    for case in result["cases"]:
+        assert {"direct_us", "dgcompat_us", "ratio", "goal_met", "same_result"} <= set(case)

@@ -1,0 +1,562 @@
+"""Tests of the conformance harness (the CPU tier): release names, signatures, stand-ins,
+certificates, the command, and (marked ``wheels``) runs over real published wheels, including
+a deliberately wrong adapter that must fail exactly on the releases where it is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from conformance.harness import certificate
+from conformance.harness.emulation import (
+    LAYOUTS,
+    NativeState,
+    Profile,
+    StandInHang,
+    StandInNotEmulated,
+    emulate,
+    layout_for,
+)
+from conformance.harness.releases import (
+    SGL_DEEP_GEMM_RELEASES,
+    ReleaseSpec,
+    all_releases,
+    parse_release,
+    spec_from_wheel,
+)
+from conformance.harness.signatures import NO_DEFAULT, OpSig, Param, parse_default, value_matches
+from conformance.harness.xfails import load_xfails, match
+
+# --------------------------------------------------------------------------- release names
+
+
+def test_release_names() -> None:
+    assert parse_release("0.1.4") == ReleaseSpec("sgl-deep-gemm", "0.1.4")
+    assert parse_release("sgl-deep-gemm==0.2.3.post1").id == "0.2.3.post1"
+    spec = parse_release("sgl_kernel==0.3.21")
+    assert (spec.dist, spec.version, spec.bundled, spec.id) == ("sgl-kernel", "0.3.21", True, "sgl-kernel-0.3.21")
+    assert parse_release("sglang-kernel-0.4.1.post1").id == "sglang-kernel-0.4.1.post1"
+    for bad in ("torch==2.13", "latest", ""):
+        with pytest.raises(ValueError):
+            parse_release(bad)
+
+
+def test_release_lists() -> None:
+    assert len(SGL_DEEP_GEMM_RELEASES) == 21
+    assert len(all_releases()) == 21
+    assert len(all_releases(bundled=True)) == 25
+    assert all(s.bundled for s in all_releases(bundled=True)[21:])
+
+
+def test_spec_from_wheel(tmp_path: Path) -> None:
+    spec = spec_from_wheel(tmp_path / "sgl_deep_gemm-0.1.5.post2-py3-none-manylinux2014_x86_64.whl")
+    assert (spec.dist, spec.version) == ("sgl-deep-gemm", "0.1.5.post2")
+    assert spec.wheel is not None
+    with pytest.raises(ValueError):
+        spec_from_wheel(tmp_path / "torch-2.13.0-cp311-cp311-linux_x86_64.whl")
+    with pytest.raises(ValueError):
+        spec_from_wheel(tmp_path / "notes.txt")
+
+
+def _fake_wheel(folder: Path, name: str = "sgl_deep_gemm-9.9.9-py3-none-manylinux2014_x86_64.whl") -> Path:
+    import zipfile
+
+    path = folder / name
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("deep_gemm/__init__.py", "X = 1\n")
+        zf.writestr("deep_gemm/_C.so", b"\x7fELF")
+        zf.writestr("deep_gemm/include/deep_gemm/common.cuh", "// header\n")
+        zf.writestr("sgl_deep_gemm-9.9.9.dist-info/METADATA", "Name: sgl-deep-gemm\nVersion: 9.9.9\n")
+        zf.writestr("sgl_deep_gemm-9.9.9.dist-info/RECORD", "")
+        zf.writestr("other_pkg/__init__.py", "")
+    return path
+
+
+def test_wheel_cache_and_workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from conformance.harness import wheels
+
+    monkeypatch.setenv("DGCOMPAT_CACHE", str(tmp_path / "cache"))
+    assert wheels.wheel_dir() == tmp_path / "cache" / "wheels"
+    wheels.wheel_dir().mkdir(parents=True)
+    wheel = _fake_wheel(wheels.wheel_dir())
+    spec = parse_release("9.9.9")
+    assert wheels.find_cached_wheel(spec) == wheel
+    assert wheels.fetch_wheel(spec) == wheel  # cached: no download
+    assert wheels.find_cached_wheel(parse_release("9.9")) is None
+    work = wheels.prepare_workdir(spec, wheel)
+    assert work == tmp_path / "cache" / "work" / "9.9.9"
+    assert (work / "deep_gemm" / "__init__.py").is_file() and (work / "deep_gemm" / "_C.so").is_file()
+    assert (work / "sgl_deep_gemm-9.9.9.dist-info" / "METADATA").is_file()
+    assert not (work / "deep_gemm" / "include").exists()  # the CUDA headers are skipped
+    assert not (work / "other_pkg").exists()
+    (work / "deep_gemm" / "marker").write_text("kept")
+    assert wheels.prepare_workdir(spec, wheel) == work and (work / "deep_gemm" / "marker").exists()  # reused
+    local = spec_from_wheel(wheel)
+    assert wheels.fetch_wheel(local) == wheel.resolve()
+
+
+# --------------------------------------------------------------------------- signatures
+
+
+def test_parse_default() -> None:
+    assert parse_default(None) is NO_DEFAULT
+    assert parse_default("None") is None
+    assert parse_default('"nk"') == "nk"
+    assert parse_default("[1, 1, 128]") == [1, 1, 128]
+    assert parse_default("False") is False
+    assert parse_default("256") == 256
+
+
+@pytest.mark.parametrize(
+    ("type_", "kind", "optional"),
+    [("Tensor", "tensor", False), ("Tensor(a!)", "tensor", False), ("Tensor(z!)?", "tensor", True),
+     ("int?", "int", True), ("(int, int, int)?", "ints", True), ("int[]", "ints", False), ("str", "str", False),
+     ("Any", "any", True), ("ScalarType", "dtype", False), ("float?", "float", True), ("bool", "bool", False)],
+)
+def test_param_kinds(type_: str, kind: str, optional: bool) -> None:
+    p = Param(None, type_)
+    assert p.kind == kind
+    assert p.optional is optional
+
+
+def test_value_matches() -> None:
+    t = torch.zeros(2)
+    assert value_matches(Param(None, "Tensor"), t)
+    assert not value_matches(Param(None, "Tensor"), None)
+    assert value_matches(Param(None, "Tensor?"), None)
+    assert not value_matches(Param(None, "int"), "8")
+    assert value_matches(Param(None, "(int, int, int)?"), (1, 128, 128))
+    assert not value_matches(Param(None, "(int, int, int)?"), (1, 128))
+    assert not value_matches(Param(None, "str"), 3)
+    assert value_matches(Param(None, "ScalarType"), torch.float32)
+
+
+# --------------------------------------------------------------------------- stand-ins
+
+
+def _profile(flavor: str = "sgl", version: str = "0.1.4", binding: str = "tvm-ffi") -> Profile:
+    return Profile(dist="sgl-deep-gemm" if flavor == "sgl" else "sgl-kernel", version=version, flavor=flavor,
+                   binding=binding, schedule_balance="tail" if flavor == "sgl" else "head")
+
+
+def _installed(ops: dict[str, OpSig], profile: Profile | None = None) -> Any:
+    from conformance.harness.standins import Installed
+
+    return Installed(profile or _profile(), NativeState(), Path("/nonexistent/_C.so"), ops, Path("/tmp"))
+
+
+def test_tvm_function_checks_calls_like_tvm_ffi() -> None:
+    from conformance.harness.standins import TvmModule
+
+    ops = {
+        "get_num_sms": OpSig("get_num_sms", (), "?", "tvm-ffi"),
+        "set_num_sms": OpSig("set_num_sms", (Param(None, "int"),), "?", "tvm-ffi"),
+    }
+    mod = TvmModule(_installed(ops))
+    assert mod.get_num_sms() == 132
+    mod.set_num_sms(100)
+    assert mod.get_num_sms() == 100
+    with pytest.raises(TypeError):
+        mod.set_num_sms(new_num_sms=8)  # positional arguments only
+    with pytest.raises(TypeError):
+        mod.set_num_sms()
+    with pytest.raises(TypeError):
+        mod.set_num_sms("8")
+    with pytest.raises(RuntimeError):
+        mod.set_num_sms(1000)  # more SMs than the emulated H200 has
+    with pytest.raises(AttributeError):
+        mod.set_compile_mode  # noqa: B018 - absent functions raise AttributeError, as tvm_ffi.Module does
+
+
+def test_layouts_are_well_formed() -> None:
+    for (flavor, op), table in LAYOUTS.items():
+        assert flavor in ("sgl", "bundled")
+        for arity, names in table.items():
+            assert len(names) == arity, (flavor, op, arity)
+            assert len(set(names)) == arity, (flavor, op, arity)
+    assert layout_for("sgl", "m_grouped_fp8_fp4_gemm_nt_contiguous", 13)[-1] == "expected_m_for_psum_layout"
+    assert "ensure_zero_padding" in layout_for("sgl", "m_grouped_fp8_fp4_gemm_nt_contiguous", 14)
+
+
+def test_unknown_arity_is_not_emulated() -> None:
+    with pytest.raises(StandInNotEmulated):
+        emulate(_profile(), NativeState(), "fp8_fp4_gemm_nt", (None,) * 5)
+    with pytest.raises(StandInNotEmulated):
+        emulate(_profile(), NativeState(), "fp8_mega_moe", ())
+
+
+def _paged_inputs(lens: list[int], next_n: int = 1) -> dict[str, Any]:
+    from dgcompat import reference
+
+    b = len(lens)
+    q = torch.randn((b, next_n, 32, 128)).to(torch.float8_e4m3fn)
+    kv = reference.pack_kv_cache(torch.randn((b * 10, 64, 128)))
+    w = torch.rand((b * next_n, 32))
+    table = torch.arange(b * 10, dtype=torch.int32).view(b, 10)
+    ctx = torch.tensor([[max(v - next_n + j + 1, 1) for j in range(next_n)] for v in lens], dtype=torch.int32)
+    return {"q": q, "kv": kv, "w": w, "table": table, "ctx": ctx}
+
+
+def test_paged_context_lens_rules_by_flavor() -> None:
+    x = _paged_inputs([100, 300])
+    state = NativeState()
+    # sgl-deep-gemm: 2-D only (gpu-observed.md); bundled copies: 1-D only (upstream-history.md §3).
+    emulate(_profile("sgl"), state, "get_paged_mqa_logits_metadata", (x["ctx"], 64, 132, None))
+    with pytest.raises(RuntimeError, match=r"context_lens.dim\(\) == 2"):
+        emulate(_profile("sgl"), state, "get_paged_mqa_logits_metadata", (x["ctx"].view(-1), 64, 132, None))
+    bundled = _profile("bundled", "0.3.21", "torch-library")
+    emulate(bundled, state, "get_paged_mqa_logits_metadata", (x["ctx"].view(-1), 64, 132))
+    with pytest.raises(RuntimeError, match=r"context_lens.dim\(\) == 1"):
+        emulate(bundled, state, "get_paged_mqa_logits_metadata", (x["ctx"], 64, 132))
+
+
+def test_paged_next_n_and_block_table_rules() -> None:
+    state = NativeState()
+    x = _paged_inputs([100, 300], next_n=3)
+    meta = emulate(_profile(), state, "get_paged_mqa_logits_metadata", (x["ctx"], 64, 132, None))
+    with pytest.raises(RuntimeError, match="next_n == 1 or next_n == 2"):
+        emulate(_profile(), state, "fp8_paged_mqa_logits",
+                (x["q"], x["kv"], x["w"], x["ctx"], x["table"], meta, 640, False, None))
+    x = _paged_inputs([100, 300])
+    meta = emulate(_profile(), state, "get_paged_mqa_logits_metadata", (x["ctx"], 64, 132, None))
+    strided = torch.zeros((2, 20), dtype=torch.int32)[:, ::2]
+    strided.copy_(x["table"])
+    with pytest.raises(RuntimeError, match=r"block_table.stride\(1\) == 1"):
+        emulate(_profile(), state, "fp8_paged_mqa_logits",
+                (x["q"], x["kv"], x["w"], x["ctx"], strided, meta, 640, False, None))
+    out = emulate(_profile(), state, "fp8_paged_mqa_logits",
+                  (x["q"], x["kv"], x["w"], x["ctx"], x["table"], meta, 640, False, None))
+    assert tuple(out.shape) == (2, 640) and out.stride(0) == 768  # rows padded to a multiple of 256
+
+
+def test_stale_schedule_is_a_hang() -> None:
+    state = NativeState()
+    x = _paged_inputs([100, 300])
+    longer = torch.tensor([[600], [600]], dtype=torch.int32)
+    stale = emulate(_profile(), state, "get_paged_mqa_logits_metadata", (x["ctx"], 64, 132, None))
+    with pytest.raises(StandInHang):
+        emulate(_profile(), state, "fp8_paged_mqa_logits",
+                (x["q"], x["kv"], x["w"], longer, x["table"], stale, 640, False, None))
+    assert state.hangs == ["fp8_paged_mqa_logits"]
+    # Not an Exception: no `except Exception` in an adapter may turn a hang into an ordinary error.
+    assert not issubclass(StandInHang, Exception)
+
+
+def test_schedule_num_sms_must_match_launch() -> None:
+    state = NativeState()
+    x = _paged_inputs([100, 300])
+    meta = emulate(_profile(), state, "get_paged_mqa_logits_metadata", (x["ctx"], 64, 132, None))
+    state.num_sms = 100
+    with pytest.raises(RuntimeError, match="num_sms"):
+        emulate(_profile(), state, "fp8_paged_mqa_logits",
+                (x["q"], x["kv"], x["w"], x["ctx"], x["table"], meta, 640, False, None))
+
+
+def test_reference_rejections_look_native() -> None:
+    from dgcompat import reference
+    from dgcompat.errors import DgcompatError
+
+    a = reference.per_token_cast_to_fp8(torch.randn(64, 256))
+    b = reference.per_block_cast_to_fp8(torch.randn(128, 384))  # K mismatch
+    d = torch.empty(64, 128, dtype=torch.bfloat16)
+    args = (a[0], a[1], b[0], b[1], d, None, None, None, None, "", False)
+    with pytest.raises(RuntimeError) as info:
+        emulate(_profile(), NativeState(), "fp8_fp4_gemm_nt", args)
+    assert not isinstance(info.value, DgcompatError)
+
+
+def test_grouped_contiguous_alignment() -> None:
+    from dgcompat import reference
+
+    a = reference.per_token_cast_to_fp8(torch.randn(100, 128))
+    b = tuple(t.unsqueeze(0) for t in reference.per_block_cast_to_fp8(torch.randn(128, 128)))
+    d = torch.empty(100, 128, dtype=torch.bfloat16)
+    idx = torch.zeros(100, dtype=torch.int32)
+    args = (a[0], a[1], b[0], b[1], d, idx, None, None, None, "nk", False, False, True, None)
+    with pytest.raises(RuntimeError, match="get_mk_alignment_for_contiguous_layout"):
+        emulate(_profile(), NativeState(), "m_grouped_fp8_fp4_gemm_nt_contiguous", args)
+
+
+def test_bundled_masked_returns_pair() -> None:
+    from dgcompat import reference
+
+    a = [reference.per_token_cast_to_fp8(torch.randn(16, 128)) for _ in range(2)]
+    a_pair = (torch.stack([x[0] for x in a]), torch.stack([x[1] for x in a]))
+    b = [reference.per_block_cast_to_fp8(torch.randn(64, 128)) for _ in range(2)]
+    b_pair = (torch.stack([x[0] for x in b]), torch.stack([x[1] for x in b]))
+    d = torch.zeros(2, 16, 64, dtype=torch.bfloat16)
+    masked = torch.tensor([3, 16], dtype=torch.int32)
+    bundled = _profile("bundled", "0.3.21", "torch-library")
+    out = emulate(bundled, NativeState(), "m_grouped_fp8_gemm_nt_masked",
+                  (a_pair, b_pair, d, masked, 8, None, "nk", False, 256, False, None))
+    assert out == (None, None)
+
+
+# --------------------------------------------------------------------------- xfail files and certificates
+
+
+def test_xfail_files(tmp_path: Path) -> None:
+    (tmp_path / "0.1.4.txt").write_text(textwrap.dedent("""\
+        # upstream: the wrappers' torch.Tensor(...) bug
+        # (wheel-matrix.md §1 item 8)
+        conformance/suite/test_x.py::test_a
+
+        conformance/suite/test_x.py::test_b[1]
+        # another cause
+        conformance/suite/test_y.py::test_c
+        """))
+    entries = load_xfails("0.1.4", tmp_path)
+    assert [e.nodeid for e in entries] == ["conformance/suite/test_x.py::test_a",
+                                          "conformance/suite/test_x.py::test_b[1]",
+                                          "conformance/suite/test_y.py::test_c"]
+    assert entries[0].reason.startswith("upstream: the wrappers'") and entries[1].reason == entries[0].reason
+    assert entries[2].reason == "another cause"
+    assert match(entries[0], "conformance/suite/test_x.py::test_a[7]")
+    assert not match(entries[1], "conformance/suite/test_x.py::test_b[2]")
+    assert load_xfails("9.9.9", tmp_path) == []
+
+
+def _cert(outcomes: list[str], **extra: Any) -> dict[str, Any]:
+    child = {
+        "tier": "cpu-tier",
+        "environment": {"torch": "2.13", "python": "3.11", "platform": "linux", "device": "cpu-tier", "arch": "sm90",
+                        "dgcompat_version": "0.1.0"},
+        "standins": {"binding": "tvm-ffi"},
+        "tests": [{"id": f"t{i}", "outcome": o, "duration": 0.1, "message": ""} for i, o in enumerate(outcomes)],
+        **extra,
+    }
+    return certificate.build(child, release="0.1.4", distribution="sgl-deep-gemm")
+
+
+def test_certificate_summary_equals_counts() -> None:
+    cert = _cert(["passed", "passed", "failed", "xfailed", "skipped", "error"])
+    assert cert["summary"] == {"passed": 2, "failed": 1, "skipped": 1, "xfailed": 1, "xpassed": 0, "error": 1}
+    assert certificate.check(cert) == []
+    assert cert["verdict"] == "FAIL"
+    assert cert["device"] == "cpu-tier" and cert["tier"] == "cpu-tier" and cert["binding"] == "tvm-ffi"
+    tampered = dict(cert, summary=dict(cert["summary"], passed=5))
+    assert any("does not equal" in p for p in certificate.check(tampered))
+    json.dumps(cert)  # serializable as is
+
+
+def test_certificate_verdicts_and_table() -> None:
+    ok = _cert(["passed", "xfailed", "skipped"])
+    assert ok["verdict"] == "PASS"
+    assert _cert([])["verdict"] == "ERROR"
+    assert _cert(["passed"], harness_error="child timed out")["verdict"] == "ERROR"
+    assert _cert(["xpassed"])["verdict"] == "FAIL"
+    table = certificate.render_table([ok])
+    assert "0.1.4" in table and "PASS" in table and "xfailed" in table
+    assert "0.1.4" in certificate.progress_line(1, 21, ok)
+
+
+def test_cli_usage() -> None:
+    from conformance.cli import main
+
+    assert main(["--latest"]) == 2
+    assert main(["--release", "torch==2.13"]) == 2
+    assert main(["--list"]) == 0
+    assert main(["--no-such-option"]) == 2
+
+
+# --------------------------------------------------------------------------- real wheels
+
+# The release set of the wheel tests: both binding eras, the 0.1.4 argument insertion, 0.2.0's
+# wrapper fix, 0.2.5's removal of fp8_paged_mqa_logits; plus one bundled copy when its ~500 MB
+# wheel is already in the cache.
+_WHEEL_SET = ["0.0.1", "0.1.4", "0.2.0", "0.2.3", "0.2.5"]
+
+
+def _wheel_specs() -> list[ReleaseSpec]:
+    from conformance.harness.wheels import find_cached_wheel
+
+    specs = [parse_release(v) for v in _WHEEL_SET]
+    bundled = parse_release("sgl-kernel==0.3.21")
+    if find_cached_wheel(bundled) is not None:
+        specs.append(bundled)
+    return specs
+
+
+_WRONG_ADAPTER = '''
+"""dgcompat with two deliberate mistakes, for the harness tests."""
+import deep_gemm
+import dgcompat
+
+
+def __getattr__(name):
+    return getattr(dgcompat, name)
+
+
+def m_grouped_fp8_gemm_nt_contiguous(a, b, d, m_indices, *, recipe=None):
+    # Mistake 1: the fourth argument by keyword (it is grouped_layout in sgl-deep-gemm).
+    deep_gemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, m_indices=m_indices)
+
+
+def _one_d(lens):
+    # Mistake 2: context_lens left 1-D (one length per sequence), whatever the release wants.
+    return lens if lens.dim() == 1 else lens[:, -1].contiguous()
+
+
+def get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms=None, *, out=None):
+    return deep_gemm.get_paged_mqa_logits_metadata(_one_d(context_lens), block_kv,
+                                                   num_sms or deep_gemm.get_num_sms())
+
+
+def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, *,
+                         clean_logits=False):
+    lens = _one_d(context_lens)
+    fn = getattr(deep_gemm, "fp8_paged_mqa_logits", None)
+    if fn is None:
+        return deep_gemm.fp8_fp4_paged_mqa_logits((q, None), kv_cache, weights, lens, block_table, schedule_meta,
+                                                  max_context_len)
+    return fn(q, kv_cache, weights, lens, block_table, schedule_meta, max_context_len, False)
+'''
+
+_HANG_PROBE = '''
+import pytest
+import torch
+
+
+def test_probe_swallowed_hang():
+    """Launches a stale schedule through deep_gemm itself and swallows the stand-in's hang."""
+    import deep_gemm
+    from conformance.harness.emulation import StandInHang
+    from conformance.suite import _support as S
+
+    case = S.paged_case(2, 1, [40, 600], S.gen(0))
+    bundled = S.flavor() == "bundled"
+    lens = case.context_lens("1d" if bundled else "2d")
+    meta = deep_gemm.get_paged_mqa_logits_metadata(lens, 64, deep_gemm.get_num_sms())
+    longer = (lens * 0 + 600).contiguous()  # 3 schedule units per sequence instead of 1 and 3
+    fn = getattr(deep_gemm, "fp8_paged_mqa_logits", None)
+    n = case.max_context_len
+    try:
+        if fn is None:
+            deep_gemm.fp8_fp4_paged_mqa_logits((case.q, None), case.kv_cache, case.weights, longer,
+                                               case.block_table, meta, n)
+        else:
+            fn(case.q, case.kv_cache, case.weights, longer, case.block_table, meta, n, False)
+    except StandInHang:
+        pass
+'''
+
+
+@pytest.mark.wheels
+def test_wrong_adapter_fails_exactly_where_it_is_wrong(tmp_path: Path) -> None:
+    """The suite, run against a wrong adapter, fails on exactly the releases where the adapter is wrong."""
+    from conformance.harness.child import SUITE_DIR
+    from conformance.harness.runner import RunOptions, run_many
+
+    (tmp_path / "wrong_adapter.py").write_text(_WRONG_ADAPTER)
+    probe = tmp_path / "probe_hang.py"
+    probe.write_text(_HANG_PROBE)
+    specs = _wheel_specs()
+    opts = RunOptions(
+        out_dir=tmp_path / "out",
+        tests=[SUITE_DIR / "test_stable_moe.py", SUITE_DIR / "test_stable_indexer.py", probe],
+        subject="wrong_adapter",
+        keyword="test_m_grouped_fp8_contiguous or test_paged_forms or test_probe_swallowed_hang",
+        examples=2,
+        no_xfails=True,
+        extra_env={"PYTHONPATH": str(tmp_path)},
+        timeout=600,
+    )
+    certs = {c["release"]: c for c in run_many(specs, opts, jobs=2)}
+    assert set(certs) == {s.id for s in specs}
+
+    def failed(cert: dict[str, Any], name: str) -> bool:
+        picked = [t for t in cert["tests"] if f"::{name}" in t["id"]]
+        assert picked, f"{name} did not run on {cert['release']}: {cert.get('harness_error')}"
+        return any(t["outcome"] in ("failed", "error") for t in picked)
+
+    def next_n_one(cert: dict[str, Any]) -> list[dict[str, Any]]:
+        # With next_n = 1 every form reduces to one length per sequence, which the wrong adapter passes 1-D.
+        return [t for t in cert["tests"] if "::test_paged_forms[" in t["id"] and t["id"].endswith("-1]")]
+
+    for rid, cert in certs.items():
+        assert certificate.check(json.loads((tmp_path / "out" / f"{rid}.json").read_text())) == []
+        assert cert["standins"]["mapped_native_libraries"] == [], "a native library was loaded"
+        assert cert["standins"]["native_loaded"] is True
+        sgl = not rid.startswith(("sgl-kernel", "sglang-kernel"))
+        # keyword m_indices: a TypeError on every sgl-deep-gemm release (the argument is grouped_layout),
+        # fine on the bundled copies (gpu-observed.md, upstream-history.md §1.2).
+        assert failed(cert, "test_m_grouped_fp8_contiguous") is sgl, rid
+        # 1-D context_lens: rejected by every sgl-deep-gemm release, what the bundled copies want.
+        outcomes = {t["outcome"] for t in next_n_one(cert)}
+        assert outcomes == ({"failed"} if sgl else {"passed"}), (rid, outcomes)
+        # A hang swallowed by an adapter still fails the test and is counted.
+        assert failed(cert, "test_probe_swallowed_hang"), rid
+        assert cert["standins"]["hangs"] == ["fp8_fp4_paged_mqa_logits" if rid == "0.2.5" else "fp8_paged_mqa_logits"]
+
+
+@pytest.mark.wheels
+def test_correct_adapter_passes_the_same_selection(tmp_path: Path) -> None:
+    """Control for the test above: dgcompat itself passes the same tests on the same releases."""
+    from conformance.harness.child import SUITE_DIR
+    from conformance.harness.runner import RunOptions, run_many
+
+    opts = RunOptions(
+        out_dir=tmp_path / "out",
+        tests=[SUITE_DIR / "test_stable_moe.py", SUITE_DIR / "test_stable_indexer.py"],
+        keyword="test_m_grouped_fp8_contiguous or test_paged_forms",
+        examples=2,
+        no_xfails=True,
+        timeout=600,
+    )
+    for cert in run_many(_wheel_specs(), opts, jobs=2):
+        assert cert["verdict"] == "PASS", (cert["release"], cert.get("harness_error"),
+                                           [t for t in cert["tests"] if t["outcome"] != "passed"][:3])
+        assert cert["summary"]["passed"] > 20
+
+
+_XFAIL_PROBE = '''
+def test_passes():
+    import deep_gemm
+    assert deep_gemm.get_num_sms() > 0
+
+
+def test_fails_as_listed():
+    raise AssertionError("an upstream bug")
+
+
+def test_fails_unlisted():
+    raise AssertionError("a real failure")
+'''
+
+
+@pytest.mark.wheels
+def test_xfail_files_are_strict_and_stale_entries_reported(tmp_path: Path) -> None:
+    from conformance.harness.runner import RunOptions, run_release
+
+    probe = tmp_path / "probe_xfail.py"
+    probe.write_text(_XFAIL_PROBE)
+    xfails = tmp_path / "xfails"
+    xfails.mkdir()
+    node = "probe_xfail.py"  # files outside the repository get ids relative to their own folder
+    cert_dir = tmp_path / "out"
+    spec = parse_release("0.1.4")
+    # First learn the node id prefix pytest gives the probe, then list the tests in the xfail file.
+    first = run_release(spec, RunOptions(out_dir=cert_dir, tests=[probe], no_xfails=True, timeout=300))
+    ids = {t["id"].rsplit("::", 1)[1]: t["id"] for t in first["tests"]}
+    assert set(ids) == {"test_passes", "test_fails_as_listed", "test_fails_unlisted"}, first.get("harness_error")
+    assert ids["test_passes"] == node + "::test_passes"
+    (xfails / "0.1.4.txt").write_text(
+        "# upstream: a documented bug (made up for this test)\n"
+        f"{ids['test_fails_as_listed']}\n"
+        "# wrongly listed: this test passes\n"
+        f"{ids['test_passes']}\n"
+        "# a test that no longer exists\n"
+        "conformance/suite/test_gone.py::test_gone\n"
+    )
+    cert = run_release(spec, RunOptions(out_dir=cert_dir, tests=[probe], xfails=xfails, timeout=300))
+    outcome = {t["id"].rsplit("::", 1)[1]: t["outcome"] for t in cert["tests"]}
+    assert outcome == {"test_passes": "failed", "test_fails_as_listed": "xfailed", "test_fails_unlisted": "failed"}
+    assert [e["nodeid"] for e in cert["stale_xfails"]] == ["conformance/suite/test_gone.py::test_gone"]
+    assert cert["summary"]["xfailed"] == 1 and cert["verdict"] == "FAIL"
+    assert certificate.check(cert) == []
