@@ -142,9 +142,11 @@ def _need_dtype(fn: str, name: str, t: Tensor, dtypes: Tuple[torch.dtype, ...]) 
 
 
 def _need_int_tensor(fn: str, name: str, t: object) -> Tensor:
+    # deep_gemm's kernels read these as int32; the reference holds callers to the same contract so
+    # that code developed against it runs unchanged on the real kernels.
     t = _need_tensor(fn, name, t)
-    if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
-        raise BadArgumentError(fn, name, "an integer tensor (int32)", _desc(t))
+    if t.dtype != torch.int32:
+        raise BadArgumentError(fn, name, "an int32 tensor", _desc(t))
     return t
 
 
@@ -179,6 +181,34 @@ def _need_float(fn: str, name: str, t: Tensor) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # scale factors and layouts
+
+
+# --- runtime knobs (the reference keeps them as process state, like deep_gemm's native library) ---
+
+#: Row alignment of the contiguous grouped layout (deep_gemm's value on SM90 and SM100).
+MK_ALIGNMENT = 128
+_RUNTIME = {"num_sms": 132, "pdl": False}
+
+
+def get_num_sms() -> int:
+    """SMs a launch would use: the current CUDA device's count, else an H200's 132, unless set."""
+    return int(_RUNTIME["num_sms"])
+
+
+def set_num_sms(new_num_sms: int) -> None:
+    _RUNTIME["num_sms"] = _need_int("set_num_sms", "new_num_sms", new_num_sms, minimum=1)
+
+
+def set_pdl(enable: bool) -> None:
+    _RUNTIME["pdl"] = bool(enable)
+
+
+def get_pdl() -> bool:
+    return bool(_RUNTIME["pdl"])
+
+
+def get_mk_alignment_for_contiguous_layout() -> int:
+    return MK_ALIGNMENT
 
 
 def ceil_to_ue8m0(x: Tensor) -> Tensor:
@@ -644,6 +674,9 @@ def _grouped_contiguous(fn: str, a32: Tensor, b32: Tensor, d: object, m_indices:
     idx = _need_int_tensor(fn, "m_indices", m_indices)
     _need_shape(fn, "m_indices", idx, (m,))
     _need_device(fn, "m_indices", idx, a32.device)
+    if m % MK_ALIGNMENT:
+        raise BadArgumentError(fn, "a", f"a row count that is a multiple of {MK_ALIGNMENT} (each expert's rows "
+                               "padded to the contiguous-layout alignment)", f"{m} rows")
     if m == 0:
         return
     idx64 = idx.to(torch.int64)

@@ -545,7 +545,7 @@ SENTINEL = 1536.0  # exact in bfloat16
 def test_grouped_contiguous(data: st.DataObject) -> None:
     gen = gen_for(data)
     g = data.draw(st.integers(1, 4), label="groups")
-    m = data.draw(st.integers(0, 24), label="m_total")
+    m = 128 * data.draw(st.integers(0, 2), label="aligned_row_blocks")  # rows padded to the MK alignment
     n = data.draw(st.integers(1, 140), label="n")
     k = data.draw(st.sampled_from([128, 256]), label="k")
     use_fp8 = data.draw(st.booleans(), label="fp8")
@@ -571,15 +571,18 @@ def test_grouped_contiguous(data: st.DataObject) -> None:
 
 
 def test_grouped_contiguous_rejects_bad_indices() -> None:
-    a, b = torch.zeros(3, 128).to(FP8), torch.zeros(2, 8, 128).to(FP8)
-    sfa, sfb = torch.ones(3, 1), torch.ones(2, 1, 1)
-    d = torch.empty(3, 8, dtype=torch.bfloat16)
+    a, b = torch.zeros(128, 128).to(FP8), torch.zeros(2, 8, 128).to(FP8)
+    sfa, sfb = torch.ones(128, 1), torch.ones(2, 1, 1)
+    d = torch.empty(128, 8, dtype=torch.bfloat16)
     for bad in ([0, 2, 1], [0, -2, 1]):
         with pytest.raises(BadArgumentError) as info:
-            R.m_grouped_fp8_gemm_nt_contiguous((a, sfa), (b, sfb), d, torch.tensor(bad, dtype=torch.int32))
+            R.m_grouped_fp8_gemm_nt_contiguous((a, sfa), (b, sfb), d, torch.tensor(bad * 42 + [0, 0], dtype=torch.int32))
         assert info.value.argument == "m_indices"
     with pytest.raises(BadArgumentError):
         R.m_grouped_fp8_gemm_nt_contiguous((a, sfa), (b, sfb), d, torch.tensor([0, 1], dtype=torch.int32))
+    with pytest.raises(BadArgumentError) as info:  # rows not padded to the contiguous-layout alignment
+        R.m_grouped_fp8_gemm_nt_contiguous((a[:3], sfa[:3]), (b, sfb), d[:3], torch.zeros(3, dtype=torch.int32))
+    assert info.value.argument == "a"
 
 
 @SETTINGS
