@@ -80,17 +80,19 @@ def same_device(fn: str, ref_name: str, ref: Any, **others: Any) -> None:
             raise bad(fn, name, f"on {dev} like '{ref_name}'", t)
 
 
-def translate(fn: str, exc: BaseException, diagnose: Callable[[], None]) -> NoReturn:
+def translate(fn: str, exc: BaseException, diagnose: Callable[..., None], *args: Any) -> NoReturn:
     """Re-raise an upstream failure as a dgcompat error.
 
-    ``diagnose`` runs the full argument checks (cost paid on the failure path only); if they find
-    the culprit their :class:`BadArgumentError` is raised, otherwise a :class:`KernelError`
-    carrying the upstream message.
+    ``diagnose(*args)`` runs the full argument checks (cost paid on the failure path only); if they
+    find the culprit their :class:`BadArgumentError` is raised, otherwise a :class:`KernelError`
+    carrying the upstream message. ``diagnose`` is a module-level function taking the arguments
+    explicitly: a closure over the caller's arguments would turn them into cell variables and cost
+    every successful call too.
     """
     if isinstance(exc, DgcompatError):
         raise exc
     try:
-        diagnose()
+        diagnose(*args)
     except DgcompatError as found:
         raise found from exc
     raise KernelError(

@@ -69,7 +69,7 @@ def _table(argv: list[str]) -> int:
         print(json.dumps([_row_dict(r) for r in ROWS], indent=2, default=str))
         return 0
     if opts.markdown:
-        print(render_markdown())
+        print(render_document(), end="")
         return 0
     for row in ROWS:
         rel = row.releases or "all"
@@ -81,6 +81,22 @@ def _row_dict(row: Any) -> dict[str, Any]:
     from dataclasses import asdict
 
     return asdict(row)
+
+
+_DOC_HEADER = """# The capability table
+
+Generated from `dgcompat/table.py` by `dgcompat table --markdown > docs/capabilities.md` (a test checks
+that this file is current). The first row of a capability that matches the installed distribution
+and release answers it; rows of kind *presence* are re-checked by probing the imported deep_gemm
+(the attribute named in the last column). Per-architecture values are keyed by family (`sm90`,
+`sm100`, `sm120`); `DGCOMPAT_ARCH` overrides the current device.
+
+"""
+
+
+def render_document() -> str:
+    """docs/capabilities.md, whole."""
+    return _DOC_HEADER + render_markdown() + "\n"
 
 
 def render_markdown() -> str:

@@ -26,12 +26,29 @@ Recipe = Sequence[int]
 
 
 def _bind(name: str) -> Callable[..., Any]:
+    """The upstream function, called positionally as ``(a, b, d, c[, recipe])``: every release has
+    these parameters in these positions. The reference backend takes them by keyword."""
     with _binding.lock:
         impl = getattr(_B, name, None)
         if impl is None:
-            impl = getattr(_binding.load(), name)
+            target = getattr(_binding.load(), name)
+            if _binding.backend_name() == "reference":
+                impl = _keyword_adapter(target, name)
+            else:
+                impl = target
             setattr(_B, name, impl)
         return impl
+
+
+def _keyword_adapter(target: Callable[..., Any], name: str) -> Callable[..., Any]:
+    if name == "fp8_gemm_nt":
+        def fp8(a: Any, b: Any, d: Any, c: Any = None, recipe: Any = None) -> Any:
+            return target(a, b, d, c=c, recipe=recipe)
+        return fp8
+
+    def bf16(a: Any, b: Any, d: Any, c: Any = None) -> Any:
+        return target(a, b, d, c=c)
+    return bf16
 
 
 def _check_recipe(fn: str, recipe: Any) -> None:
@@ -53,6 +70,12 @@ def _diagnose_fp8(a: Any, b: Any, d: Any, c: Any, recipe: Any) -> None:
         raise bad(fn, "a[1]", f"a scale of shape ({m}, ceil(K/128)) (per token) or (ceil(M/128), ...)", a_sf)
     if b_sf.dim() != 2 or b_sf.shape[0] not in (n, -(-n // 128)):
         raise bad(fn, "b[1]", f"a scale of shape (ceil(N/128)={-(-n // 128)}, ceil(K/128)) or ({n}, ...)", b_sf)
+
+
+def _diagnose_bf16(a: Any, b: Any, d: Any, c: Any) -> None:
+    tensor("bf16_gemm_nt", "a", a, dtypes=("bfloat16",))
+    tensor("bf16_gemm_nt", "b", b, dtypes=("bfloat16",))
+    _diagnose_common("bf16_gemm_nt", a, b, d, c)
 
 
 def _diagnose_common(fn: str, a: Any, b: Any, d: Any, c: Any) -> None:
@@ -88,9 +111,9 @@ def fp8_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, tor
     except AttributeError:
         impl = _bind("fp8_gemm_nt")
     try:
-        impl(a, b, d, c=c, recipe=recipe)
+        impl(a, b, d, c, recipe)
     except Exception as exc:
-        translate("fp8_gemm_nt", exc, lambda: _diagnose_fp8(a, b, d, c, recipe))
+        translate("fp8_gemm_nt", exc, _diagnose_fp8, a, b, d, c, recipe)
 
 
 def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, *, c: torch.Tensor | None = None) -> None:
@@ -101,13 +124,9 @@ def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, *, c: torch.
     except AttributeError:
         impl = _bind("bf16_gemm_nt")
     try:
-        impl(a, b, d, c=c)
+        impl(a, b, d, c)
     except Exception as exc:
-        def diagnose() -> None:
-            tensor("bf16_gemm_nt", "a", a, dtypes=("bfloat16",))
-            tensor("bf16_gemm_nt", "b", b, dtypes=("bfloat16",))
-            _diagnose_common("bf16_gemm_nt", a, b, d, c)
-        translate("bf16_gemm_nt", exc, diagnose)
+        translate("bf16_gemm_nt", exc, _diagnose_bf16, a, b, d, c)
 
 
 def resolve_target(name: str) -> Callable[..., Any]:

@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from . import _binding
 from ._checks import FP8_DTYPE_NAMES, bad, release_label, tensor, translate
 from .errors import ScheduleMismatchError, UnsupportedFeatureError
+from .runtime import get_num_sms
+from .table import capabilities
 
 if TYPE_CHECKING:
     import torch
@@ -55,8 +57,6 @@ def _reset() -> None:
 # --- the non-paged (ragged) MQA logits ----------------------------------------------------------
 
 def _bind_mqa() -> Callable[..., Any]:
-    from .table import capabilities
-
     with _binding.lock:
         impl = getattr(_B, "mqa", None)
         if impl is not None:
@@ -170,7 +170,7 @@ def fp8_mqa_logits(q: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor], weigh
     try:
         return impl(q, kv, weights, ks, ke, clean_logits, max_seqlen_k)
     except Exception as exc:
-        translate("fp8_mqa_logits", exc, lambda: _diagnose_mqa(q, kv, weights, ks, ke, max_seqlen_k))
+        translate("fp8_mqa_logits", exc, _diagnose_mqa, q, kv, weights, ks, ke, max_seqlen_k)
 
 
 # --- schedules ---------------------------------------------------------------------------------
@@ -204,14 +204,15 @@ def _as_torch(x: Any) -> Any:
 
 
 def _bind_metadata() -> Callable[..., Any]:
-    from .table import capabilities
-
     with _binding.lock:
         impl = getattr(_B, "metadata", None)
         if impl is None:
             mod = _binding.load()
+            caps = capabilities()
             target = mod.get_paged_mqa_logits_metadata
-            raw = capabilities().raw_ffi_returns
+            raw = caps.raw_ffi_returns
+            _B.metadata_form = caps.paged_context_lens
+            _B.debug = _debug()
 
             def impl(lens: Any, block_kv: int, n_sms: int) -> Any:
                 out = target(lens, block_kv, n_sms)
@@ -248,9 +249,6 @@ def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num
     - ``num_sms``: defaults to :func:`dgcompat.get_num_sms`.
     - ``out``: an existing schedule buffer to refresh in place (keeps its address for CUDA graphs).
     """
-    from .table import capabilities
-    from .runtime import get_num_sms
-
     fn = "get_paged_mqa_logits_metadata"
     _check_lens(fn, context_lens)
     if isinstance(block_kv, bool) or not isinstance(block_kv, int) or block_kv <= 0:
@@ -259,19 +257,19 @@ def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num
         num_sms = get_num_sms()
     elif isinstance(num_sms, bool) or not isinstance(num_sms, int) or num_sms <= 0:
         raise bad(fn, "num_sms", "None or a positive int", num_sms)
-    if os.environ.get("DGCOMPAT_DEBUG", "") not in ("", "0") and context_lens.numel():
-        low = int(context_lens.min())
-        if low < 1:
-            raise bad(fn, "context_lens", "lengths >= 1 (the kernels require it)", f"a minimum of {low}")
     try:
         impl = _B.metadata
     except AttributeError:
         impl = _bind_metadata()
-    launch_lens = _metadata_lens(context_lens, capabilities().paged_context_lens)
+    if _B.debug and context_lens.numel():
+        low = int(context_lens.min())
+        if low < 1:
+            raise bad(fn, "context_lens", "lengths >= 1 (the kernels require it)", f"a minimum of {low}")
+    launch_lens = _metadata_lens(context_lens, _B.metadata_form)
     try:
         schedule = impl(launch_lens, block_kv, num_sms)
     except Exception as exc:
-        translate(fn, exc, lambda: None)
+        translate(fn, exc, _no_diagnosis)
     if out is not None:
         tensor(fn, "out", out, dims=(2,), dtypes=("int32",))
         if tuple(out.shape) != tuple(schedule.shape) or out.device != schedule.device:
@@ -362,8 +360,6 @@ def _row_lens(lens: Any, b: int, n: int, form: str) -> Any:
 def _plan(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, schedule: Any, max_len: Any,
           clean: bool) -> _Plan:
     import torch
-
-    from .table import capabilities
 
     fn = "fp8_paged_mqa_logits"
     caps = capabilities()
@@ -487,8 +483,17 @@ def _clamp1(t: Any) -> Any:
     return t.clamp_min(1).to(t.dtype)
 
 
+def _no_diagnosis(*_args: Any) -> None:
+    """Arguments were checked up front; whatever deep_gemm rejects is reported as a KernelError."""
+
+
 def _bind_paged() -> Callable[..., Any]:
-    from .table import capabilities
+    """The upstream paged-logits call as ``f(q, kv, weights, lens, block_table, schedule, max_len)``.
+
+    Bound to the upstream function itself where it takes exactly that (clean_logits defaults to False,
+    and dgcompat emulates clean_logits anyway); a small adapter elsewhere.
+    """
+    import torch
 
     with _binding.lock:
         impl = getattr(_B, "paged", None)
@@ -496,11 +501,10 @@ def _bind_paged() -> Callable[..., Any]:
             return impl
         mod = _binding.load()
         caps = capabilities()
+        tensor_type = torch.Tensor
+        from_dlpack = torch.utils.dlpack.from_dlpack
         if caps.backend == "reference":
-            ref = mod.fp8_paged_mqa_logits
-
-            def impl(q: Any, kv: Any, w: Any, lens: Any, bt: Any, sched: Any, max_len: int, clean: bool) -> Any:
-                return ref(q, kv, w, lens, bt, sched, max_len, clean_logits=clean)
+            impl = mod.fp8_paged_mqa_logits  # its clean_logits is keyword-only and defaults to False
         else:
             name = caps.paged_mqa_logits
             target = getattr(mod, name) if name else None
@@ -509,13 +513,19 @@ def _bind_paged() -> Callable[..., Any]:
             raw = caps.raw_ffi_returns
             if name == "fp8_fp4_paged_mqa_logits":
                 # (q, q_sf) pair: a bare q hits the torch.Tensor(...) TypeError in releases before 0.2.0.
-                def impl(q: Any, kv: Any, w: Any, lens: Any, bt: Any, sched: Any, max_len: int, clean: bool) -> Any:
+                def impl(q: Any, kv: Any, w: Any, lens: Any, bt: Any, sched: Any, max_len: int) -> Any:
                     out = target((q, None), kv, w, lens, bt, sched, max_len)
-                    return _as_torch(out) if raw else out
+                    return out if type(out) is tensor_type else from_dlpack(out)
+            elif caps.paged_context_lens == "1d":
+                # The bundled schema has no default for clean_logits.
+                def impl(q: Any, kv: Any, w: Any, lens: Any, bt: Any, sched: Any, max_len: int) -> Any:
+                    return target(q, kv, w, lens, bt, sched, max_len, False)
+            elif raw:
+                def impl(q: Any, kv: Any, w: Any, lens: Any, bt: Any, sched: Any, max_len: int) -> Any:
+                    out = target(q, kv, w, lens, bt, sched, max_len)
+                    return out if type(out) is tensor_type else from_dlpack(out)
             else:
-                def impl(q: Any, kv: Any, w: Any, lens: Any, bt: Any, sched: Any, max_len: int, clean: bool) -> Any:
-                    out = target(q, kv, w, lens, bt, sched, max_len, False)
-                    return _as_torch(out) if raw else out
+                impl = target
         _B.paged = impl
         return impl
 
@@ -554,11 +564,10 @@ def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch
         impl = _bind_paged()
     try:
         out = impl(q if p.q_launch_shape is None else q.view(p.q_launch_shape), kv_cache, weights,
-                   p.launch_lens, p.launch_block_table, p.launch_schedule, max_context_len, clean_logits)
+                   p.launch_lens, p.launch_block_table, p.launch_schedule, max_context_len)
     except Exception as exc:
-        translate("fp8_paged_mqa_logits", exc,
-                  lambda: _diagnose_paged(q, kv_cache, weights, context_lens, block_table, schedule_meta,
-                                          max_context_len))
+        translate("fp8_paged_mqa_logits", exc, _diagnose_paged, q, kv_cache, weights, context_lens, block_table,
+                  schedule_meta, max_context_len)
     if p.invalid is not None:
         out.masked_fill_(p.invalid, float("-inf"))
     if p.rows <= 1 and out.stride(0) % 4:

@@ -180,6 +180,14 @@ def _diagnose_masked(fn: str, a: Any, b: Any, d: Any, masked_m: Any, expected_m:
     same_device(fn, "d", d, a=a_data, b=b_data, masked_m=masked_m)
 
 
+def _contiguous_failed(fn: str, exc: BaseException, a: Any, b: Any, d: Any, m_indices: Any, fp8: bool) -> None:
+    if _rows(a) == 0 and not isinstance(exc, DgcompatError):
+        # An empty batch is a no-op on every release; a malformed one is still an error.
+        _diagnose_contiguous(fn, a, b, d, m_indices, fp8)
+        return
+    translate(fn, exc, _diagnose_contiguous, fn, a, b, d, m_indices, fp8)
+
+
 def _rows(a: Any) -> int:
     data = a[0] if isinstance(a, (tuple, list)) else a
     return int(data.shape[0]) if hasattr(data, "shape") and len(data.shape) else -1
@@ -205,12 +213,7 @@ def m_grouped_fp8_gemm_nt_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tu
     try:
         impl(a, b, d, m_indices, recipe=recipe)
     except Exception as exc:
-        def diagnose() -> None:
-            _diagnose_contiguous("m_grouped_fp8_gemm_nt_contiguous", a, b, d, m_indices, True)
-        if _rows(a) == 0 and not isinstance(exc, DgcompatError):
-            diagnose()  # an empty batch is a no-op, a malformed one is still an error
-            return
-        translate("m_grouped_fp8_gemm_nt_contiguous", exc, diagnose)
+        _contiguous_failed("m_grouped_fp8_gemm_nt_contiguous", exc, a, b, d, m_indices, True)
 
 
 def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor,
@@ -224,12 +227,7 @@ def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
     try:
         impl(a, b, d, m_indices)
     except Exception as exc:
-        def diagnose() -> None:
-            _diagnose_contiguous("m_grouped_bf16_gemm_nt_contiguous", a, b, d, m_indices, False)
-        if _rows(a) == 0 and not isinstance(exc, DgcompatError):
-            diagnose()
-            return
-        translate("m_grouped_bf16_gemm_nt_contiguous", exc, diagnose)
+        _contiguous_failed("m_grouped_bf16_gemm_nt_contiguous", exc, a, b, d, m_indices, False)
 
 
 def m_grouped_fp8_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor],
@@ -253,8 +251,8 @@ def m_grouped_fp8_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[
     try:
         impl(a, b, d, masked_m, expected_m, recipe=recipe)
     except Exception as exc:
-        translate("m_grouped_fp8_gemm_nt_masked", exc,
-                  lambda: _diagnose_masked("m_grouped_fp8_gemm_nt_masked", a, b, d, masked_m, expected_m, True))
+        translate("m_grouped_fp8_gemm_nt_masked", exc, _diagnose_masked, "m_grouped_fp8_gemm_nt_masked", a, b, d,
+                  masked_m, expected_m, True)
     return None
 
 
@@ -278,7 +276,7 @@ def _masked_overlap(a: Any, b: Any, d: Any, masked_m: Any, expected_m: Any, reci
             result = impl(a, b, d, masked_m, expected_m, recipe=recipe, max_block_n=overlap.max_block_n,
                           enable_overlap=True, signal=overlap.signal)
     except Exception as exc:
-        translate(fn, exc, lambda: _diagnose_masked(fn, a, b, d, masked_m, expected_m, True))
+        translate(fn, exc, _diagnose_masked, fn, a, b, d, masked_m, expected_m, True)
     if not isinstance(result, (tuple, list)) or len(result) != 2 or None in result:
         raise BadArgumentError(fn, "overlap", "a launch that reports (block_m, threshold)", repr(result),
                                release=release_label())
@@ -296,5 +294,5 @@ def m_grouped_bf16_gemm_nt_masked(a: torch.Tensor, b: torch.Tensor, d: torch.Ten
     try:
         impl(a, b, d, masked_m, expected_m)
     except Exception as exc:
-        translate("m_grouped_bf16_gemm_nt_masked", exc,
-                  lambda: _diagnose_masked("m_grouped_bf16_gemm_nt_masked", a, b, d, masked_m, expected_m, False))
+        translate("m_grouped_bf16_gemm_nt_masked", exc, _diagnose_masked, "m_grouped_bf16_gemm_nt_masked", a, b, d,
+                  masked_m, expected_m, False)

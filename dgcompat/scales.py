@@ -138,7 +138,7 @@ def get_mn_major_tma_aligned_tensor(sf: torch.Tensor) -> torch.Tensor:
     try:
         return impl(sf)
     except Exception as exc:
-        translate("get_mn_major_tma_aligned_tensor", exc, lambda: _check_sf("get_mn_major_tma_aligned_tensor", sf))
+        translate("get_mn_major_tma_aligned_tensor", exc, _check_sf, "get_mn_major_tma_aligned_tensor", sf)
 
 
 def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor) -> torch.Tensor:
@@ -151,8 +151,8 @@ def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor) -> torch.Tens
     try:
         return impl(sf)
     except Exception as exc:
-        translate("get_mn_major_tma_aligned_packed_ue8m0_tensor", exc,
-                  lambda: _check_sf("get_mn_major_tma_aligned_packed_ue8m0_tensor", sf))
+        translate("get_mn_major_tma_aligned_packed_ue8m0_tensor", exc, _check_sf,
+                  "get_mn_major_tma_aligned_packed_ue8m0_tensor", sf)
 
 
 def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe: Sequence[int], *,
@@ -172,15 +172,18 @@ def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe:
     try:
         return impl(sf, mn, k, tuple(recipe), num_groups, is_sfa)
     except Exception as exc:
-        def diagnose() -> None:
-            tensor(fn, "sf", sf, dims=(2, 3), dtypes=("float32", "int32"))
-            if not isinstance(recipe, (tuple, list)) or len(recipe) not in (2, 3):
-                raise bad(fn, "recipe", "a tuple of 2 or 3 ints", recipe)
-            if len(recipe) == 3 and is_sfa is None:
-                raise bad(fn, "is_sfa", "True or False with a 3-element recipe", is_sfa)
-            if (sf.dim() == 3) != (num_groups is not None):
-                raise bad(fn, "num_groups", "the group count iff sf is 3-D", num_groups)
-        translate(fn, exc, diagnose)
+        translate(fn, exc, _diagnose_transform, sf, recipe, num_groups, is_sfa)
+
+
+def _diagnose_transform(sf: Any, recipe: Any, num_groups: Any, is_sfa: Any) -> None:
+    fn = "transform_sf_into_required_layout"
+    tensor(fn, "sf", sf, dims=(2, 3), dtypes=("float32", "int32"))
+    if not isinstance(recipe, (tuple, list)) or len(recipe) not in (2, 3):
+        raise bad(fn, "recipe", "a tuple of 2 or 3 ints", recipe)
+    if len(recipe) == 3 and is_sfa is None:
+        raise bad(fn, "is_sfa", "True or False with a 3-element recipe", is_sfa)
+    if (sf.dim() == 3) != (num_groups is not None):
+        raise bad(fn, "num_groups", "the group count iff sf is 3-D", num_groups)
 
 
 def _bind_transform() -> Callable[..., Any]:

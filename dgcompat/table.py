@@ -158,7 +158,6 @@ ROWS: tuple[Row, ...] = (
         "upstream DeepGEMM 2.4.2 (7f2a703) made 2-D lengths mandatory", "never"),
     # clean_logits is emulated for paged logits everywhere: 2-D lengths forbid it natively, and the
     # bundled 1-D form would mask with a different per-row rule than a 2-D (B, next_n) input means.
-    Row("paged_clean_logits", REF, "", "native", "-", "-", "never"),
     Row("paged_clean_logits", ANY, "", "emulated", "clean_logits=False at the launch; dgcompat masks",
         "2-D context_lens + clean_logits asserts (upstream 7f2a703)", "a release masks 2-D rows itself"),
     Row("paged_native_next_n", REF, "", {"sm90": (1, 2, 3, 4), "sm100": (1, 2, 3, 4), "sm120": (1, 2, 3, 4)},
