@@ -15,7 +15,7 @@ from packaging.version import Version
 
 from .detection import EXPECTED_TORCH, KERNEL_FLOOR_WITH_SGL_DEEP_GEMM, SGL_DEEP_GEMM, Release, _expected_torch
 
-__all__ = ["main", "suggest", "certificates"]
+__all__ = ["main", "suggest", "certificates", "render_compatibility"]
 
 
 def _certificate_dirs() -> list[Path]:
@@ -81,12 +81,77 @@ def suggest(rel: Release) -> list[str]:
     return pin_lines(rel.dist, rel.version)
 
 
+def _tier_cell(cert: dict[str, Any] | None) -> str:
+    if cert is None:
+        return "not run"
+    summary = cert.get("summary", {})
+    verdict = str(cert.get("verdict", ""))
+    counts = f"{summary.get('passed', 0)} passed"
+    for key in ("failed", "hang", "error"):
+        if summary.get(key):
+            counts += f", {summary[key]} {key}"
+    for key in ("xfail", "xfailed"):
+        if summary.get(key):
+            counts += f", {summary[key]} xfail"
+    if verdict.startswith("incompatible"):
+        return verdict
+    return f"{verdict.lower()} ({counts})"
+
+
+def render_compatibility() -> str:
+    """docs/compatibility.md: every release x tier, from the committed certificates."""
+    from .detection import KNOWN_SGL_DEEP_GEMM
+
+    by_key: dict[tuple[str, str], dict[str, Any]] = {}
+    for cert in certificates():
+        key = (str(cert.get("release")), str(cert.get("tier")))
+        by_key.setdefault(key, cert)
+    gpu_env = next((c for c in certificates() if c.get("tier") == "gpu" and isinstance(c.get("device"), dict)), None)
+    lines = [
+        "# Compatibility",
+        "",
+        "Generated from `conformance/certificates/*.json` by `dgcompat pin --docs > docs/compatibility.md`",
+        "(a test checks that this file is current).",
+        "",
+        "- **CPU tier**: the release's real Python layer, its native library replaced by stand-ins that check",
+        "  every call against the signatures read from its binary and compute with `dgcompat.reference`",
+        "  (`dgcompat conform --release V`).",
+    ]
+    if gpu_env is not None:
+        dev = gpu_env["device"]
+        lines.append(f"- **GPU tier**: real kernels on {dev.get('name')} ({dev.get('sm')}, {dev.get('num_sms')} SMs), "
+                     f"torch {gpu_env.get('torch')}, CUDA {gpu_env.get('cuda')}, driver {gpu_env.get('driver')} "
+                     "(`python -m conformance.gpu.runner`); see [compatibility-gpu.md](compatibility-gpu.md).")
+    lines += [
+        "- **torch**: the torch the release's native library was built for (no wheel declares it).",
+        "",
+        "| release | torch | CPU tier | GPU tier | pin |",
+        "|---|---|---|---|---|",
+    ]
+    rows: list[tuple[str, str]] = [(SGL_DEEP_GEMM, v) for v in KNOWN_SGL_DEEP_GEMM]
+    rows += [("sgl-kernel", "0.3.21"), ("sglang-kernel", "0.4.0"), ("sglang-kernel", "0.4.1.post1"),
+             ("sglang-kernel", "0.4.2")]
+    for dist, version in rows:
+        key = version if dist == SGL_DEEP_GEMM else f"{dist}-{version}"
+        torch_spec = _expected_torch(dist, Version(version))
+        cpu = by_key.get((key, "cpu-tier"))
+        gpu = by_key.get((key, "gpu"))
+        label = version if dist == SGL_DEEP_GEMM else f"{dist} {version} (bundled)"
+        pin = f"`{dist}=={version}`" + (f", `torch{torch_spec}`" if torch_spec else "")
+        lines.append(f"| {label} | {torch_spec or '?'} | {_tier_cell(cpu)} | {_tier_cell(gpu)} | {pin} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dgcompat pin", description=__doc__)
     parser.add_argument("--release", help="an sgl-deep-gemm version instead of the installed stack")
     parser.add_argument("--dist", default=SGL_DEEP_GEMM, help="distribution of --release (default sgl-deep-gemm)")
     parser.add_argument("--list", action="store_true", help="every release with its torch pairing")
+    parser.add_argument("--docs", action="store_true", help="print docs/compatibility.md from the certificates")
     opts = parser.parse_args(list(argv) if argv is not None else None)
+    if opts.docs:
+        print(render_compatibility(), end="")
+        return 0
     if opts.list:
         for dist, releases, torch_spec, why in EXPECTED_TORCH:
             print(f"{dist:<14} {releases:<28} torch{torch_spec:<10} # {why}")

@@ -86,3 +86,12 @@ def test_docs_render_the_table() -> None:
 
     doc = (Path(__file__).parent.parent / "docs" / "capabilities.md").read_text()
     assert doc == render_document(), "docs/capabilities.md is stale: `dgcompat table --markdown > docs/capabilities.md`"
+
+
+def test_compatibility_doc_is_current() -> None:
+    from pathlib import Path
+
+    from dgcompat.pins import render_compatibility
+
+    doc = (Path(__file__).parent.parent / "docs" / "compatibility.md").read_text()
+    assert doc == render_compatibility(), "docs/compatibility.md is stale: `dgcompat pin --docs > docs/compatibility.md`"

@@ -1,0 +1,33 @@
+"""The CPU tier over every published sgl-deep-gemm wheel: the real Python layer of each release,
+its native library replaced by signature-checked stand-ins computing with the reference backend."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dgcompat.detection import KNOWN_SGL_DEEP_GEMM
+
+
+@pytest.mark.wheels
+@pytest.mark.slow
+def test_every_published_release_is_certified(tmp_path: Path) -> None:
+    out = tmp_path / "certs"
+    proc = subprocess.run([sys.executable, "-m", "dgcompat", "conform", "--all", "--jobs", "2", "--out", str(out)],
+                          capture_output=True, text=True, timeout=3000)
+    print(proc.stdout[-6000:])
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    found = {}
+    for path in out.glob("*.json"):
+        cert = json.loads(path.read_text())
+        found[cert["release"]] = cert
+    assert sorted(found) == sorted(KNOWN_SGL_DEEP_GEMM)
+    for release, cert in found.items():
+        counts = {k: sum(1 for t in cert["tests"] if t["outcome"] == k) for k in cert["summary"]}
+        assert counts == cert["summary"], f"{release}: summary does not equal the per-test list"
+        assert cert["summary"]["failed"] == 0 and cert["summary"].get("error", 0) == 0, release
+        assert cert["summary"]["passed"] >= 100, f"{release}: only {cert['summary']['passed']} tests passed"
