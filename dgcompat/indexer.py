@@ -310,6 +310,7 @@ class _Plan:
     launch_block_table: Any
     rows: int
     invalid: Any  # bool (rows, max_context_len) mask for emulated clean_logits, or None
+    block_table_derived: bool  # the launch uses a copy of block_table, so its writes must be seen
 
 
 _PLANS: OrderedDict[tuple[Any, ...], _Plan] = OrderedDict()
@@ -474,7 +475,8 @@ def _plan(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, sche
         cols = torch.arange(max_len, device=lens.device)
         invalid = cols.unsqueeze(0) >= row_len.view(-1, 1)
     return _Plan(lens, lens._version, schedule, schedule._version, block_table, block_table._version,
-                 q.shape, max_len, clean, q_shape, launch_lens, launch_schedule, launch_bt, rows, invalid)
+                 q.shape, max_len, clean, q_shape, launch_lens, launch_schedule, launch_bt, rows, invalid,
+                 launch_bt.data_ptr() != block_table.data_ptr())
 
 
 def _clamp1(t: Any) -> Any:
@@ -555,7 +557,8 @@ def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch
     if (p is None or context_lens is not p.lens or schedule_meta is not p.schedule
             or block_table is not p.block_table or q.shape != p.q_shape or max_context_len != p.max_context_len
             or clean_logits is not p.clean or context_lens._version != p.lens_version
-            or schedule_meta._version != p.schedule_version or block_table._version != p.block_table_version):
+            or schedule_meta._version != p.schedule_version
+            or (p.block_table_derived and block_table._version != p.block_table_version)):
         p = _lookup_plan(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
                          clean_logits)
     try:

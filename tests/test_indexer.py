@@ -179,3 +179,14 @@ def test_ragged_mqa_logits(fake_release: Callable[[str], Any], family: str, clea
     torch.testing.assert_close(out[valid], ref[valid], rtol=1e-4, atol=1e-3)
     if clean:
         assert torch.isneginf(out[~valid]).all(), "clean_logits=True must leave -inf outside [ks, ke)"
+
+
+@pytest.mark.parametrize("n", [2, 4])  # native launch (table passed through) and split launch (table copied)
+def test_block_table_rewritten_in_place_is_seen(fake_release: Callable[[str], Any], n: int) -> None:
+    fake_release("sgl-0.1.3")
+    i = _inputs(2, n, [100, 120])
+    sched = dgcompat.get_paged_mqa_logits_metadata(i["ctx"], BKV, 4)
+    dgcompat.fp8_paged_mqa_logits(i["q"], i["kv"], i["w"], i["ctx"], i["bt"], sched, i["max_len"])
+    i["bt"].copy_(i["bt"].flip(0))  # the engine reassigns pages within the same buffer
+    out = dgcompat.fp8_paged_mqa_logits(i["q"], i["kv"], i["w"], i["ctx"], i["bt"], sched, i["max_len"])
+    _assert_close_valid(out, _reference(i, n), _row_lens(i["ctx"], n))
