@@ -1,0 +1,219 @@
+"""Generated calls, valid and invalid, for the stable entry points (shared by the conformance suite
+and dgcompat's own property tests).
+
+Every call must either compute the reference result or raise a :class:`dgcompat.DgcompatError`:
+never another exception type, never a hang. Strategies are bounded (tiny shapes) and label every
+draw; ``COUNTS`` tallies outcomes per entry point so a run can report how many calls it made.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Callable
+
+import torch
+from hypothesis import strategies as st
+
+from dgcompat import reference as R
+from dgcompat.errors import DgcompatError
+
+COUNTS: Counter[str] = Counter()
+
+
+def _outcome(label: str, call: Callable[[], Any], check: Callable[[Any], None]) -> None:
+    """Run ``call``; a dgcompat error is an accepted outcome, anything else must pass ``check``."""
+    try:
+        result = call()
+    except DgcompatError:
+        COUNTS[f"{label}:error"] += 1
+        return
+    check(result)
+    COUNTS[f"{label}:ok"] += 1
+
+
+MUTATIONS_GEMM = ["none", "bare_a", "wrong_d_shape", "wrong_d_rank", "k_mismatch", "a_not_fp8", "scale_shape",
+                  "none_d"]
+
+
+@st.composite
+def gemm_calls(draw: st.DrawFn) -> dict[str, Any]:
+    m = draw(st.integers(1, 8), label="m")
+    n = draw(st.sampled_from([128, 256]), label="n")
+    k = draw(st.sampled_from([128, 256]), label="k")
+    seed = draw(st.integers(0, 2**16), label="seed")
+    mutation = draw(st.sampled_from(MUTATIONS_GEMM), label="mutation")
+    return {"m": m, "n": n, "k": k, "seed": seed, "mutation": mutation}
+
+
+def check_fp8_gemm(dg: Any, backend: str, call: dict[str, Any]) -> None:
+    """One generated ``fp8_gemm_nt`` call: the reference result or a dgcompat error."""
+    g = torch.Generator().manual_seed(call["seed"])
+    m, n, k, mut = call["m"], call["n"], call["k"], call["mutation"]
+    a, b = torch.randn(m, k, generator=g), torch.randn(n, k, generator=g)
+    aq, bq = R.per_token_cast_to_fp8(a), R.per_block_cast_to_fp8(b)
+    d: Any = torch.zeros(m, n, dtype=torch.bfloat16)
+    args: list[Any] = [aq, bq, d]
+    if mut == "bare_a":
+        args[0] = aq[0]
+    elif mut == "wrong_d_shape":
+        args[2] = torch.zeros(m, n + 64, dtype=torch.bfloat16)
+    elif mut == "wrong_d_rank":
+        args[2] = torch.zeros(1, m, n, dtype=torch.bfloat16)
+    elif mut == "k_mismatch":
+        args[1] = (bq[0][:, :64].contiguous(), bq[1])
+    elif mut == "a_not_fp8":
+        args[0] = (a, aq[1])
+    elif mut == "scale_shape":
+        args[0] = (aq[0], aq[1][:, :1].contiguous())
+    elif mut == "none_d":
+        args[2] = None
+
+    def check(_res: Any) -> None:
+        ref = torch.zeros(m, n, dtype=torch.bfloat16)
+        R.fp8_gemm_nt(aq, bq, ref)
+        # A mutated call may only succeed if it still computed the reference result.
+        torch.testing.assert_close(args[2], ref)
+
+    _outcome(f"fp8_gemm_nt[{backend}]", lambda: dg.fp8_gemm_nt(*args), check)
+
+
+MUTATIONS_PAGED = ["none", "lens_int64", "lens_noncontig", "stale", "foreign", "other_lens", "q_fp32",
+                   "weights_rows", "max_len_big", "bt_int64", "clean_not_bool", "kv_last_dim"]
+
+
+@st.composite
+def paged_calls(draw: st.DrawFn) -> dict[str, Any]:
+    b = draw(st.integers(1, 4), label="batch")
+    n = draw(st.integers(1, 4), label="next_n")
+    ctx = draw(st.lists(st.integers(n, 200), min_size=b, max_size=b), label="context_lens")
+    form = draw(st.sampled_from(["seq", "rows", "flat"]), label="lens_form")
+    per_row_bt = draw(st.booleans(), label="per_row_block_table")
+    clean = draw(st.booleans(), label="clean_logits")
+    mutation = draw(st.sampled_from(MUTATIONS_PAGED), label="mutation")
+    seed = draw(st.integers(0, 2**16), label="seed")
+    return {"b": b, "n": n, "ctx": ctx, "form": form, "per_row_bt": per_row_bt, "clean": clean,
+            "mutation": mutation, "seed": seed}
+
+
+def check_paged(dg: Any, backend: str, call: dict[str, Any]) -> None:
+    """One generated paged-MQA call (metadata + logits): the reference result or a dgcompat error;
+    a schedule that does not belong to the lengths must never be launched."""
+    g = torch.Generator().manual_seed(call["seed"])
+    b, n, mut = call["b"], call["n"], call["mutation"]
+    h, d, bkv = 32, 128, 64
+    ctx = torch.tensor(call["ctx"], dtype=torch.int32)
+    blocks = -(-int(ctx.max()) // bkv)
+    kv = R.pack_kv_cache(torch.randn(b * blocks, bkv, d, generator=g))
+    bt = torch.randperm(b * blocks, generator=g).to(torch.int32).view(b, blocks)
+    bt_given = bt.repeat_interleave(n, 0) if call["per_row_bt"] else bt
+    q = torch.randn(b, n, h, d, generator=g).to(torch.float8_e4m3fn)
+    w = torch.rand(b * n, h, generator=g)
+    row_len = (ctx.view(-1, 1) - n + 1 + torch.arange(n, dtype=torch.int32)).reshape(-1)
+    lens = {"seq": ctx, "rows": row_len.view(b, n).contiguous(), "flat": row_len.view(-1, 1).contiguous()}[
+        call["form"]]
+    max_len = blocks * bkv
+    sched = dg.get_paged_mqa_logits_metadata(lens, bkv, 4)
+    kwargs: dict[str, Any] = {"clean_logits": call["clean"]}
+    args: list[Any] = [q, kv, w, lens, bt_given, sched, max_len]
+    if mut == "lens_int64":
+        args[3] = lens.to(torch.int64)
+    elif mut == "lens_noncontig":
+        wide = torch.stack([lens.reshape(-1), lens.reshape(-1)], 1)
+        args[3] = wide[:, 0].view(lens.shape) if lens.dim() == 1 else wide[:, 0]
+    elif mut == "stale":
+        lens.add_(0)  # any in-place write makes the schedule stale
+    elif mut == "foreign":
+        args[5] = R.get_paged_mqa_logits_metadata(lens, bkv, 4)
+    elif mut == "other_lens":
+        args[3] = lens.clone()
+    elif mut == "q_fp32":
+        args[0] = q.float()
+    elif mut == "weights_rows":
+        args[2] = torch.rand(b * n + 1, h)
+    elif mut == "max_len_big":
+        args[6] = max_len + bkv
+    elif mut == "bt_int64":
+        args[4] = bt_given.long()
+    elif mut == "clean_not_bool":
+        kwargs["clean_logits"] = 1
+    elif mut == "kv_last_dim":
+        args[1] = kv[..., :-1]
+
+    def check(out: Any) -> None:
+        # Launching a schedule that does not belong to the lengths is what must never happen.
+        assert mut not in ("stale", "foreign", "other_lens"), f"mutation {mut} was launched"
+        ref = R.fp8_paged_mqa_logits(q, kv, w, ctx, bt, None, max_len, clean_logits=True)
+        assert out.shape == ref.shape
+        valid = torch.arange(max_len).view(1, -1) < row_len.view(-1, 1)
+        torch.testing.assert_close(out[valid], ref[valid], rtol=1e-4, atol=1e-3)
+        if call["clean"]:
+            assert torch.isneginf(out[~valid]).all()
+
+    _outcome(f"fp8_paged_mqa_logits[{backend}]", lambda: dg.fp8_paged_mqa_logits(*args, **kwargs), check)
+
+
+MUTATIONS_GROUPED = ["none", "keyword", "indices_int64", "unaligned", "d_shape", "masked_int64", "expected_float"]
+
+
+@st.composite
+def grouped_calls(draw: st.DrawFn) -> dict[str, Any]:
+    return {"groups": draw(st.integers(1, 3), label="groups"),
+            "rows": draw(st.lists(st.integers(0, 2), min_size=3, max_size=3), label="aligned_blocks_per_group"),
+            "masked": draw(st.lists(st.integers(0, 16), min_size=3, max_size=3), label="masked_m"),
+            "mutation": draw(st.sampled_from(MUTATIONS_GROUPED), label="mutation"),
+            "seed": draw(st.integers(0, 2**16), label="seed")}
+
+
+def check_grouped(dg: Any, backend: str, call: dict[str, Any]) -> None:
+    """Generated grouped contiguous and masked calls: the reference result or a dgcompat error."""
+    g = torch.Generator().manual_seed(call["seed"])
+    groups, mut = call["groups"], call["mutation"]
+    n, k = 128, 128
+    ids = torch.cat([torch.full((128 * call["rows"][i],), i, dtype=torch.int32) for i in range(groups)])
+    m = ids.shape[0]
+    aq = R.per_token_cast_to_fp8(torch.randn(m, k, generator=g))
+    bs = [R.per_block_cast_to_fp8(torch.randn(n, k, generator=g)) for _ in range(groups)]
+    bq = (torch.stack([x[0] for x in bs]), torch.stack([x[1] for x in bs]))
+    d = torch.zeros(m, n, dtype=torch.bfloat16)
+    args: list[Any] = [aq, bq, d, ids]
+    kw: dict[str, Any] = {}
+    if mut == "keyword":
+        kw["m_indices"] = args.pop()
+    elif mut == "indices_int64":
+        args[3] = ids.long()
+    elif mut == "unaligned" and m:
+        args = [(aq[0][:-1], aq[1][:-1]), bq, d[:-1], ids[:-1]]
+    elif mut == "d_shape":
+        args[2] = torch.zeros(m, n + 1, dtype=torch.bfloat16)
+
+    def check(_res: Any) -> None:
+        ref = torch.zeros(m, n, dtype=torch.bfloat16)
+        R.m_grouped_fp8_gemm_nt_contiguous(aq, bq, ref, ids)
+        out = args[2] if mut != "unaligned" else d
+        if mut == "unaligned" and m:
+            torch.testing.assert_close(d[:-1], ref[:-1])
+        else:
+            torch.testing.assert_close(out, ref)
+
+    _outcome(f"m_grouped_fp8_gemm_nt_contiguous[{backend}]",
+             lambda: dg.m_grouped_fp8_gemm_nt_contiguous(*args, **kw), check)
+
+    a3 = torch.randn(groups, 16, k, generator=g)
+    aq3 = (torch.stack([R.per_token_cast_to_fp8(a3[i])[0] for i in range(groups)]),
+           torch.stack([R.per_token_cast_to_fp8(a3[i])[1] for i in range(groups)]))
+    masked = torch.tensor(call["masked"][:groups], dtype=torch.int32)
+    d3 = torch.zeros(groups, 16, n, dtype=torch.bfloat16)
+    margs: list[Any] = [aq3, bq, d3, masked, 8]
+    if mut == "masked_int64":
+        margs[3] = masked.long()
+    elif mut == "expected_float":
+        margs[4] = 8.5
+
+    def mcheck(res: Any) -> None:
+        assert res is None
+        ref = torch.zeros_like(d3)
+        R.m_grouped_fp8_gemm_nt_masked(aq3, bq, ref, masked, 8)
+        torch.testing.assert_close(d3, ref)
+
+    _outcome(f"m_grouped_fp8_gemm_nt_masked[{backend}]", lambda: dg.m_grouped_fp8_gemm_nt_masked(*margs),
+             mcheck)
