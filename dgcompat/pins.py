@@ -132,10 +132,10 @@ def render_compatibility() -> str:
     rows += [("sgl-kernel", "0.3.21"), ("sglang-kernel", "0.4.0"), ("sglang-kernel", "0.4.1.post1"),
              ("sglang-kernel", "0.4.2")]
     for dist, version in rows:
-        key = version if dist == SGL_DEEP_GEMM else f"{dist}-{version}"
+        release_key = version if dist == SGL_DEEP_GEMM else f"{dist}-{version}"
         torch_spec = _expected_torch(dist, Version(version))
-        cpu = by_key.get((key, "cpu-tier"))
-        gpu = by_key.get((key, "gpu"))
+        cpu = by_key.get((release_key, "cpu-tier"))
+        gpu = by_key.get((release_key, "gpu"))
         label = version if dist == SGL_DEEP_GEMM else f"{dist} {version} (bundled)"
         pin = f"`{dist}=={version}`" + (f", `torch{torch_spec}`" if torch_spec else "")
         lines.append(f"| {label} | {torch_spec or '?'} | {_tier_cell(cpu)} | {_tier_cell(gpu)} | {pin} |")

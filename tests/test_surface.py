@@ -711,21 +711,24 @@ TVM_FFI = VERSIONS[: VERSIONS.index("0.2.3")]
 REFERENCE = Path(os.environ.get("DGCOMPAT_REFERENCE_SURFACE", "/work/shared/reference/deep_gemm-surface.json"))
 
 
+@pytest.fixture(scope="module")
+def wheels() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for version in VERSIONS:
+        try:
+            found[version] = resolve_wheel(version)
+        except SurfaceError as exc:
+            pytest.skip(f"sgl-deep-gemm {version} is not cached and could not be downloaded: {exc}")
+    return found
+
+
+@pytest.fixture(scope="module")
+def surfaces(wheels: dict[str, Path]) -> dict[str, dict[str, Any]]:
+    return {version: extract(path) for version, path in wheels.items()}
+
+
 @pytest.mark.wheels
 class TestPublishedWheels:
-    @pytest.fixture(scope="class")
-    def wheels(self) -> dict[str, Path]:
-        found: dict[str, Path] = {}
-        for version in VERSIONS:
-            try:
-                found[version] = resolve_wheel(version)
-            except SurfaceError as exc:
-                pytest.skip(f"sgl-deep-gemm {version} is not cached and could not be downloaded: {exc}")
-        return found
-
-    @pytest.fixture(scope="class")
-    def surfaces(self, wheels: dict[str, Path]) -> dict[str, dict[str, Any]]:
-        return {version: extract(path) for version, path in wheels.items()}
 
     def test_release_and_binding(self, surfaces: dict[str, dict[str, Any]]) -> None:
         for version, doc in surfaces.items():
