@@ -1,7 +1,8 @@
 """``dgcompat doctor``: one screen that says whether this stack can work, and what to pin.
 
-The ABI health check (import deep_gemm, then a tiny call that must see the tensors it was given)
-runs in a child process, so a crash or a hang of the native library cannot take doctor down.
+The ABI health check (import deep_gemm, then a tiny call that must see the tensors it was given) is
+the GPU tier's own, and runs in a child process, so a crash or a hang of the native library cannot
+take doctor down.
 """
 
 from __future__ import annotations
@@ -9,82 +10,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 from typing import Any, Sequence
 
 __all__ = ["main", "collect", "abi_check"]
 
-# Run in a child: bind deep_gemm through dgcompat and, where a GPU exists, run a tiny FP8 GEMM and
-# a paged-MQA schedule and compare with the reference (wheels built for another torch load but
-# mis-read every 2-D tensor, which only a call shows).
-_CHILD = r"""
-import json, sys
-out = {"import": None, "call": None, "detail": ""}
-try:
-    import dgcompat
-    ok = dgcompat.is_available()
-    if not ok:
-        from dgcompat import _binding
-        try:
-            _binding.load()
-        except Exception as exc:
-            out["import"] = False
-            out["detail"] = f"{type(exc).__name__}: {exc}"
-    else:
-        out["import"] = True
-        import torch
-        if not torch.cuda.is_available():
-            out["detail"] = "no CUDA device: kernels not checked"
-        else:
-            from dgcompat import reference as R
-            dev = "cuda"
-            a = torch.randn(64, 256, device=dev); b = torch.randn(128, 256, device=dev)
-            aq = R.per_token_cast_to_fp8(a); bq = R.per_block_cast_to_fp8(b)
-            d = torch.empty(64, 128, device=dev, dtype=torch.bfloat16)
-            dgcompat.fp8_gemm_nt(aq, bq, d)
-            ref = torch.empty_like(d); R.fp8_gemm_nt(aq, bq, ref)
-            x, y = d.double(), ref.double()
-            diff = float(1 - 2 * (x * y).sum() / (x * x + y * y).sum())
-            lens = torch.tensor([[100], [300]], dtype=torch.int32, device=dev)
-            sched = dgcompat.get_paged_mqa_logits_metadata(lens, 64)
-            torch.cuda.synchronize()
-            out["call"] = diff < 1e-3
-            out["detail"] = f"fp8_gemm_nt diff={diff:.2e}; schedule {tuple(sched.shape)}"
-except Exception as exc:
-    out["call"] = False if out["import"] else out["call"]
-    if out["import"] is None:
-        out["import"] = False
-    out["detail"] = f"{type(exc).__name__}: {exc}"[:500]
-print("DGCOMPAT-ABI " + json.dumps(out))
-"""
-
-
 def abi_check(timeout: float = 180.0) -> dict[str, Any]:
-    """Import deep_gemm and (with a GPU) run a tiny call in a child process.
+    """The GPU tier's ABI health check (:func:`conformance.gpu.abi.abi_check`), in a child process.
 
-    Returns ``{"import": bool|None, "call": bool|None, "detail": str, "verdict": str}``; ``call`` is
-    None where no GPU was available to check kernels.
+    Returns at least ``{"import", "call", "verdict", "detail"}``; ``call`` is None where no GPU was
+    available to check kernels, and ``verdict`` is ``"hang"`` when the child had to be killed.
     """
-    try:
-        proc = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, timeout=timeout,
-                              env=dict(os.environ))
-    except subprocess.TimeoutExpired:
-        return {"import": None, "call": None, "detail": f"no answer within {timeout:.0f} s (hang)", "verdict": "hang"}
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("DGCOMPAT-ABI ")), None)
-    if line is None:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        return {"import": None, "call": None, "verdict": "crashed",
-                "detail": f"child exited with {proc.returncode}: " + " | ".join(tail)}
-    result: dict[str, Any] = json.loads(line[len("DGCOMPAT-ABI "):])
-    if result["import"] is False:
-        result["verdict"] = "does not load"
-    elif result["call"] is False:
-        result["verdict"] = "loads, but kernels fail"
-    elif result["call"] is None:
-        result["verdict"] = "loads (kernels not checked)"
-    else:
-        result["verdict"] = "ok"
+    from conformance.gpu.abi import abi_check as check
+
+    # Honour an explicit override, so doctor checks what the engine's process would do.
+    allow = os.environ.get("DGCOMPAT_ALLOW_TORCH_MISMATCH") == "1"
+    result: dict[str, Any] = check(timeout=timeout, allow_torch_mismatch=allow)
     return result
 
 

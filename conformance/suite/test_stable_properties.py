@@ -41,6 +41,15 @@ def test_grouped_generated(dg: Any, call: dict[str, Any]) -> None:
 
 
 def test_generated_counts() -> None:
-    """Records how many generated calls ran and how they ended (printed into the test output)."""
+    """Records how many generated calls ran and how they ended: printed, and appended as one JSON line
+    to the file named by ``DGCOMPAT_PROPERTY_COUNTS`` when set."""
+    import json
+
+    import dgcompat
+
     for key in sorted(P.COUNTS):
         print(f"{key}: {P.COUNTS[key]}")
+    path = os.environ.get("DGCOMPAT_PROPERTY_COUNTS")
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps({"release": dgcompat.release().label, "counts": dict(P.COUNTS)}) + "\n")
