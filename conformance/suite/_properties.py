@@ -74,6 +74,11 @@ def check_fp8_gemm(dg: Any, backend: str, call: dict[str, Any]) -> None:
         # A mutated call may only succeed if it still computed the reference result.
         torch.testing.assert_close(args[2], ref)
 
+    if mut == "none":
+        dg.fp8_gemm_nt(*args)
+        check(None)
+        COUNTS[f"fp8_gemm_nt[{backend}]:ok"] += 1
+        return
     _outcome(f"fp8_gemm_nt[{backend}]", lambda: dg.fp8_gemm_nt(*args), check)
 
 
@@ -112,7 +117,7 @@ def check_paged(dg: Any, backend: str, call: dict[str, Any]) -> None:
     lens = {"seq": ctx, "rows": row_len.view(b, n).contiguous(), "flat": row_len.view(-1, 1).contiguous()}[
         call["form"]]
     max_len = blocks * bkv
-    sched = dg.get_paged_mqa_logits_metadata(lens, bkv, 4)
+    sched = dg.get_paged_mqa_logits_metadata(lens, bkv)
     kwargs: dict[str, Any] = {"clean_logits": call["clean"]}
     args: list[Any] = [q, kv, w, lens, bt_given, sched, max_len]
     if mut == "lens_int64":
@@ -123,7 +128,7 @@ def check_paged(dg: Any, backend: str, call: dict[str, Any]) -> None:
     elif mut == "stale":
         lens.add_(0)  # any in-place write makes the schedule stale
     elif mut == "foreign":
-        args[5] = R.get_paged_mqa_logits_metadata(lens, bkv, 4)
+        args[5] = R.get_paged_mqa_logits_metadata(lens, bkv, dg.get_num_sms())
     elif mut == "other_lens":
         args[3] = lens.clone()
     elif mut == "q_fp32":
@@ -149,6 +154,11 @@ def check_paged(dg: Any, backend: str, call: dict[str, Any]) -> None:
         if call["clean"]:
             assert torch.isneginf(out[~valid]).all()
 
+    if mut == "none":
+        # A valid call must compute; an error here would hide a broken adapter behind "raised a dgcompat error".
+        check(dg.fp8_paged_mqa_logits(*args, **kwargs))
+        COUNTS[f"fp8_paged_mqa_logits[{backend}]:ok"] += 1
+        return
     _outcome(f"fp8_paged_mqa_logits[{backend}]", lambda: dg.fp8_paged_mqa_logits(*args, **kwargs), check)
 
 
@@ -195,8 +205,13 @@ def check_grouped(dg: Any, backend: str, call: dict[str, Any]) -> None:
         else:
             torch.testing.assert_close(out, ref)
 
-    _outcome(f"m_grouped_fp8_gemm_nt_contiguous[{backend}]",
-             lambda: dg.m_grouped_fp8_gemm_nt_contiguous(*args, **kw), check)
+    if mut in ("none", "keyword"):
+        dg.m_grouped_fp8_gemm_nt_contiguous(*args, **kw)  # valid: must compute, not raise
+        check(None)
+        COUNTS[f"m_grouped_fp8_gemm_nt_contiguous[{backend}]:ok"] += 1
+    else:
+        _outcome(f"m_grouped_fp8_gemm_nt_contiguous[{backend}]",
+                 lambda: dg.m_grouped_fp8_gemm_nt_contiguous(*args, **kw), check)
 
     a3 = torch.randn(groups, 16, k, generator=g)
     aq3 = (torch.stack([R.per_token_cast_to_fp8(a3[i])[0] for i in range(groups)]),
@@ -215,5 +230,9 @@ def check_grouped(dg: Any, backend: str, call: dict[str, Any]) -> None:
         R.m_grouped_fp8_gemm_nt_masked(aq3, bq, ref, masked, 8)
         torch.testing.assert_close(d3, ref)
 
-    _outcome(f"m_grouped_fp8_gemm_nt_masked[{backend}]", lambda: dg.m_grouped_fp8_gemm_nt_masked(*margs),
-             mcheck)
+    if mut not in ("masked_int64", "expected_float"):
+        mcheck(dg.m_grouped_fp8_gemm_nt_masked(*margs))  # valid: must compute, not raise
+        COUNTS[f"m_grouped_fp8_gemm_nt_masked[{backend}]:ok"] += 1
+    else:
+        _outcome(f"m_grouped_fp8_gemm_nt_masked[{backend}]", lambda: dg.m_grouped_fp8_gemm_nt_masked(*margs),
+                 mcheck)
