@@ -106,7 +106,7 @@ def calibration_cases(up: ModuleType) -> list[Case]:
     """The issue's yardsticks measured on this machine: a pass-through wrapper and one tensor attribute read.
 
     The goals are stated for a machine where the wrapper costs ~0.1 us; dividing by these makes the
-    results comparable across hosts (the lent H200's host ran Python ~3x slower than a dev box).
+    results comparable across hosts (the H200 machine's host ran Python ~3x slower than a dev box).
     """
     gemm = {"a": (_fp8(64, 512), _f32(64, 4)), "b": (_fp8(1024, 512), _f32(8, 4)), "d": _bf16(64, 1024)}
     wrapped = passthrough(up.fp8_gemm_nt)

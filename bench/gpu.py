@@ -1,6 +1,6 @@
 """Wall time of real kernels through dgcompat and through deep_gemm directly (``python -m bench --gpu``).
 
-Needs CUDA and a real deep_gemm (docs/performance.md says how it was run on the lent H200 with
+Needs CUDA and a real deep_gemm (docs/performance.md says how it was run on an H200 with
 sgl-deep-gemm 0.1.4). For each decode-sized case (M, or the batch B for the indexer, in
 {1, 16, 64, 256}; DeepSeek-V3-like N/K) it measures:
 
