@@ -14,6 +14,7 @@ end. Exit status: 0 when every certificate passes, 1 otherwise, 2 for usage erro
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 import time
@@ -104,8 +105,14 @@ def main(argv: list[str]) -> int:
             print(f"{s.id:<28} {s}")
         return 0
     if args.latest:
-        # TODO: ask the package index for the newest sgl-deep-gemm (pip index versions) and run it.
-        print("dgcompat conform: --latest is not implemented yet; use --release VERSION", file=sys.stderr)
+        from dgcompat.intake import main_latest
+
+        return main_latest([])
+    missing = [m for m in ("pytest", "hypothesis") if importlib.util.find_spec(m) is None]
+    if missing:
+        print(f"dgcompat conform: the conformance suite runs on {' and '.join(missing)}, which "
+              f"{'is' if len(missing) == 1 else 'are'} not installed: pip install 'dgcompat[conform]'",
+              file=sys.stderr)
         return 2
     try:
         specs = _selected(args)
