@@ -165,6 +165,10 @@ def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe:
     has the required layout (e.g. a 128x128 block scale of ``b`` on SM90) comes back as the same tensor.
     """
     fn = "transform_sf_into_required_layout"
+    # deep_gemm asserts this pairing in its own host code, except the bundled copies, whose plain-bool
+    # is_sfa would silently read None as "b's scales": check it here so every release agrees.
+    if isinstance(recipe, (tuple, list)) and (len(recipe) == 3) == (is_sfa is None):
+        raise bad(fn, "is_sfa", "True or False with a 3-element recipe, None with a 2-element one", is_sfa)
     try:
         impl = _B.transform_sf_into_required_layout
     except AttributeError:

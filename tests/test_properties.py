@@ -59,6 +59,20 @@ def test_grouped_property(backend: str, call: dict[str, Any]) -> None:
     P.check_grouped(dgcompat, backend, call)
 
 
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+@SETTINGS
+@given(call=P.mqa_calls())
+def test_mqa_property(backend: str, call: dict[str, Any]) -> None:
+    P.check_mqa(dgcompat, backend, call)
+
+
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+@SETTINGS
+@given(call=P.scale_calls())
+def test_scales_property(backend: str, call: dict[str, Any]) -> None:
+    P.check_scales(dgcompat, backend, call)
+
+
 def test_report_counts() -> None:
     """Prints the per-entry-point counts gathered above (runs last in file order)."""
     for key in sorted(P.COUNTS):

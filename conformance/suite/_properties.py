@@ -236,3 +236,115 @@ def check_grouped(dg: Any, backend: str, call: dict[str, Any]) -> None:
     else:
         _outcome(f"m_grouped_fp8_gemm_nt_masked[{backend}]", lambda: dg.m_grouped_fp8_gemm_nt_masked(*margs),
                  mcheck)
+
+
+MUTATIONS_MQA = ["none", "ks_int64", "weights_heads", "kv_bare", "q_fp32", "ke_rows"]
+
+
+@st.composite
+def mqa_calls(draw: st.DrawFn) -> dict[str, Any]:
+    nq = draw(st.integers(1, 6), label="queries")
+    nk = draw(st.integers(1, 64), label="keys")
+    starts = draw(st.lists(st.integers(0, nk - 1), min_size=nq, max_size=nq), label="ks")
+    spans = draw(st.lists(st.integers(1, nk), min_size=nq, max_size=nq), label="spans")
+    return {"nq": nq, "nk": nk, "ks": starts, "ke": [min(nk, s + w) for s, w in zip(starts, spans)],
+            "heads": draw(st.sampled_from([16, 32, 64]), label="heads"),
+            "clean": draw(st.booleans(), label="clean_logits"),
+            "mutation": draw(st.sampled_from(MUTATIONS_MQA), label="mutation"),
+            "seed": draw(st.integers(0, 2**16), label="seed")}
+
+
+def check_mqa(dg: Any, backend: str, call: dict[str, Any]) -> None:
+    """One generated ragged ``fp8_mqa_logits`` call: the reference result or a dgcompat error."""
+    g = torch.Generator().manual_seed(call["seed"])
+    nq, nk, h, mut = call["nq"], call["nk"], call["heads"], call["mutation"]
+    q = torch.randn(nq, h, 128, generator=g).to(torch.float8_e4m3fn)
+    k = torch.randn(nk, 128, generator=g).to(torch.float8_e4m3fn)
+    sf = torch.rand(nk, generator=g) + 0.5
+    w = torch.rand(nq, h, generator=g)
+    ks = torch.tensor(call["ks"], dtype=torch.int32)
+    ke = torch.tensor(call["ke"], dtype=torch.int32)
+    args: list[Any] = [q, (k, sf), w, ks, ke]
+    if mut == "ks_int64":
+        args[3] = ks.long()
+    elif mut == "weights_heads":
+        args[2] = torch.rand(nq, h + 1, generator=g)
+    elif mut == "kv_bare":
+        args[1] = k
+    elif mut == "q_fp32":
+        args[0] = q.float()
+    elif mut == "ke_rows":
+        args[4] = torch.cat([ke, ke])
+
+    def check(out: Any) -> None:
+        ref = R.fp8_mqa_logits(q, (k, sf), w, ks, ke, clean_logits=True)
+        cols = torch.arange(nk).view(1, -1)
+        valid = (cols >= ks.view(-1, 1)) & (cols < ke.view(-1, 1))
+        assert tuple(out.shape) == (nq, nk), f"out.shape={tuple(out.shape)}, expected {(nq, nk)}"
+        torch.testing.assert_close(out[valid], ref[valid], rtol=1e-4, atol=1e-3)
+        if call["clean"]:
+            assert torch.isneginf(out[~valid]).all(), "clean_logits=True must leave -inf outside [ks, ke)"
+
+    label = f"fp8_mqa_logits[{backend}]"
+    if mut == "none":
+        check(dg.fp8_mqa_logits(*args, clean_logits=call["clean"]))
+        COUNTS[f"{label}:ok"] += 1
+        return
+    _outcome(label, lambda: dg.fp8_mqa_logits(*args, clean_logits=call["clean"]), check)
+
+
+MUTATIONS_SCALES = ["none", "sf_int32", "sf_rank", "recipe_len", "is_sfa_none"]
+
+
+@st.composite
+def scale_calls(draw: st.DrawFn) -> dict[str, Any]:
+    return {"mn": draw(st.integers(1, 300), label="mn"),
+            "k_blocks": draw(st.integers(1, 8), label="k_blocks"),
+            "mutation": draw(st.sampled_from(MUTATIONS_SCALES), label="mutation"),
+            "seed": draw(st.integers(0, 2**16), label="seed")}
+
+
+def check_scales(dg: Any, backend: str, call: dict[str, Any]) -> None:
+    """Generated scale-layout calls: values and TMA-aligned strides of the reference, or a dgcompat error."""
+    g = torch.Generator().manual_seed(call["seed"])
+    mn, kb, mut = call["mn"], call["k_blocks"], call["mutation"]
+    sf = dg.ceil_to_ue8m0(torch.rand(mn, kb, generator=g) + 0.01)
+    aligned = dg.get_tma_aligned_size(mn, 4)
+    x: Any = sf
+    if mut == "sf_int32":
+        x = sf.view(torch.int32)
+    elif mut == "sf_rank":
+        x = sf.reshape(-1)
+
+    def check_packed(out: Any) -> None:
+        ref = R.get_mn_major_tma_aligned_packed_ue8m0_tensor(sf)
+        assert torch.equal(out, ref) and out.stride() == (1, aligned), (tuple(out.stride()), aligned)
+
+    label = f"get_mn_major_tma_aligned_packed_ue8m0_tensor[{backend}]"
+    if mut == "none":
+        check_packed(dg.get_mn_major_tma_aligned_packed_ue8m0_tensor(x))
+        COUNTS[f"{label}:ok"] += 1
+    elif mut in ("sf_int32", "sf_rank"):
+        _outcome(label, lambda: dg.get_mn_major_tma_aligned_packed_ue8m0_tensor(x), check_packed)
+
+    recipe: Any = (1, 128, 128)
+    is_sfa: Any = True
+    if mut == "recipe_len":
+        recipe = (1, 128, 128, 1)
+    elif mut == "is_sfa_none":
+        is_sfa = None
+
+    def check_transform(out: Any) -> None:
+        ref = R.transform_sf_into_required_layout(sf, mn, kb * 128, (1, 128, 128), is_sfa=True)
+        torch.testing.assert_close(out, ref)
+        assert out.stride() == (1, aligned), (tuple(out.stride()), aligned)
+
+    label = f"transform_sf_into_required_layout[{backend}]"
+    # int32 input is a valid (already packed UE8M0) scale for the transform, so it gets the fp32 one.
+    x_t = sf if mut == "sf_int32" else x
+    call_t = lambda: dg.transform_sf_into_required_layout(x_t, mn, kb * 128, recipe, is_sfa=is_sfa)  # noqa: E731
+    if mut in ("none", "sf_int32"):
+        check_transform(call_t())
+        COUNTS[f"{label}:ok"] += 1
+    else:
+        _outcome(label, call_t, check_transform)

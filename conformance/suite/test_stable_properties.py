@@ -40,6 +40,18 @@ def test_grouped_generated(dg: Any, call: dict[str, Any]) -> None:
     P.check_grouped(dg, "under-test", call)
 
 
+@_SETTINGS
+@given(call=P.mqa_calls())
+def test_mqa_logits_generated(dg: Any, call: dict[str, Any]) -> None:
+    P.check_mqa(dg, "under-test", call)
+
+
+@_SETTINGS
+@given(call=P.scale_calls())
+def test_scales_generated(dg: Any, call: dict[str, Any]) -> None:
+    P.check_scales(dg, "under-test", call)
+
+
 def test_generated_counts() -> None:
     """Records how many generated calls ran and how they ended: printed, and appended as one JSON line
     to the file named by ``DGCOMPAT_PROPERTY_COUNTS`` when set."""
