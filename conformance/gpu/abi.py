@@ -31,7 +31,9 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-__all__ = ["abi_check", "MARKER", "repo_root"]
+from .cases import calc_diff
+
+__all__ = ["abi_check", "kill_group", "MARKER", "repo_root"]
 
 #: Prefix of the one stdout line the child writes (deep_gemm and nvcc may print other lines).
 MARKER = "DGCOMPAT-ABI "
@@ -43,15 +45,6 @@ _GEMM_TOLERANCE = 1e-3
 def repo_root() -> Path:
     """The folder that holds the ``conformance`` and ``dgcompat`` packages."""
     return Path(__file__).resolve().parent.parent.parent
-
-
-def calc_diff(x: Any, y: Any) -> float:
-    """``1 - 2*sum(x*y) / sum(x*x + y*y)`` in float64 (0 for two all-zero inputs)."""
-    x64, y64 = x.double(), y.double()
-    denom = float((x64 * x64 + y64 * y64).sum())
-    if denom == 0.0:
-        return 0.0
-    return float(1.0 - 2.0 * float((x64 * y64).sum()) / denom)
 
 
 def _short(text: str, limit: int = 600) -> str:
@@ -232,7 +225,7 @@ def abi_check(timeout: float = 180.0, *, env: Mapping[str, str] | None = None, a
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
+        kill_group(proc)
         return {"ok": False, "import": None, "call": None, "verdict": "hang", "load": None, "calls": [],
                 "allow_torch_mismatch": allow_torch_mismatch,
                 "detail": f"no answer within {timeout:.0f} s: the child was killed", "seconds": round(timeout, 1)}
@@ -248,7 +241,7 @@ def abi_check(timeout: float = 180.0, *, env: Mapping[str, str] | None = None, a
     return result
 
 
-def _kill_group(proc: subprocess.Popen[str]) -> None:
+def kill_group(proc: subprocess.Popen[str]) -> None:
     """Kill the child and everything it started (nvcc, ...), then reap it."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)

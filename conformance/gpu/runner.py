@@ -30,13 +30,11 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import hashlib
 import json
 import os
 import platform
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -47,6 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from ..harness.wheels import wheel_sha256
 from . import abi as _abi
 from .cases import CASES
 
@@ -105,14 +104,6 @@ def tvm_ffi_pin(wheel: Path) -> str | None:
         if m and not (m.group(2) and "extra" in m.group(2)):
             return m.group(1)
     return None
-
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def install_release(wheel: Path, extra: Iterable[Path], target: Path, *, python: str = sys.executable) -> None:
@@ -195,17 +186,6 @@ def _dgcompat_version() -> str | None:
 
 # --- running one release -------------------------------------------------------------------------
 
-def _kill_group(proc: subprocess.Popen[str]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
-    try:
-        proc.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        pass
-
-
 def run_case_child(case_id: str, env: dict[str, str], timeout: float, cwd: Path,
                    python: str = sys.executable) -> dict[str, Any]:
     """Run one case in a child under a watchdog; return its record (``hang`` past the deadline)."""
@@ -217,7 +197,7 @@ def run_case_child(case_id: str, env: dict[str, str], timeout: float, cwd: Path,
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
+        _abi.kill_group(proc)
         return {**base, "outcome": "hang", "duration": round(time.perf_counter() - t0, 3),
                 "message": f"no result within {timeout:.0f} s; the child's process group was killed"}
     wall = round(time.perf_counter() - t0, 3)
@@ -296,7 +276,7 @@ def certify_release(version: str, *, wheel_dirs: Sequence[Path], work: Path, env
             raise RuntimeError(f"no {SGL} {version} wheel in {', '.join(map(str, wheel_dirs))}")
         extra: list[Path] = []
         pin = tvm_ffi_pin(wheel)
-        cert["wheel"] = {"file": wheel.name, "sha256": sha256(wheel), "apache_tvm_ffi": pin}
+        cert["wheel"] = {"file": wheel.name, "sha256": wheel_sha256(wheel), "apache_tvm_ffi": pin}
         if pin:
             tvm = find_wheel(wheel_dirs, "apache-tvm-ffi", pin)
             if tvm is None:
