@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NoReturn
 
-from .errors import BadArgumentError, DgcompatError, KernelError
+from .errors import BadArgumentError, DgcompatError, KernelError, UnsupportedFeatureError
 
 FP8_DTYPE_NAMES = ("float8_e4m3fn", "float8_e4m3fnuz")
 
@@ -78,6 +78,20 @@ def same_device(fn: str, ref_name: str, ref: Any, **others: Any) -> None:
     for name, t in others.items():
         if is_tensor(t) and t.device != dev:
             raise bad(fn, name, f"on {dev} like '{ref_name}'", t)
+
+
+def unsupported(fn: str, what: str) -> Callable[..., Any]:
+    """A stand-in bound where the release lacks ``what``: every call raises UnsupportedFeatureError."""
+    def refuse(*_args: Any, **_kw: Any) -> Any:
+        raise UnsupportedFeatureError(fn, what, release_label())
+    return refuse
+
+
+def as_torch(x: Any) -> Any:
+    """``x`` as a torch.Tensor (tvm-ffi releases may hand back their own tensor type)."""
+    import torch
+
+    return x if isinstance(x, torch.Tensor) else torch.utils.dlpack.from_dlpack(x)
 
 
 def translate(fn: str, exc: BaseException, diagnose: Callable[..., None], *args: Any) -> NoReturn:

@@ -33,7 +33,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import _binding
-from ._checks import FP8_DTYPE_NAMES, bad, release_label, tensor, translate
+from ._checks import FP8_DTYPE_NAMES, as_torch, bad, release_label, tensor, translate
 from .errors import ScheduleMismatchError, UnsupportedFeatureError
 from .runtime import get_num_sms
 from .table import capabilities
@@ -90,9 +90,9 @@ def _bind_mqa() -> Callable[..., Any]:
                 else:
                     out = target(q, kv, w, ks, ke, max_k or 0)
                     if clean:
-                        out = _as_torch(out)
+                        out = as_torch(out)
                         _mask_ragged(out, ks, ke, compressed=bool(max_k))
-                return _as_torch(out) if as_tensor else out
+                return as_torch(out) if as_tensor else out
         _B.mqa = impl
         return impl
 
@@ -195,14 +195,6 @@ def _lens_key(t: Any) -> tuple[int, int, bool]:
     return (t.data_ptr(), t.numel(), t.is_contiguous())
 
 
-def _as_torch(x: Any) -> Any:
-    import torch
-
-    if isinstance(x, torch.Tensor):
-        return x
-    return torch.utils.dlpack.from_dlpack(x)
-
-
 def _bind_metadata() -> Callable[..., Any]:
     with _binding.lock:
         impl = getattr(_B, "metadata", None)
@@ -216,7 +208,7 @@ def _bind_metadata() -> Callable[..., Any]:
 
             def impl(lens: Any, block_kv: int, n_sms: int) -> Any:
                 out = target(lens, block_kv, n_sms)
-                return _as_torch(out) if raw else out
+                return as_torch(out) if raw else out
             _B.metadata = impl
         return impl
 
@@ -449,12 +441,11 @@ def _plan(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, sche
             launch_lens = lens if form == "seq" else lens.amax(dim=1).to(lens.dtype)
         launch_bt = block_table if block_table.shape[0] == b else block_table[::n]
     else:  # flat: one query row per token
-        q_shape = (rows, 1, h, d) if (q.dim() == 3 or n != 1) else None
-        if q.dim() == 4 and n == 1:
-            q_shape = None
-        per_row = lens if form == "flat" else _clamp1(_row_lens(lens, b, n, form)).view(rows, 1)
-        if form == "seq" and n == 1:
-            per_row = lens.view(rows, 1)
+        q_shape = None if q.dim() == 4 and n == 1 else (rows, 1, h, d)
+        if form == "flat" or n == 1:
+            per_row = lens.view(rows, 1)  # already one length per row: no copy, same tensor as the schedule's
+        else:
+            per_row = _clamp1(_row_lens(lens, b, n, form)).view(rows, 1)
         launch_lens = per_row if lens_form == "2d" else per_row.view(-1)
         if block_table.shape[0] == rows:
             launch_bt = block_table
@@ -518,8 +509,7 @@ def _bind_paged() -> Callable[..., Any]:
                 def impl(q: Any, kv: Any, w: Any, lens: Any, bt: Any, sched: Any, max_len: int) -> Any:
                     out = target((q, None), kv, w, lens, bt, sched, max_len)
                     return out if type(out) is tensor_type else from_dlpack(out)
-            elif caps.paged_context_lens == "1d":
-                # The bundled schema has no default for clean_logits.
+            elif caps.paged_clean_logits_arg == "required":
                 def impl(q: Any, kv: Any, w: Any, lens: Any, bt: Any, sched: Any, max_len: int) -> Any:
                     return target(q, kv, w, lens, bt, sched, max_len, False)
             elif raw:
@@ -552,7 +542,6 @@ def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch
     Raises :class:`~dgcompat.errors.ScheduleMismatchError` instead of launching a schedule that does not
     belong to ``context_lens`` (see the module documentation for the rule).
     """
-    global _LAST
     p = _LAST
     if (p is None or context_lens is not p.lens or schedule_meta is not p.schedule
             or block_table is not p.block_table or q.shape != p.q_shape or max_context_len != p.max_context_len

@@ -246,6 +246,14 @@ def _claim_paged_mqa_logits(s: Surface) -> str | None:
     return _first_present(s, "fp8_paged_mqa_logits", "fp8_fp4_paged_mqa_logits")
 
 
+def _claim_paged_clean_logits_arg(s: Surface) -> str | None:
+    name = _claim_paged_mqa_logits(s)
+    found = _param(_record(s, name), "clean_logits") if name else None
+    if found is None:
+        return "absent"
+    return "required" if found[1].get("default") is None else "optional"
+
+
 def _claim_collapsed_strides(s: Surface) -> bool:
     return s.get("binding") == "tvm-ffi"
 
@@ -279,6 +287,7 @@ SURFACE_CLAIMS: Mapping[str, Callable[[Surface], Any]] = {
     "mqa_clean_logits": _claim_mqa_clean_logits,
     "mqa_max_seqlen_k": _claim_mqa_max_seqlen_k,
     "paged_mqa_logits": _claim_paged_mqa_logits,
+    "paged_clean_logits_arg": _claim_paged_clean_logits_arg,
     "collapsed_strides": _claim_collapsed_strides,
     "raw_ffi_returns": _claim_raw_ffi_returns,
     "transform_sf_is_sfa": _claim_transform_sf_is_sfa,
@@ -482,8 +491,10 @@ STABLE_USES: tuple[StableUse, ...] = (
               uses_result=True, selected_by=("mqa_logits", "fp8_mqa_logits")),
     StableUse(_dg("fp8_fp4_mqa_logits"), "dgcompat.fp8_mqa_logits", _MQA_POSITIONAL,
               row_positional=_MQA_ROW_POSITIONAL, uses_result=True, selected_by=("mqa_logits", "fp8_fp4_mqa_logits")),
-    # The fp8 name gets clean_logits=False at #7 (dgcompat masks itself); the fp8_fp4 name a (q, None) pair.
-    StableUse(_dg("fp8_paged_mqa_logits"), "dgcompat.fp8_paged_mqa_logits", _PAGED_POSITIONAL + ("clean_logits",),
+    # The fp8 name gets clean_logits=False at #7 only where it has no default (dgcompat masks itself);
+    # the fp8_fp4 name gets a (q, None) pair.
+    StableUse(_dg("fp8_paged_mqa_logits"), "dgcompat.fp8_paged_mqa_logits", _PAGED_POSITIONAL,
+              row_positional=(("clean_logits", "paged_clean_logits_arg", ("required",)),),
               uses_result=True, selected_by=("paged_mqa_logits", "fp8_paged_mqa_logits")),
     StableUse(_dg("fp8_fp4_paged_mqa_logits"), "dgcompat.fp8_paged_mqa_logits", _PAGED_POSITIONAL,
               uses_result=True, selected_by=("paged_mqa_logits", "fp8_fp4_paged_mqa_logits")),
@@ -553,7 +564,7 @@ def _touches() -> dict[tuple[str, str | None], tuple[str, ...]]:
     for name in ("fp8_paged_mqa_logits", "fp8_fp4_paged_mqa_logits"):
         t[(_dg(name), None)] = ("paged_mqa_logits",)
         t[(_dg(name), "return")] = ("raw_ffi_returns",)
-        t[(_dg(name), "clean_logits")] = ("paged_clean_logits",)
+        t[(_dg(name), "clean_logits")] = ("paged_clean_logits", "paged_clean_logits_arg")
         t[(_dg(name), "context_lens")] = ("paged_context_lens",)
     t[(_dg("get_paged_mqa_logits_metadata"), "return")] = ("raw_ffi_returns",)
     t[(_dg("get_paged_mqa_logits_metadata"), "context_lens")] = ("paged_context_lens",)

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from . import _binding
-from ._checks import bad, pair, release_label, same_device, tensor, translate
+from ._checks import bad, pair, release_label, same_device, tensor, translate, unsupported
 from .errors import BadArgumentError, DgcompatError, UnsupportedFeatureError
 
 if TYPE_CHECKING:
@@ -53,31 +53,16 @@ def _debug() -> bool:
     return os.environ.get("DGCOMPAT_DEBUG", "") not in ("", "0")
 
 
-def _probe(name: str, *alternatives: str) -> Callable[..., Any] | None:
-    mod = _binding.load()
-    for attr in (name, *alternatives):
-        fn = getattr(mod, attr, None)
-        if fn is not None:
-            return fn
-    return None
-
-
-def _unsupported(fn: str, what: str) -> Callable[..., Any]:
-    def refuse(*_args: Any, **_kw: Any) -> Any:
-        raise UnsupportedFeatureError(fn, what, release_label())
-    return refuse
-
-
 def _bind_contiguous(kind: str) -> Callable[..., Any]:
+    from .table import capabilities
+
     name = f"m_grouped_{kind}_gemm_nt_contiguous"
     with _binding.lock:
         impl = getattr(_B, name, None)
         if impl is None:
             mod = _binding.load()
-            target = getattr(mod, name, None)
-            if target is None and kind == "fp8":
-                target = getattr(mod, "m_grouped_fp8_fp4_gemm_nt_contiguous", None)
-            impl = target if target is not None else _unsupported(name, "the grouped contiguous GEMM")
+            present = kind == "fp8" or capabilities().bf16_grouped_contiguous
+            impl = getattr(mod, name) if present else unsupported(name, "the grouped contiguous GEMM")
             if _debug():
                 impl = _with_value_checks_contiguous(name, impl)
             setattr(_B, name, impl)
@@ -85,15 +70,17 @@ def _bind_contiguous(kind: str) -> Callable[..., Any]:
 
 
 def _bind_masked(kind: str) -> Callable[..., Any]:
+    from .table import capabilities
+
     name = f"m_grouped_{kind}_gemm_nt_masked"
     with _binding.lock:
         impl = getattr(_B, name, None)
         if impl is None:
-            if kind == "fp8":
-                target = _probe("m_grouped_fp8_gemm_nt_masked", "fp8_m_grouped_gemm_nt_masked")
-            else:
-                target = _probe("m_grouped_bf16_gemm_nt_masked", "bf16_m_grouped_gemm_nt_masked")
-            impl = target if target is not None else _unsupported(name, "the grouped masked GEMM")
+            caps = capabilities()
+            # The table's probed answer names the function this release has (or None).
+            upstream = caps.masked_gemm if kind == "fp8" else (name if caps.bf16_grouped_masked else None)
+            mod = _binding.load()
+            impl = getattr(mod, upstream) if upstream else unsupported(name, "the grouped masked GEMM")
             if _debug():
                 impl = _with_value_checks_masked(name, impl)
             setattr(_B, name, impl)

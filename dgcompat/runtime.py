@@ -123,12 +123,13 @@ def compile_mode(mode: int = 1) -> Iterator[None]:
     """
     if isinstance(mode, bool) or not isinstance(mode, int):
         raise bad("compile_mode", "mode", "an int", mode)
+    from .table import capabilities
+
     mod = _mod()
-    getter = getattr(mod, "get_compile_mode", None)
-    setter = getattr(mod, "set_compile_mode", None)
-    if getter is None or setter is None:
+    if not capabilities().compile_mode:
         yield
         return
+    getter, setter = mod.get_compile_mode, mod.set_compile_mode
     previous = int(getter())
     setter(mode)
     try:

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from . import _binding
-from ._checks import bad, tensor, translate
+from ._checks import as_torch, bad, tensor, translate, unsupported
 
 if TYPE_CHECKING:
     import torch
@@ -89,15 +89,10 @@ def _bind(name: str, *, repair: bool) -> Callable[..., Any]:
             layout = getattr(getattr(mod, "utils", None), "layout", None)
             target = getattr(layout, name, None)
         if target is None:
-            from .errors import UnsupportedFeatureError
-            from ._checks import release_label
-
-            def refuse(*_a: Any, **_k: Any) -> Any:
-                raise UnsupportedFeatureError(name, name, release_label())
-            impl = refuse
+            impl = unsupported(name, name)
         elif repair and capabilities().collapsed_strides:
             def repaired(sf: Any) -> Any:
-                return _repair_copy(sf, _as_torch(target(sf)))
+                return _repair_copy(sf, as_torch(target(sf)))
             impl = repaired
         else:
             impl = target
@@ -115,14 +110,6 @@ def _repair_copy(sf: Any, out: Any) -> Any:
     if out.data_ptr() == sf.data_ptr():
         return out
     return restore_tma_strides(out)
-
-
-def _as_torch(x: Any) -> Any:
-    import torch
-
-    if isinstance(x, torch.Tensor):
-        return x
-    return torch.utils.dlpack.from_dlpack(x)
 
 
 def _check_sf(fn: str, sf: Any) -> None:
@@ -212,7 +199,7 @@ def _bind_transform() -> Callable[..., Any]:
                     out = target(sf, mn, k, list(recipe), num_groups, bool(is_sfa))
                 else:
                     out = target(sf, mn, k, recipe, num_groups, is_sfa)
-                return _repair_copy(sf, _as_torch(out)) if repair else out
+                return _repair_copy(sf, as_torch(out)) if repair else out
         _B.transform_sf_into_required_layout = impl
         return impl
 

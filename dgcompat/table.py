@@ -156,6 +156,14 @@ ROWS: tuple[Row, ...] = (
     Row("paged_context_lens", REF, "", "any", "1-D, (B, next_n) or (B*next_n, 1)", "-", "never"),
     Row("paged_context_lens", ANY, "", "2d", "context_lens (B, next_n) or (B*next_n, 1); 1-D asserts",
         "upstream DeepGEMM 2.4.2 (7f2a703) made 2-D lengths mandatory", "never"),
+    Row("paged_clean_logits_arg", SK, "", "required", "fp8_paged_mqa_logits(..., max_context_len, bool clean_logits)",
+        "bundled schema: clean_logits has no default", "bundles are unsupported"),
+    Row("paged_clean_logits_arg", SGK, "", "required", "fp8_paged_mqa_logits(..., max_context_len, bool clean_logits)",
+        "bundled schema: clean_logits has no default", "bundles are unsupported"),
+    Row("paged_clean_logits_arg", SGL, ">=0.2.5", "absent",
+        "fp8_fp4_paged_mqa_logits(..., max_context_len, indices=None)", "sgl-deep-gemm 0.2.5 dropped clean_logits",
+        "never"),
+    Row("paged_clean_logits_arg", ANY, "", "optional", "clean_logits=False", "-", "0.2.5 is the minimum"),
     # clean_logits is emulated for paged logits everywhere: 2-D lengths forbid it natively, and the
     # bundled 1-D form would mask with a different per-row rule than a 2-D (B, next_n) input means.
     Row("paged_clean_logits", ANY, "", "emulated", "clean_logits=False at the launch; dgcompat masks",
@@ -281,6 +289,7 @@ class Capabilities:
     paged_mqa_logits: str | None
     paged_context_lens: str
     paged_clean_logits: str
+    paged_clean_logits_arg: str
     paged_native_next_n: tuple[int, ...]
     paged_heads: tuple[int, ...]
     collapsed_strides: bool
