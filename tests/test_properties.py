@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import dgcompat
 from conformance.suite import _properties as P
@@ -38,39 +39,13 @@ def backend(request: pytest.FixtureRequest, fake_release: Callable[[str], Any],
     return name
 
 
+@pytest.mark.parametrize("entry", sorted(P.ENTRY_POINTS))
 @pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 @SETTINGS
-@given(call=P.gemm_calls())
-def test_fp8_gemm_property(backend: str, call: dict[str, Any]) -> None:
-    P.check_fp8_gemm(dgcompat, backend, call)
-
-
-@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
-@SETTINGS
-@given(call=P.paged_calls())
-def test_paged_mqa_property(backend: str, call: dict[str, Any]) -> None:
-    P.check_paged(dgcompat, backend, call)
-
-
-@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
-@SETTINGS
-@given(call=P.grouped_calls())
-def test_grouped_property(backend: str, call: dict[str, Any]) -> None:
-    P.check_grouped(dgcompat, backend, call)
-
-
-@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
-@SETTINGS
-@given(call=P.mqa_calls())
-def test_mqa_property(backend: str, call: dict[str, Any]) -> None:
-    P.check_mqa(dgcompat, backend, call)
-
-
-@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
-@SETTINGS
-@given(call=P.scale_calls())
-def test_scales_property(backend: str, call: dict[str, Any]) -> None:
-    P.check_scales(dgcompat, backend, call)
+@given(data=st.data())
+def test_generated_calls(backend: str, entry: str, data: st.DataObject) -> None:
+    strategy, check = P.ENTRY_POINTS[entry]
+    check(dgcompat, backend, data.draw(strategy(), label="call"))
 
 
 def test_report_counts() -> None:

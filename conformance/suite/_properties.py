@@ -348,3 +348,13 @@ def check_scales(dg: Any, backend: str, call: dict[str, Any]) -> None:
         COUNTS[f"{label}:ok"] += 1
     else:
         _outcome(label, call_t, check_transform)
+
+
+#: entry point -> (strategy of generated calls, checker): what both property suites parametrize over.
+ENTRY_POINTS: dict[str, tuple[Callable[[], Any], Callable[[Any, str, dict[str, Any]], None]]] = {
+    "fp8_gemm_nt": (gemm_calls, check_fp8_gemm),
+    "fp8_paged_mqa_logits": (paged_calls, check_paged),
+    "grouped": (grouped_calls, check_grouped),
+    "fp8_mqa_logits": (mqa_calls, check_mqa),
+    "scales": (scale_calls, check_scales),
+}

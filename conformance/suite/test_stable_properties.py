@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conformance.suite import _properties as P
 
@@ -22,34 +23,12 @@ _EXAMPLES = int(os.environ.get("DGCOMPAT_PROPERTY_EXAMPLES", "8"))
 _SETTINGS = settings(max_examples=_EXAMPLES, deadline=None, database=None, derandomize=True)
 
 
+@pytest.mark.parametrize("entry", sorted(P.ENTRY_POINTS))
 @_SETTINGS
-@given(call=P.gemm_calls())
-def test_fp8_gemm_generated(dg: Any, call: dict[str, Any]) -> None:
-    P.check_fp8_gemm(dg, "under-test", call)
-
-
-@_SETTINGS
-@given(call=P.paged_calls())
-def test_paged_mqa_generated(dg: Any, call: dict[str, Any]) -> None:
-    P.check_paged(dg, "under-test", call)
-
-
-@_SETTINGS
-@given(call=P.grouped_calls())
-def test_grouped_generated(dg: Any, call: dict[str, Any]) -> None:
-    P.check_grouped(dg, "under-test", call)
-
-
-@_SETTINGS
-@given(call=P.mqa_calls())
-def test_mqa_logits_generated(dg: Any, call: dict[str, Any]) -> None:
-    P.check_mqa(dg, "under-test", call)
-
-
-@_SETTINGS
-@given(call=P.scale_calls())
-def test_scales_generated(dg: Any, call: dict[str, Any]) -> None:
-    P.check_scales(dg, "under-test", call)
+@given(data=st.data())
+def test_generated(dg: Any, entry: str, data: st.DataObject) -> None:
+    strategy, check = P.ENTRY_POINTS[entry]
+    check(dg, "under-test", data.draw(strategy(), label="call"))
 
 
 def test_generated_counts() -> None:
