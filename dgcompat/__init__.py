@@ -75,8 +75,7 @@ _LAZY: dict[str, str] = {
     "get_mn_major_tma_aligned_packed_ue8m0_tensor": "scales", "transform_sf_into_required_layout": "scales",
     "transform_scale_ue8m0": "scales",
 }
-_SUBMODULES = ("utils", "reference", "surface", "intake", "doctor", "pins", "errors", "detection", "table", "runtime", "gemm", "moe",
-               "indexer", "scales", "cli")
+_SUBMODULES = ("utils", "reference", "errors", "detection", "table", "runtime", "gemm", "moe", "indexer", "scales")
 
 __all__ = sorted([
     "__version__", "resolve", "reset", "passthrough_names",

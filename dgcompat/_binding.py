@@ -1,9 +1,14 @@
-"""Loading the backend once: the installed deep_gemm, or the embedded reference.
+"""Loading the backend once, and binding each stable function to it once.
 
 Nothing here runs at ``import dgcompat``. The first stable call (from any thread) takes the lock,
 imports deep_gemm once and binds; later calls never come here. The backend is chosen by
 ``DGCOMPAT_BACKEND``: ``auto`` (default: the installed deep_gemm), ``deep_gemm`` or
 ``reference`` (the pure-torch backend, for machines without deep_gemm or a GPU).
+
+Binding is one mechanism, :class:`Slots`: each adapter module declares ``_B = Slots(name=binder,
+...)`` and its stable functions read ``_B.name``. The first read runs the binder under the lock
+and stores the result as a plain instance attribute, so every later read is an ordinary attribute
+hit (no ``try``, no call, no lock); :func:`reset` empties every slot.
 """
 
 from __future__ import annotations
@@ -12,12 +17,12 @@ import importlib
 import os
 import threading
 from types import ModuleType
-from typing import Callable
+from typing import Any, Callable
 
 from .errors import DeepGemmUnavailableError, IncompatibleBuildError
 from .detection import release
 
-__all__ = ["lock", "backend_name", "load", "loaded_module", "reset", "register_reset"]
+__all__ = ["lock", "Slots", "backend_name", "load", "loaded_module", "reset", "register_reset"]
 
 lock = threading.RLock()
 _module: ModuleType | None = None
@@ -89,6 +94,40 @@ def load() -> ModuleType:
         return module
 
 
+class Slots:
+    """Bound upstream callables of one adapter module, each bound on first read.
+
+    ``Slots(fp8_gemm_nt=_bind_fp8)``: reading ``slots.fp8_gemm_nt`` the first time calls
+    ``_bind_fp8()`` under :data:`lock` and caches what it returns in the instance ``__dict__``;
+    later reads never reach :meth:`__getattr__`. A binder that raises caches nothing (the next
+    call binds again, so a fixed environment is picked up).
+    """
+
+    def __init__(self, **binders: Callable[[], Any]) -> None:
+        object.__setattr__(self, "_binders", binders)
+        _SLOTS.append(self)
+
+    def __getattr__(self, name: str) -> Any:  # only on a miss
+        binder = self.__dict__["_binders"].get(name)
+        if binder is None:
+            raise AttributeError(name)
+        with lock:
+            if name in self.__dict__:
+                return self.__dict__[name]
+            value = binder()
+            self.__dict__[name] = value
+            return value
+
+    def clear(self) -> None:
+        """Forget every bound value (the binders stay)."""
+        binders = self.__dict__["_binders"]
+        self.__dict__.clear()
+        self.__dict__["_binders"] = binders
+
+
+_SLOTS: list[Slots] = []
+
+
 def register_reset(fn: Callable[[], None]) -> None:
     """Modules that cache bound callables register how to forget them."""
     _resets.append(fn)
@@ -100,5 +139,7 @@ def reset() -> None:
     with lock:
         _module = None
         _failure = None
+        for slots in _SLOTS:
+            slots.clear()
         for fn in _resets:
             fn()

@@ -8,7 +8,6 @@ translated into a :class:`~dgcompat.errors.BadArgumentError` naming the argument
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from . import _binding
@@ -19,25 +18,16 @@ if TYPE_CHECKING:
 
 __all__ = ["fp8_gemm_nt", "bf16_gemm_nt"]
 
-_B = SimpleNamespace()
-_binding.register_reset(_B.__dict__.clear)
-
 Recipe = Sequence[int]
 
 
 def _bind(name: str) -> Callable[..., Any]:
     """The upstream function, called positionally as ``(a, b, d, c[, recipe])``: every release has
     these parameters in these positions. The reference backend takes them by keyword."""
-    with _binding.lock:
-        impl = getattr(_B, name, None)
-        if impl is None:
-            target = getattr(_binding.load(), name)
-            if _binding.backend_name() == "reference":
-                impl = _keyword_adapter(target, name)
-            else:
-                impl = target
-            setattr(_B, name, impl)
-        return impl
+    target = getattr(_binding.load(), name)
+    if _binding.backend_name() == "reference":
+        return _keyword_adapter(target, name)
+    return target
 
 
 def _keyword_adapter(target: Callable[..., Any], name: str) -> Callable[..., Any]:
@@ -49,6 +39,9 @@ def _keyword_adapter(target: Callable[..., Any], name: str) -> Callable[..., Any
     def bf16(a: Any, b: Any, d: Any, c: Any = None) -> Any:
         return target(a, b, d, c=c)
     return bf16
+
+
+_B = _binding.Slots(fp8_gemm_nt=lambda: _bind("fp8_gemm_nt"), bf16_gemm_nt=lambda: _bind("bf16_gemm_nt"))
 
 
 def _check_recipe(fn: str, recipe: Any) -> None:
@@ -107,11 +100,7 @@ def fp8_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, tor
     - ``recipe``: ``(gran_m, gran_n, gran_k)``; None lets deep_gemm infer it from the scale shapes.
     """
     try:
-        impl = _B.fp8_gemm_nt
-    except AttributeError:
-        impl = _bind("fp8_gemm_nt")
-    try:
-        impl(a, b, d, c, recipe)
+        _B.fp8_gemm_nt(a, b, d, c, recipe)
     except Exception as exc:
         translate("fp8_gemm_nt", exc, _diagnose_fp8, a, b, d, c, recipe)
 
@@ -120,15 +109,6 @@ def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, *, c: torch.
     """``d = a @ b.T (+ c)`` in BF16: ``a`` ``(M, K)``, ``b`` ``(N, K)`` bfloat16 K-major, ``d`` ``(M, N)``
     bfloat16 or float32, ``c`` optional ``(M, N)`` float32."""
     try:
-        impl = _B.bf16_gemm_nt
-    except AttributeError:
-        impl = _bind("bf16_gemm_nt")
-    try:
-        impl(a, b, d, c)
+        _B.bf16_gemm_nt(a, b, d, c)
     except Exception as exc:
         translate("bf16_gemm_nt", exc, _diagnose_bf16, a, b, d, c)
-
-
-def resolve_target(name: str) -> Callable[..., Any]:
-    """What :func:`dgcompat.resolve` returns for this module's functions: the upstream object."""
-    return _bind(name)

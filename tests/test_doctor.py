@@ -9,7 +9,7 @@ from typing import Callable
 
 import pytest
 
-from dgcompat import doctor, pins
+from dgcompat_conformance import doctor, pins
 
 from . import fakes
 

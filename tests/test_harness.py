@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import torch
 
-from conformance.harness import certificate
-from conformance.harness.emulation import (
+from dgcompat_conformance.harness import certificate
+from dgcompat_conformance.harness.emulation import (
     LAYOUTS,
     NativeState,
     Profile,
@@ -23,15 +23,15 @@ from conformance.harness.emulation import (
     emulate,
     layout_for,
 )
-from conformance.harness.releases import (
+from dgcompat_conformance.harness.releases import (
     SGL_DEEP_GEMM_RELEASES,
     ReleaseSpec,
     all_releases,
     parse_release,
     spec_from_wheel,
 )
-from conformance.harness.signatures import NO_DEFAULT, OpSig, Param, parse_default, value_matches
-from conformance.harness.xfails import load_xfails, match
+from dgcompat_conformance.harness.signatures import NO_DEFAULT, OpSig, Param, parse_default, value_matches
+from dgcompat_conformance.harness.xfails import load_xfails, match
 
 # --------------------------------------------------------------------------- release names
 
@@ -79,7 +79,7 @@ def _fake_wheel(folder: Path, name: str = "sgl_deep_gemm-9.9.9-py3-none-manylinu
 
 
 def test_wheel_cache_and_workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from conformance.harness import wheels
+    from dgcompat_conformance.harness import wheels
 
     monkeypatch.setenv("DGCOMPAT_CACHE", str(tmp_path / "cache"))
     assert wheels.wheel_dir() == tmp_path / "cache" / "wheels"
@@ -146,13 +146,13 @@ def _profile(flavor: str = "sgl", version: str = "0.1.4", binding: str = "tvm-ff
 
 
 def _installed(ops: dict[str, OpSig], profile: Profile | None = None) -> Any:
-    from conformance.harness.standins import Installed
+    from dgcompat_conformance.harness.standins import Installed
 
     return Installed(profile or _profile(), NativeState(), Path("/nonexistent/_C.so"), ops, Path("/tmp"))
 
 
 def test_tvm_function_checks_calls_like_tvm_ffi() -> None:
-    from conformance.harness.standins import TvmModule
+    from dgcompat_conformance.harness.standins import TvmModule
 
     ops = {
         "get_num_sms": OpSig("get_num_sms", (), "?", "tvm-ffi"),
@@ -305,20 +305,20 @@ def test_xfail_files(tmp_path: Path) -> None:
     (tmp_path / "0.1.4.txt").write_text(textwrap.dedent("""\
         # upstream: the wrappers' torch.Tensor(...) bug
         # (wheel-matrix.md §1 item 8)
-        conformance/suite/test_x.py::test_a
+        dgcompat_conformance/suite/test_x.py::test_a
 
-        conformance/suite/test_x.py::test_b[1]
+        dgcompat_conformance/suite/test_x.py::test_b[1]
         # another cause
-        conformance/suite/test_y.py::test_c
+        dgcompat_conformance/suite/test_y.py::test_c
         """))
     entries = load_xfails("0.1.4", tmp_path)
-    assert [e.nodeid for e in entries] == ["conformance/suite/test_x.py::test_a",
-                                          "conformance/suite/test_x.py::test_b[1]",
-                                          "conformance/suite/test_y.py::test_c"]
+    assert [e.nodeid for e in entries] == ["dgcompat_conformance/suite/test_x.py::test_a",
+                                          "dgcompat_conformance/suite/test_x.py::test_b[1]",
+                                          "dgcompat_conformance/suite/test_y.py::test_c"]
     assert entries[0].reason.startswith("upstream: the wrappers'") and entries[1].reason == entries[0].reason
     assert entries[2].reason == "another cause"
-    assert match(entries[0], "conformance/suite/test_x.py::test_a[7]")
-    assert not match(entries[1], "conformance/suite/test_x.py::test_b[2]")
+    assert match(entries[0], "dgcompat_conformance/suite/test_x.py::test_a[7]")
+    assert not match(entries[1], "dgcompat_conformance/suite/test_x.py::test_b[2]")
     assert load_xfails("9.9.9", tmp_path) == []
 
 
@@ -357,8 +357,8 @@ def test_certificate_verdicts_and_table() -> None:
 
 
 def test_cli_usage(monkeypatch: pytest.MonkeyPatch) -> None:
-    from conformance.cli import main
-    from dgcompat import intake
+    from dgcompat_conformance.conform import main
+    from dgcompat_conformance import intake
 
     monkeypatch.setattr(intake, "main_latest", lambda argv: 7)  # --latest is the intake check's job
     assert main(["--latest"]) == 7
@@ -376,7 +376,7 @@ _WHEEL_SET = ["0.0.1", "0.1.4", "0.2.0", "0.2.3", "0.2.5"]
 
 
 def _wheel_specs() -> list[ReleaseSpec]:
-    from conformance.harness.wheels import find_cached_wheel
+    from dgcompat_conformance.harness.wheels import find_cached_wheel
 
     specs = [parse_release(v) for v in _WHEEL_SET]
     bundled = parse_release("sgl-kernel==0.3.21")
@@ -428,8 +428,8 @@ import torch
 def test_probe_swallowed_hang():
     """Launches a stale schedule through deep_gemm itself and swallows the stand-in's hang."""
     import deep_gemm
-    from conformance.harness.emulation import StandInHang
-    from conformance.suite import _support as S
+    from dgcompat_conformance.harness.emulation import StandInHang
+    from dgcompat_conformance.suite import _support as S
 
     case = S.paged_case(2, 1, [40, 600], S.gen(0))
     bundled = S.flavor() == "bundled"
@@ -452,8 +452,8 @@ def test_probe_swallowed_hang():
 @pytest.mark.wheels
 def test_wrong_adapter_fails_exactly_where_it_is_wrong(tmp_path: Path) -> None:
     """The suite, run against a wrong adapter, fails on exactly the releases where the adapter is wrong."""
-    from conformance.harness.child import SUITE_DIR
-    from conformance.harness.runner import RunOptions, run_many
+    from dgcompat_conformance.harness.child import SUITE_DIR
+    from dgcompat_conformance.harness.runner import RunOptions, run_many
 
     (tmp_path / "wrong_adapter.py").write_text(_WRONG_ADAPTER)
     probe = tmp_path / "probe_hang.py"
@@ -500,8 +500,8 @@ def test_wrong_adapter_fails_exactly_where_it_is_wrong(tmp_path: Path) -> None:
 @pytest.mark.wheels
 def test_correct_adapter_passes_the_same_selection(tmp_path: Path) -> None:
     """Control for the test above: dgcompat itself passes the same tests on the same releases."""
-    from conformance.harness.child import SUITE_DIR
-    from conformance.harness.runner import RunOptions, run_many
+    from dgcompat_conformance.harness.child import SUITE_DIR
+    from dgcompat_conformance.harness.runner import RunOptions, run_many
 
     opts = RunOptions(
         out_dir=tmp_path / "out",
@@ -534,7 +534,7 @@ def test_fails_unlisted():
 
 @pytest.mark.wheels
 def test_xfail_files_are_strict_and_stale_entries_reported(tmp_path: Path) -> None:
-    from conformance.harness.runner import RunOptions, run_release
+    from dgcompat_conformance.harness.runner import RunOptions, run_release
 
     probe = tmp_path / "probe_xfail.py"
     probe.write_text(_XFAIL_PROBE)
@@ -554,11 +554,11 @@ def test_xfail_files_are_strict_and_stale_entries_reported(tmp_path: Path) -> No
         "# wrongly listed: this test passes\n"
         f"{ids['test_passes']}\n"
         "# a test that no longer exists\n"
-        "conformance/suite/test_gone.py::test_gone\n"
+        "dgcompat_conformance/suite/test_gone.py::test_gone\n"
     )
     cert = run_release(spec, RunOptions(out_dir=cert_dir, tests=[probe], xfails=xfails, timeout=300))
     outcome = {t["id"].rsplit("::", 1)[1]: t["outcome"] for t in cert["tests"]}
     assert outcome == {"test_passes": "failed", "test_fails_as_listed": "xfailed", "test_fails_unlisted": "failed"}
-    assert [e["nodeid"] for e in cert["stale_xfails"]] == ["conformance/suite/test_gone.py::test_gone"]
+    assert [e["nodeid"] for e in cert["stale_xfails"]] == ["dgcompat_conformance/suite/test_gone.py::test_gone"]
     assert cert["summary"]["xfailed"] == 1 and cert["verdict"] == "FAIL"
     assert certificate.check(cert) == []

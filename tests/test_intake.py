@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 import dgcompat
-from dgcompat import intake, table
+from dgcompat import table
+from dgcompat_conformance import intake
 from dgcompat.detection import KNOWN_SGL_DEEP_GEMM
-from dgcompat.surface import Change, SurfaceError, cli, extract, find_cached_wheel, resolve_wheel
+from dgcompat_conformance.surface import Change, SurfaceError, cli, extract, find_cached_wheel, resolve_wheel
 from dgcompat.table import Capabilities
 
 # ---------------------------------------------------------------------------------------------
@@ -335,7 +336,7 @@ def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
             return intake.CpuTier(True, True, "PASS", {"passed": 106, "failed": 0, "error": 0, "xfailed": 0}, [],
                                   str(out_dir / f"{version}.json"))
         return intake.CpuTier(True, False, "FAIL", {"passed": 105, "failed": 1, "error": 0, "xfailed": 0},
-                              ["conformance/suite/test_stable_gemm.py::test_fp8_gemm_nt"], str(out_dir / f"{version}.json"))
+                              ["dgcompat_conformance/suite/test_stable_gemm.py::test_fp8_gemm_nt"], str(out_dir / f"{version}.json"))
 
     monkeypatch.setattr(intake, "index_versions", index_versions)
     monkeypatch.setattr(intake, "extract", fake_extract)
@@ -371,7 +372,7 @@ def test_latest_breaking_on_drift_and_on_cpu_tier(offline: dict[str, Any], tmp_p
     offline["tier"] = False
     result = intake.latest(certificates=offline["certs"], out_dir=tmp_path)
     assert result.verdict == "breaking"
-    assert result.where == ["CPU tier: conformance/suite/test_stable_gemm.py::test_fp8_gemm_nt"]
+    assert result.where == ["CPU tier: dgcompat_conformance/suite/test_stable_gemm.py::test_fp8_gemm_nt"]
 
 
 def test_latest_baseline_is_the_newest_passing_certificate(offline: dict[str, Any], tmp_path: Path) -> None:

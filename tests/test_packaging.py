@@ -31,8 +31,9 @@ def test_wheel_installs_and_runs_doctor(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     wheel = next(out.glob("dgcompat-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
-    assert "dgcompat/py.typed" in names and "conformance/cli.py" in names
-    assert not any(n.startswith("tests/") for n in names)
+    assert "dgcompat/py.typed" in names and "dgcompat_conformance/conform.py" in names
+    # Nothing under a generic top-level name: only dgcompat/ and dgcompat_conformance/.
+    assert {n.split("/")[0] for n in names if "/" in n and ".dist-info/" not in n} == {"dgcompat", "dgcompat_conformance"}
 
     env_dir = tmp_path / "venv"
     # The fresh environment sees the machine's torch and packaging (system site-packages) but gets

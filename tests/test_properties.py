@@ -3,7 +3,7 @@
 Opt-in (``pytest -m property``). ``DGCOMPAT_PROPERTY_EXAMPLES`` sets the examples per entry point and
 backend (default 200; the release check runs 2,500 x 4 backends = 10,000 calls per entry point). The
 same generators run over every published wheel's real Python layer in the conformance CPU tier
-(``conformance/suite/test_stable_properties.py``).
+(``dgcompat_conformance/suite/test_stable_properties.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dgcompat
-from conformance.suite import _properties as P
+from dgcompat_conformance.suite import _properties as P
 
 pytestmark = pytest.mark.property
 

@@ -1,4 +1,4 @@
-"""Tests of the static surface extractor (``dgcompat.surface``).
+"""Tests of the static surface extractor (``dgcompat_conformance.surface``).
 
 The fast tests run on synthetic inputs: byte blobs with the strings the native reader looks for,
 and a tiny fake wheel built in ``tmp_path``. The ``wheels`` class extracts the 21 published
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from dgcompat.surface import (
+from dgcompat_conformance.surface import (
     CHANGE_KINDS,
     ENGINE_SYMBOLS,
     SCHEMA_VERSION,
@@ -35,9 +35,9 @@ from dgcompat.surface import (
     resolve_wheel,
     to_json,
 )
-from dgcompat.surface import cli
-from dgcompat.surface import native as native_mod
-from dgcompat.surface.native import (
+from dgcompat_conformance.surface import cli
+from dgcompat_conformance.surface import native as native_mod
+from dgcompat_conformance.surface.native import (
     NativeOp,
     NativeParam,
     binding_era,
@@ -46,7 +46,7 @@ from dgcompat.surface.native import (
     read_native_ops,
     torch_build_fingerprint,
 )
-from dgcompat.surface.python import read_python_surface
+from dgcompat_conformance.surface.python import read_python_surface
 
 # ---------------------------------------------------------------------------------------------
 # Synthetic native libraries
@@ -155,7 +155,7 @@ class TestNativeReader:
         op = read_native_ops(blob)["bar"]
         if shutil.which("c++filt"):
             assert op.params == (NativeParam(None, "?", None),)  # "void (*)()" has no kind
-        monkeypatch.setattr("dgcompat.surface.native.shutil.which", lambda _name: None)
+        monkeypatch.setattr("dgcompat_conformance.surface.native.shutil.which", lambda _name: None)
         assert read_native_ops(blob)["bar"].params == (NativeParam(None, "...", None),)
 
 
@@ -687,7 +687,7 @@ class TestCli:
 def test_no_torch_import() -> None:
     code = (
         "import sys, dgcompat; before = 'torch' in sys.modules\n"
-        "import dgcompat.surface, dgcompat.surface.cli, dgcompat.surface.native, dgcompat.surface.python\n"
+        "import dgcompat_conformance.surface, dgcompat_conformance.surface.cli, dgcompat_conformance.surface.native, dgcompat_conformance.surface.python\n"
         "print(before, 'torch' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parent.parent, check=True)

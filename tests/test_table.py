@@ -82,7 +82,7 @@ def test_known_answers() -> None:
 def test_docs_render_the_table() -> None:
     from pathlib import Path
 
-    from dgcompat.cli import render_document
+    from dgcompat_conformance.cli import render_document
 
     doc = (Path(__file__).parent.parent / "docs" / "capabilities.md").read_text()
     assert doc == render_document(), "docs/capabilities.md is stale: `dgcompat table --markdown > docs/capabilities.md`"
@@ -91,7 +91,7 @@ def test_docs_render_the_table() -> None:
 def test_compatibility_doc_is_current() -> None:
     from pathlib import Path
 
-    from dgcompat.pins import render_compatibility
+    from dgcompat_conformance.pins import render_compatibility
 
     doc = (Path(__file__).parent.parent / "docs" / "compatibility.md").read_text()
     assert doc == render_compatibility(), "docs/compatibility.md is stale: `dgcompat pin --docs > docs/compatibility.md`"

@@ -1,0 +1,155 @@
+"""``dgcompat conform``: certify deep_gemm builds against dgcompat's conformance suite.
+
+* no option: the deep_gemm installed here (real kernels on a GPU; the CPU tier's stand-ins over
+  the installed files otherwise); with none installed, dgcompat's embedded reference backend;
+* ``--release 0.1.4`` / ``--wheel FILE``: a published wheel on the CPU tier (repeatable);
+* ``--all``: every published sgl-deep-gemm release; ``--bundled`` adds (or, alone, selects) the
+  deep_gemm copies bundled in sgl-kernel / sglang-kernel, ~500 MB downloads each (opt-in).
+
+Each release runs in its own process and yields a JSON certificate in ``--out``
+(default ``./conformance-results/``); a progress line is printed per release and a table at the
+end. Exit status: 0 when every certificate passes, 1 otherwise, 2 for usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .harness import certificate
+from .harness.releases import BUNDLED_RELEASES, ReleaseSpec, all_releases, parse_release, spec_from_wheel
+from .harness.runner import RunOptions, run_installed, run_many
+
+__all__ = ["main", "build_parser"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="dgcompat conform",
+        description="Certify a deep_gemm build against dgcompat's conformance suite.",
+        epilog="Wheels are cached in $DGCOMPAT_CACHE/wheels (default ~/.cache/dgcompat/wheels).",
+    )
+    what = p.add_argument_group("what to certify (default: the installed deep_gemm)")
+    what.add_argument("--release", action="append", default=[], metavar="V",
+                      help="a published release on the CPU tier: 0.1.4, sgl-kernel==0.3.21, ... (repeatable)")
+    what.add_argument("--wheel", action="append", default=[], type=Path, metavar="FILE",
+                      help="a wheel file on the CPU tier (repeatable)")
+    what.add_argument("--all", action="store_true", help="every published sgl-deep-gemm release")
+    what.add_argument("--bundled", action="store_true",
+                      help="the deep_gemm copies bundled in sgl-kernel / sglang-kernel (~500 MB each; with --all: "
+                           "in addition)")
+    what.add_argument("--latest", action="store_true", help="the newest sgl-deep-gemm on the index")
+    what.add_argument("--reference", action="store_true", help="dgcompat's embedded reference backend")
+    what.add_argument("--cpu-tier", action="store_true",
+                      help="with the installed deep_gemm: use the stand-ins even when a GPU is present")
+    what.add_argument("--list", action="store_true", help="list the releases the CPU tier knows and exit")
+    run = p.add_argument_group("how")
+    run.add_argument("--out", type=Path, default=Path("conformance-results"), help="certificate folder")
+    run.add_argument("--jobs", "-j", type=int, default=None, help="releases run in parallel (default: CPU count, max 4)")
+    run.add_argument("--timeout", type=float, default=900.0, help="seconds per release before it counts as hung")
+    run.add_argument("--arch", default="sm90", choices=("sm90", "sm100"), help="architecture the stand-ins emulate")
+    run.add_argument("--examples", type=int, default=None, help="hypothesis examples per property test")
+    run.add_argument("-k", dest="keyword", default=None, help="only tests matching this pytest -k expression")
+    run.add_argument("--tests", type=Path, action="append", default=None,
+                     help="run these test files instead of the suite (harness development)")
+    run.add_argument("--subject", default=None,
+                     help="module the suite certifies instead of dgcompat (harness development)")
+    run.add_argument("--no-xfails", action="store_true", help="ignore conformance/dgcompat_conformance/xfails/<release>.txt")
+    run.add_argument("--ffi-returns", choices=("torch", "dlpack"), default="torch",
+                     help="tvm-ffi stand-ins return torch tensors (default) or bare DLPack producers")
+    run.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
+    return p
+
+
+def _selected(args: argparse.Namespace) -> list[ReleaseSpec]:
+    specs: list[ReleaseSpec] = []
+    if args.all:
+        specs += all_releases(bundled=args.bundled)
+    elif args.bundled:
+        specs += [ReleaseSpec(d, v) for d, v in BUNDLED_RELEASES]
+    specs += [parse_release(r) for r in args.release]
+    specs += [spec_from_wheel(w) for w in args.wheel]
+    seen: set[str] = set()
+    unique = []
+    for s in specs:
+        if s.id not in seen:
+            seen.add(s.id)
+            unique.append(s)
+    return unique
+
+
+def _print_summary(certs: list[dict[str, Any]], out: Path, seconds: float) -> None:
+    print()
+    print(certificate.render_table(certs))
+    stale = [(c["release"], e["nodeid"]) for c in certs for e in c.get("stale_xfails") or []]
+    for rel, nodeid in stale:
+        print(f"stale xfail entry in conformance/dgcompat_conformance/xfails/{rel}.txt: {nodeid}")
+    passed = sum(c["verdict"] == "PASS" for c in certs)
+    print(f"\n{passed}/{len(certs)} certified in {seconds:.1f} s; certificates in {out}/")
+
+
+def main(argv: list[str]) -> int:
+    """Entry point of ``dgcompat conform``; returns the exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    if args.list:
+        for s in all_releases(bundled=True):
+            print(f"{s.id:<28} {s}")
+        return 0
+    if args.latest:
+        from .intake import main_latest
+
+        return main_latest([])
+    missing = [m for m in ("pytest", "hypothesis") if importlib.util.find_spec(m) is None]
+    if missing:
+        print(f"dgcompat conform: the conformance suite runs on {' and '.join(missing)}, which "
+              f"{'is' if len(missing) == 1 else 'are'} not installed: pip install 'dgcompat[conform]'",
+              file=sys.stderr)
+        return 2
+    try:
+        specs = _selected(args)
+    except ValueError as exc:
+        print(f"dgcompat conform: {exc}", file=sys.stderr)
+        return 2
+    jobs = args.jobs or max(1, min(4, os.cpu_count() or 1))
+    opts = RunOptions(out_dir=args.out, timeout=args.timeout, arch=args.arch, tests=args.tests,
+                      subject=args.subject, keyword=args.keyword, examples=args.examples,
+                      no_xfails=args.no_xfails, ffi_returns=args.ffi_returns)
+    t0 = time.perf_counter()
+
+    def progress(i: int, n: int, cert: dict[str, Any]) -> None:
+        if not args.quiet:
+            print(certificate.progress_line(i, n, cert), flush=True)
+
+    if specs:
+        if not args.quiet:
+            print(f"dgcompat conform: {len(specs)} release(s) on the CPU tier, {jobs} at a time -> {args.out}/",
+                  flush=True)
+        certs = run_many(specs, opts, jobs=jobs, on_done=progress)
+    else:
+        reference = args.reference
+        if not reference:
+            from dgcompat import detection
+
+            detection.reset()
+            if not detection.release().installed:
+                print("dgcompat conform: no deep_gemm is installed; certifying dgcompat's reference backend "
+                      "(DGCOMPAT_BACKEND=reference)", flush=True)
+                reference = True
+        cert = run_installed(opts, reference=reference, force_standins=args.cpu_tier)
+        progress(1, 1, cert)
+        certs = [cert]
+    _print_summary(certs, args.out, time.perf_counter() - t0)
+    return 0 if all(c["verdict"] == "PASS" for c in certs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,127 @@
+"""``dgcompat doctor``: one screen that says whether this stack can work, and what to pin.
+
+The ABI health check (import deep_gemm, then a tiny call that must see the tensors it was given) is
+the GPU tier's own, and runs in a child process, so a crash or a hang of the native library cannot
+take doctor down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any, Sequence
+
+__all__ = ["main", "collect", "abi_check"]
+
+def abi_check(timeout: float = 180.0) -> dict[str, Any]:
+    """The GPU tier's ABI health check (:func:`dgcompat_conformance.gpu.abi.abi_check`), in a child process.
+
+    Returns at least ``{"import", "call", "verdict", "detail"}``; ``call`` is None where no GPU was
+    available to check kernels, and ``verdict`` is ``"hang"`` when the child had to be killed.
+    """
+    from .gpu.abi import abi_check as check
+
+    # Honour an explicit override, so doctor checks what the engine's process would do.
+    allow = os.environ.get("DGCOMPAT_ALLOW_TORCH_MISMATCH") == "1"
+    result: dict[str, Any] = check(timeout=timeout, allow_torch_mismatch=allow)
+    return result
+
+
+def _torch_info() -> dict[str, Any]:
+    info: dict[str, Any] = {"version": None, "cuda": None, "gpu": None, "arch": None}
+    try:
+        import torch
+    except Exception as exc:  # a broken torch is itself a finding
+        info["error"] = f"{type(exc).__name__}: {exc}"
+        return info
+    info["version"] = torch.__version__
+    info["cuda"] = torch.version.cuda
+    try:
+        if torch.cuda.is_available():
+            props = torch.cuda.get_device_properties(torch.cuda.current_device())
+            info["gpu"] = f"{props.name} ({props.multi_processor_count} SMs)"
+            info["arch"] = f"sm{props.major}{props.minor}"
+    except Exception as exc:
+        info["gpu_error"] = f"{type(exc).__name__}: {exc}"
+    return info
+
+
+def collect(*, run_abi: bool = True) -> dict[str, Any]:
+    """Everything doctor prints, as data."""
+    from dgcompat import _binding
+    from dgcompat._version import __version__
+    from .pins import suggest
+    from dgcompat.table import capabilities
+
+    from dgcompat.detection import release
+
+    rel = release()
+    torch_info = _torch_info()
+    caps = capabilities()
+    abi = abi_check() if (run_abi and rel.installed) else None
+    problems = list(rel.problems)
+    if abi is not None and abi["verdict"] not in ("ok", "loads (kernels not checked)"):
+        problems.append(f"ABI check: {abi['verdict']}: {abi['detail']}")
+    works = rel.installed and rel.torch_ok is not False and (abi is None or abi["verdict"] in
+                                                              ("ok", "loads (kernels not checked)"))
+    return {
+        "dgcompat": __version__,
+        "backend": _binding.backend_name(),
+        "release": {
+            "label": rel.label, "dist": rel.dist, "version": str(rel.version) if rel.version else None,
+            "source": rel.source, "binding": rel.binding, "location": rel.location, "known": rel.known,
+            "expected_torch": str(rel.expected_torch) if rel.expected_torch else None,
+            "torch_ok": rel.torch_ok,
+        },
+        "kernel_wheel": str(rel.kernel_wheel) if rel.kernel_wheel else None,
+        "torch": torch_info,
+        "abi": abi,
+        "capabilities": caps.as_dict(),
+        "problems": problems,
+        "pin": suggest(rel),
+        "works": works,
+    }
+
+
+def _render(data: dict[str, Any]) -> str:
+    r = data["release"]
+    t = data["torch"]
+    lines = [
+        f"dgcompat {data['dgcompat']}  (backend: {data['backend']})",
+        "",
+        f"deep_gemm      {r['label']}" + ("" if r["known"] or r["source"] == "none" else "  [not a release dgcompat knows]"),
+        f"  binding      {r['binding']}",
+        f"  files        {r['location'] or '-'}",
+        f"kernel wheel   {data['kernel_wheel'] or '-'}",
+        f"torch          {t['version'] or 'not importable'}  (CUDA {t['cuda'] or '-'})",
+        f"GPU            {t['gpu'] or 'none'}" + (f"  [{t['arch']}]" if t.get("arch") else ""),
+        f"native needs   torch{r['expected_torch']}" if r["expected_torch"] else "native needs   -",
+    ]
+    abi = data["abi"]
+    lines.append(f"ABI check      {abi['verdict']}: {abi['detail']}" if abi else "ABI check      not run")
+    lines += ["", "capabilities"]
+    caps = data["capabilities"]
+    for key, value in caps.items():
+        if key in ("sources", "release"):
+            continue
+        lines.append(f"  {key:<30} {value!r}")
+    lines.append("")
+    if data["problems"]:
+        lines.append("problems")
+        lines += [f"  - {p}" for p in data["problems"]]
+        lines.append("")
+    lines.append("suggested pin")
+    lines += [f"  {p}" for p in data["pin"]]
+    lines += ["", "verdict: " + ("this stack can work" if data["works"] else "this stack cannot work as installed")]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="dgcompat doctor", description=__doc__)
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--no-abi", action="store_true", help="skip the child-process ABI check")
+    opts = parser.parse_args(list(argv) if argv is not None else None)
+    data = collect(run_abi=not opts.no_abi)
+    print(json.dumps(data, indent=2, default=str) if opts.json else _render(data))
+    return 0 if data["works"] else 1

@@ -1,0 +1,769 @@
+"""The GPU-tier cases: real kernels through dgcompat, compared with :mod:`dgcompat.reference`.
+
+Each case is one function, run alone in its own process::
+
+    python -m dgcompat_conformance.gpu.cases CASE_ID      # prints one JSON line (the result)
+    python -m dgcompat_conformance.gpu.cases --list       # one line per case: id, metric, tolerance, deadline
+
+The installed deep_gemm is whatever ``import deep_gemm`` finds (the runner puts one release's
+folder first on ``PYTHONPATH``). Inputs are random (seeded, never all zeros); outputs are compared
+with the reference backend run on the same GPU tensors, over valid positions only (rows past a
+masked count, padding rows tagged -1, and logits past a row's length are unspecified in the
+kernels), with ``diff = 1 - 2*sum(x*y) / sum(x*x + y*y)`` in float64.
+
+Outcomes: ``passed``, ``failed`` (a check did not hold), ``error`` (an unexpected exception),
+``xfail`` (the release lacks the feature, dgcompat raised its typed
+:class:`~dgcompat.errors.UnsupportedFeatureError`, and the capability table names the upstream
+cause). The runner adds ``hang`` when a case prints nothing before its deadline.
+
+Shapes are shared between cases where possible (N = 512, K = 1024 for the GEMMs; H = 64, D = 128,
+block_kv = 64 for the indexer) because deep_gemm JIT-compiles every new kernel shape on first use.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+__all__ = ["Case", "CASES", "run_case", "main", "calc_diff"]
+
+# Numerics tolerances. The reference computes in float32 from the very FP8/BF16 inputs the kernel
+# gets, so what remains is accumulation order and the BF16 rounding of the output.
+# Seen on an H200: ~1.5e-6 for the GEMMs (the BF16 rounding of d) and ~1e-8 for the logits; the
+# tolerances leave a wide margin over that and stay far below what a wrong scale, row or block gives.
+TOL_FP8_GEMM = 1e-4
+TOL_BF16_GEMM = 1e-4
+TOL_LOGITS = 1e-6
+
+DIFF_METRIC = "diff = 1 - 2*sum(x*y)/sum(x*x+y*y) over valid positions, worst sub-check"
+EXACT_METRIC = "exact: every sub-check must hold (value = failed sub-checks)"
+
+GEMM_N, GEMM_K = 512, 1024
+HEADS, HEAD_DIM, BLOCK_KV = 64, 128, 64
+
+#: Where the tensors live. Always the GPU in a certification run; ``DGCOMPAT_CASES_DEVICE=cpu`` with
+#: ``DGCOMPAT_BACKEND=reference`` dry-runs the cases' own logic on a machine without one.
+DEVICE = os.environ.get("DGCOMPAT_CASES_DEVICE", "cuda")
+
+
+def calc_diff(x: Any, y: Any) -> float:
+    """``1 - 2*sum(x*y) / sum(x*x + y*y)`` in float64 (0 for two all-zero inputs)."""
+    x64, y64 = x.double(), y.double()
+    denom = float((x64 * x64 + y64 * y64).sum())
+    if denom == 0.0:
+        return 0.0
+    return float(1.0 - 2.0 * float((x64 * y64).sum()) / denom)
+
+
+class ExpectedFailure(Exception):
+    """The release lacks what the case needs, and dgcompat said so with its typed error."""
+
+
+@dataclass
+class Checks:
+    """Sub-checks of one case: numeric ones (a diff against a tolerance) and exact ones."""
+
+    tolerance: float | None
+    items: list[dict[str, Any]] = field(default_factory=list)
+
+    def diff(self, name: str, got: Any, want: Any, tolerance: float | None = None) -> float:
+        tol = self.tolerance if tolerance is None else tolerance
+        value = calc_diff(got, want)
+        ok = math.isfinite(value) and tol is not None and value <= tol
+        self.items.append({"name": name, "ok": ok, "value": value, "tolerance": tol})
+        return value
+
+    def exact(self, name: str, ok: bool, note: str = "") -> bool:
+        rec: dict[str, Any] = {"name": name, "ok": bool(ok)}
+        if note:
+            rec["note"] = note
+        self.items.append(rec)
+        return bool(ok)
+
+    def worst(self) -> float | None:
+        values = [c["value"] for c in self.items if "value" in c]
+        if not values:
+            return None
+        return float(max(values, key=lambda v: v if math.isfinite(v) else math.inf))
+
+    def failed(self) -> list[dict[str, Any]]:
+        return [c for c in self.items if not c["ok"]]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One conformance case."""
+
+    id: str
+    summary: str
+    metric: str
+    tolerance: float | None
+    timeout: float  # seconds the runner's watchdog allows (JIT of this case's shapes included)
+    body: Callable[[Checks], None]
+
+
+CASES: dict[str, Case] = {}
+
+
+def _case(case_id: str, summary: str, *, metric: str = DIFF_METRIC, tolerance: float | None = None,
+          timeout: float = 150.0) -> Callable[[Callable[[Checks], None]], Callable[[Checks], None]]:
+    def register(fn: Callable[[Checks], None]) -> Callable[[Checks], None]:
+        CASES[case_id] = Case(case_id, summary, metric, tolerance, timeout, fn)
+        return fn
+    return register
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+def _gen(seed: int) -> Any:
+    import torch
+
+    return torch.Generator(device=DEVICE).manual_seed(seed)
+
+
+def _sync() -> None:
+    import torch
+
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+
+def _randn(shape: tuple[int, ...], gen: Any, dtype: Any = None) -> Any:
+    import torch
+
+    return torch.randn(shape, device=DEVICE, dtype=dtype or torch.bfloat16, generator=gen)
+
+
+def _capability_cause(capability: str) -> str:
+    """The upstream change the capability table gives for the installed release's row."""
+    import dgcompat
+    from dgcompat.table import rows_for
+
+    rel = dgcompat.release()
+    dist = rel.dist if rel.source in ("sgl-deep-gemm", "bundled") and rel.dist else "*"
+    for row in rows_for(capability):
+        if row.matches(dist, rel.version):
+            return f"{row.since} (capability {capability}={row.value!r} for {rel.label})"
+    return f"capability {capability} is absent for {rel.label}"
+
+
+def _call_or_xfail(capability: str, fn: Callable[[], Any]) -> Any:
+    """Run ``fn``; an UnsupportedFeatureError where the table says the feature is absent is an xfail."""
+    import dgcompat
+    from dgcompat.errors import UnsupportedFeatureError
+
+    try:
+        return fn()
+    except UnsupportedFeatureError as exc:
+        if not getattr(dgcompat.capabilities(), capability):
+            raise ExpectedFailure(f"{_capability_cause(capability)}; dgcompat raised "
+                                  f"UnsupportedFeatureError: {exc}") from exc
+        raise
+
+
+def _fp8_grouped_b(b: Any) -> tuple[Any, Any]:
+    """Per-group 128x128 block casts of a ``(G, N, K)`` tensor."""
+    import torch
+
+    from dgcompat import reference
+
+    parts = [reference.per_block_cast_to_fp8(b[g]) for g in range(b.shape[0])]
+    return torch.stack([p[0] for p in parts]), torch.stack([p[1] for p in parts])
+
+
+def _fp8_rows(a: Any) -> tuple[Any, Any]:
+    """Per-token (1x128) casts of a ``(..., K)`` tensor, keeping its leading shape."""
+    from dgcompat import reference
+
+    lead, k = a.shape[:-1], a.shape[-1]
+    q, sf = reference.per_token_cast_to_fp8(a.reshape(-1, k))
+    return q.view(*lead, k), sf.view(*lead, sf.shape[-1])
+
+
+# --- runtime knobs -------------------------------------------------------------------------------
+
+@_case("runtime_knobs", "get_num_sms / num_sms() restore / set_pdl / contiguous-layout alignment",
+       metric=EXACT_METRIC, tolerance=0, timeout=90.0)
+def _runtime_knobs(c: Checks) -> None:
+    import torch
+
+    import dgcompat
+
+    n = dgcompat.get_num_sms()
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count if DEVICE == "cuda" else n
+    c.exact("get_num_sms == device SMs", n == sms, f"{n} vs {sms}")
+    with dgcompat.num_sms(n - 4):
+        inside = dgcompat.get_num_sms()
+    c.exact("num_sms(n-4) applies inside", inside == n - 4, f"{inside}")
+    c.exact("num_sms() restores on exit", dgcompat.get_num_sms() == n, f"{dgcompat.get_num_sms()}")
+    pdl_cap = dgcompat.capabilities().pdl
+    switched = dgcompat.set_pdl(True)
+    c.exact("set_pdl(True) returns a bool matching the table", isinstance(switched, bool) and switched == (pdl_cap is not None),
+            f"returned {switched!r}, capability pdl={pdl_cap!r}")
+    if switched:
+        c.exact("get_pdl() after set_pdl(True)", dgcompat.get_pdl() is True, f"{dgcompat.get_pdl()!r}")
+        dgcompat.set_pdl(False)
+        c.exact("get_pdl() after set_pdl(False)", dgcompat.get_pdl() is False, f"{dgcompat.get_pdl()!r}")
+    else:
+        c.exact("get_pdl() is None without a switch", dgcompat.get_pdl() is None, f"{dgcompat.get_pdl()!r}")
+    align = dgcompat.get_mk_alignment_for_contiguous_layout()
+    c.exact("get_mk_alignment_for_contiguous_layout() is int 128", type(align) is int and align == 128, f"{align!r}")
+
+
+# --- dense GEMMs ---------------------------------------------------------------------------------
+
+_DENSE_M = (1, 96, 333)
+
+
+@_case("gemm_fp8_dense", f"fp8_gemm_nt, per-token A / 128x128-block B scales, M in {_DENSE_M}, N={GEMM_N}, K={GEMM_K}",
+       tolerance=TOL_FP8_GEMM)
+def _gemm_fp8_dense(c: Checks) -> None:
+    import torch
+
+    import dgcompat
+    from dgcompat import reference
+
+    gen = _gen(1)
+    b = reference.per_block_cast_to_fp8(_randn((GEMM_N, GEMM_K), gen))
+    for m in _DENSE_M:
+        a = reference.per_token_cast_to_fp8(_randn((m, GEMM_K), gen))
+        d = torch.empty((m, GEMM_N), device=DEVICE, dtype=torch.bfloat16)
+        dgcompat.fp8_gemm_nt(a, b, d)
+        ref = torch.empty((m, GEMM_N), device=DEVICE, dtype=torch.float32)
+        reference.fp8_gemm_nt(a, b, ref)
+        c.diff(f"m={m}", d, ref)
+
+
+@_case("gemm_bf16_dense", f"bf16_gemm_nt, M in {_DENSE_M}, N={GEMM_N}, K={GEMM_K}", tolerance=TOL_BF16_GEMM)
+def _gemm_bf16_dense(c: Checks) -> None:
+    import torch
+
+    import dgcompat
+    from dgcompat import reference
+
+    gen = _gen(2)
+    b = _randn((GEMM_N, GEMM_K), gen)
+    for m in _DENSE_M:
+        a = _randn((m, GEMM_K), gen)
+        d = torch.empty((m, GEMM_N), device=DEVICE, dtype=torch.bfloat16)
+        dgcompat.bf16_gemm_nt(a, b, d)
+        ref = torch.empty((m, GEMM_N), device=DEVICE, dtype=torch.float32)
+        reference.bf16_gemm_nt(a, b, ref)
+        c.diff(f"m={m}", d, ref)
+
+
+# --- grouped GEMMs (MoE) -------------------------------------------------------------------------
+
+_GROUP_ROWS = (0, 1, 200, 128)  # valid rows per expert: an empty group and a one-row group included
+
+
+def _contiguous_layout() -> tuple[Any, list[tuple[int, int, int]]]:
+    """``m_indices`` for :data:`_GROUP_ROWS` (each group padded to the alignment, padding -1) and
+    ``(group, first row, valid rows)`` per group."""
+    import torch
+
+    import dgcompat
+
+    align = dgcompat.get_mk_alignment_for_contiguous_layout()
+    spans, start, ids = [], 0, []
+    for g, rows in enumerate(_GROUP_ROWS):
+        padded = -(-rows // align) * align
+        ids += [g] * rows + [-1] * (padded - rows)
+        spans.append((g, start, rows))
+        start += padded
+    return torch.tensor(ids, dtype=torch.int32, device=DEVICE), spans
+
+
+def _check_contiguous(c: Checks, d: Any, ref: Any, m_indices: Any, spans: list[tuple[int, int, int]]) -> None:
+    valid = m_indices >= 0
+    c.diff("all valid rows", d[valid], ref[valid])
+    for g, start, rows in spans:
+        if rows == 1:
+            c.diff(f"group {g} (1 valid row)", d[start:start + 1], ref[start:start + 1])
+
+
+@_case("grouped_contiguous_fp8", f"m_grouped_fp8_gemm_nt_contiguous, rows per group {_GROUP_ROWS} padded with -1, "
+       f"N={GEMM_N}, K={GEMM_K}; an empty A is a no-op", tolerance=TOL_FP8_GEMM)
+def _grouped_contiguous_fp8(c: Checks) -> None:
+    import torch
+
+    import dgcompat
+    from dgcompat import reference
+
+    gen = _gen(3)
+    m_indices, spans = _contiguous_layout()
+    m = m_indices.shape[0]
+    a = _fp8_rows(_randn((m, GEMM_K), gen))
+    b = _fp8_grouped_b(_randn((len(_GROUP_ROWS), GEMM_N, GEMM_K), gen))
+    d = torch.zeros((m, GEMM_N), device=DEVICE, dtype=torch.bfloat16)
+    dgcompat.m_grouped_fp8_gemm_nt_contiguous(a, b, d, m_indices)
+    ref = torch.zeros((m, GEMM_N), device=DEVICE, dtype=torch.float32)
+    reference.m_grouped_fp8_gemm_nt_contiguous(a, b, ref, m_indices)
+    _check_contiguous(c, d, ref, m_indices, spans)
+    empty_a = (a[0][:0], a[1][:0])
+    empty_d = torch.empty((0, GEMM_N), device=DEVICE, dtype=torch.bfloat16)
+    dgcompat.m_grouped_fp8_gemm_nt_contiguous(empty_a, b, empty_d, m_indices[:0])
+    c.exact("M_total == 0 is a no-op", True)
+
+
+@_case("grouped_contiguous_bf16", f"m_grouped_bf16_gemm_nt_contiguous, rows per group {_GROUP_ROWS} padded with -1",
+       tolerance=TOL_BF16_GEMM)
+def _grouped_contiguous_bf16(c: Checks) -> None:
+    import torch
+
+    import dgcompat
+    from dgcompat import reference
+
+    gen = _gen(4)
+    m_indices, spans = _contiguous_layout()
+    m = m_indices.shape[0]
+    a = _randn((m, GEMM_K), gen)
+    b = _randn((len(_GROUP_ROWS), GEMM_N, GEMM_K), gen)
+    d = torch.zeros((m, GEMM_N), device=DEVICE, dtype=torch.bfloat16)
+    _call_or_xfail("bf16_grouped_contiguous", lambda: dgcompat.m_grouped_bf16_gemm_nt_contiguous(a, b, d, m_indices))
+    ref = torch.zeros((m, GEMM_N), device=DEVICE, dtype=torch.float32)
+    reference.m_grouped_bf16_gemm_nt_contiguous(a, b, ref, m_indices)
+    _check_contiguous(c, d, ref, m_indices, spans)
+
+
+_MASKED_M = (0, 1, 200, 256)
+_M_MAX = 256
+_EXPECTED_M = 128
+
+
+def _check_masked(c: Checks, d: Any, ref: Any, masked_m: Any) -> None:
+    import torch
+
+    valid = torch.arange(_M_MAX, device=DEVICE).unsqueeze(0) < masked_m.unsqueeze(1)
+    c.diff("all valid rows", d[valid], ref[valid])
+    for g, rows in enumerate(_MASKED_M):
+        if rows == 1:
+            c.diff(f"group {g} (1 valid row)", d[g, :1], ref[g, :1])
+
+
+@_case("grouped_masked_fp8", f"m_grouped_fp8_gemm_nt_masked, masked_m={_MASKED_M}, M_max={_M_MAX}, "
+       f"N={GEMM_N}, K={GEMM_K}; returns None", tolerance=TOL_FP8_GEMM)
+def _grouped_masked_fp8(c: Checks) -> None:
+    import torch
+
+    import dgcompat
+    from dgcompat import reference
+
+    gen = _gen(5)
+    g = len(_MASKED_M)
+    masked_m = torch.tensor(_MASKED_M, dtype=torch.int32, device=DEVICE)
+    a = _fp8_rows(_randn((g, _M_MAX, GEMM_K), gen))
+    b = _fp8_grouped_b(_randn((g, GEMM_N, GEMM_K), gen))
+    d = torch.zeros((g, _M_MAX, GEMM_N), device=DEVICE, dtype=torch.bfloat16)
+    ret = dgcompat.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, _EXPECTED_M)
+    c.exact("returns None without overlap", ret is None, repr(ret)[:80])
+    ref = torch.zeros((g, _M_MAX, GEMM_N), device=DEVICE, dtype=torch.float32)
+    reference.m_grouped_fp8_gemm_nt_masked(a, b, ref, masked_m, _EXPECTED_M)
+    _check_masked(c, d, ref, masked_m)
+
+
+@_case("grouped_masked_bf16", f"m_grouped_bf16_gemm_nt_masked, masked_m={_MASKED_M}, M_max={_M_MAX}",
+       tolerance=TOL_BF16_GEMM)
+def _grouped_masked_bf16(c: Checks) -> None:
+    import torch
+
+    import dgcompat
+    from dgcompat import reference
+
+    gen = _gen(6)
+    g = len(_MASKED_M)
+    masked_m = torch.tensor(_MASKED_M, dtype=torch.int32, device=DEVICE)
+    a = _randn((g, _M_MAX, GEMM_K), gen)
+    b = _randn((g, GEMM_N, GEMM_K), gen)
+    d = torch.zeros((g, _M_MAX, GEMM_N), device=DEVICE, dtype=torch.bfloat16)
+    _call_or_xfail("bf16_grouped_masked", lambda: dgcompat.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, _EXPECTED_M))
+    ref = torch.zeros((g, _M_MAX, GEMM_N), device=DEVICE, dtype=torch.float32)
+    reference.m_grouped_bf16_gemm_nt_masked(a, b, ref, masked_m, _EXPECTED_M)
+    _check_masked(c, d, ref, masked_m)
+
+
+# --- MQA logits (ragged, prefill) ----------------------------------------------------------------
+
+@_case("mqa_logits", f"fp8_mqa_logits, 96 queries over 2 ragged sequences of 4096 keys, H={HEADS}, D={HEAD_DIM}; "
+       "plain, clean_logits=True (-inf outside) and compressed (max_seqlen_k)", tolerance=TOL_LOGITS)
+def _mqa_logits(c: Checks) -> None:
+    import torch
+
+    import dgcompat
+    from dgcompat import reference
+
+    gen = _gen(7)
+    nk, seqs = 4096, ((0, 1536, 40), (1536, 4096, 56))  # (first key, end key, queries)
+    q = _randn((sum(s[2] for s in seqs), HEADS, HEAD_DIM), gen).to(torch.float8_e4m3fn)
+    k, k_sf = reference.per_token_cast_to_fp8(_randn((nk, HEAD_DIM), gen))
+    kv = (k, k_sf.view(-1).contiguous())
+    w = _randn((q.shape[0], HEADS), gen, torch.float32)
+    ks_list, ke_list = [], []
+    for start, end, nq in seqs:  # causal prefill: query i of a sequence sees its first len - nq + i + 1 keys
+        for i in range(nq):
+            ks_list.append(start)
+            ke_list.append(end - nq + i + 1)
+    ks = torch.tensor(ks_list, dtype=torch.int32, device=DEVICE)
+    ke = torch.tensor(ke_list, dtype=torch.int32, device=DEVICE)
+    cols = torch.arange(nk, device=DEVICE).unsqueeze(0)
+    valid = (cols >= ks.unsqueeze(1)) & (cols < ke.unsqueeze(1))
+    ref = reference.fp8_mqa_logits(q, kv, w, ks, ke)
+
+    out = dgcompat.fp8_mqa_logits(q, kv, w, ks, ke)
+    c.exact("shape (Nq, Nk) float32", tuple(out.shape) == (q.shape[0], nk) and out.dtype == torch.float32,
+            f"{tuple(out.shape)} {out.dtype}")
+    c.diff("plain", out[valid], ref[valid])
+
+    clean = dgcompat.fp8_mqa_logits(q, kv, w, ks, ke, clean_logits=True)
+    c.diff("clean_logits=True, valid", clean[valid], ref[valid])
+    c.exact("clean_logits=True: -inf outside [ks, ke)", bool(torch.isneginf(clean[~valid]).all()))
+
+    width = int((ke - ks).max())
+    comp = dgcompat.fp8_mqa_logits(q, kv, w, ks, ke, max_seqlen_k=width)
+    ref_comp = reference.fp8_mqa_logits(q, kv, w, ks, ke, max_seqlen_k=width)
+    cvalid = torch.arange(width, device=DEVICE).unsqueeze(0) < (ke - ks).unsqueeze(1)
+    c.exact("compressed shape (Nq, max_seqlen_k)", tuple(comp.shape) == (q.shape[0], width), f"{tuple(comp.shape)}")
+    c.diff("compressed (max_seqlen_k)", comp[cvalid], ref_comp[cvalid])
+
+
+# --- paged MQA logits (decode / MTP verify) ------------------------------------------------------
+
+# (batch, longest context, whether every sequence has the longest context)
+_PAGED_CONFIGS = ((1, 65536, True), (300, 2048, False), (24, 65536, False))
+
+
+@dataclass
+class _Paged:
+    q: Any
+    kv: Any
+    w: Any
+    ctx: Any  # int32 (B,): total length of each sequence, the next_n new tokens included
+    row_lens: Any  # int32 (B, next_n): causal visible length of each query row
+    block_table: Any  # int32 (B, max_blocks)
+    max_len: int
+
+
+def _paged_inputs(seed: int, batch: int, longest: int, uniform: bool, next_n: int) -> _Paged:
+    import torch
+
+    from dgcompat import reference
+
+    gen = _gen(seed)
+    if uniform:
+        ctx = torch.full((batch,), longest, dtype=torch.int64, device=DEVICE)
+    else:
+        ctx = torch.randint(next_n, longest + 1, (batch,), device=DEVICE, generator=gen)
+        ctx[0] = longest
+    blocks = (ctx + BLOCK_KV - 1) // BLOCK_KV
+    num_blocks = int(blocks.sum()) + 3
+    max_blocks = -(-longest // BLOCK_KV)
+    # Physical blocks are a random permutation, so a wrong block-table row reads the wrong data.
+    perm = torch.randperm(num_blocks, device=DEVICE, generator=gen).to(torch.int32)
+    table = torch.zeros((batch, max_blocks), dtype=torch.int32, device=DEVICE)
+    offset = 0
+    for bi, nb in enumerate(blocks.tolist()):
+        table[bi, :nb] = perm[offset:offset + nb]
+        offset += nb
+    kv = reference.pack_kv_cache(_randn((num_blocks, BLOCK_KV, HEAD_DIM), gen))
+    q = _randn((batch, next_n, HEADS, HEAD_DIM), gen).to(torch.float8_e4m3fn)
+    w = _randn((batch * next_n, HEADS), gen, torch.float32)
+    j = torch.arange(next_n, device=DEVICE)
+    row_lens = (ctx.unsqueeze(1) - next_n + j + 1).to(torch.int32).contiguous()
+    return _Paged(q, kv, w, ctx.to(torch.int32).contiguous(), row_lens, table, longest)
+
+
+def _lens_form(p: _Paged, form: str) -> Any:
+    if form == "seq":
+        return p.ctx.clone()
+    if form == "rows":
+        return p.row_lens.clone()
+    return p.row_lens.reshape(-1, 1).clone()  # "flat": (B*next_n, 1)
+
+
+def _paged_case(c: Checks, next_n: int, form: str) -> None:
+    import torch
+
+    import dgcompat
+    from dgcompat import reference
+
+    for i, (batch, longest, uniform) in enumerate(_PAGED_CONFIGS):
+        p = _paged_inputs(100 + 10 * next_n + i, batch, longest, uniform, next_n)
+        lens = _lens_form(p, form)
+        ref = reference.fp8_paged_mqa_logits(p.q, p.kv, p.w, lens, p.block_table, None, p.max_len)
+        valid = torch.arange(p.max_len, device=DEVICE).unsqueeze(0) < p.row_lens.reshape(-1, 1)
+        schedule = dgcompat.get_paged_mqa_logits_metadata(lens, BLOCK_KV)
+        tables = {"per-sequence table": p.block_table,
+                  "per-row table": p.block_table.repeat_interleave(next_n, dim=0).contiguous()}
+        for tname, table in tables.items():
+            out = dgcompat.fp8_paged_mqa_logits(p.q, p.kv, p.w, lens, table, schedule, p.max_len)
+            name = f"B={batch} ctx<={longest} {tname}"
+            shape_ok = tuple(out.shape) == (batch * next_n, p.max_len) and out.dtype == torch.float32
+            if not c.exact(f"{name}: shape (B*next_n, max_context_len) float32", shape_ok,
+                           f"{tuple(out.shape)} {out.dtype}"):
+                continue
+            c.diff(name, out[valid], ref[valid])
+        if i == 0:
+            clean = dgcompat.fp8_paged_mqa_logits(p.q, p.kv, p.w, lens, p.block_table, schedule, p.max_len,
+                                                  clean_logits=True)
+            c.diff(f"B={batch} clean_logits=True, valid", clean[valid], ref[valid])
+            c.exact(f"B={batch} clean_logits=True: -inf past each row's length",
+                    bool(torch.isneginf(clean[~valid]).all()))
+        del p, ref, valid
+        if DEVICE == "cuda":
+            torch.cuda.empty_cache()
+
+
+_FORMS = {"seq": "(B,)", "rows": "(B, next_n)", "flat": "(B*next_n, 1)"}
+
+for _n in (1, 2, 3, 4):
+    for _form, _shape in _FORMS.items():
+        def _make(next_n: int = _n, form: str = _form) -> Callable[[Checks], None]:
+            def body(c: Checks) -> None:
+                _paged_case(c, next_n, form)
+            return body
+        _case(f"paged_mqa_n{_n}_{_form}",
+              f"fp8_paged_mqa_logits next_n={_n}, context_lens {_shape}, per-sequence and per-row block tables, "
+              f"(batch, longest context) in {[(b, l) for b, l, _ in _PAGED_CONFIGS]}, H={HEADS}, D={HEAD_DIM}, "
+              f"block_kv={BLOCK_KV}", tolerance=TOL_LOGITS, timeout=180.0)(_make())
+
+
+@_case("paged_mqa_stale_schedule", "a schedule that no longer belongs to context_lens raises ScheduleMismatchError "
+       "before any launch (lengths rewritten in place, another lengths tensor, a foreign or overwritten schedule); "
+       "refreshing it in place (out=) then launches correctly", tolerance=TOL_LOGITS, timeout=90.0)
+def _paged_stale(c: Checks) -> None:
+    import torch
+
+    import dgcompat
+    from dgcompat import reference
+    from dgcompat.errors import ScheduleMismatchError
+
+    p = _paged_inputs(7, 8, 8192, False, 1)
+    lens = p.ctx.clone().view(-1, 1)
+    short = torch.clamp(lens // 16, min=1).to(torch.int32)
+    work = short.clone()
+    schedule = dgcompat.get_paged_mqa_logits_metadata(work, BLOCK_KV)
+    # Launched with the longer lengths, this schedule is the one seen to hang the kernel.
+    work.copy_(lens)
+
+    def expect_mismatch(name: str, launch: Callable[[], Any]) -> None:
+        try:
+            launch()
+            _sync()
+        except ScheduleMismatchError as exc:
+            c.exact(f"{name}: ScheduleMismatchError", True, str(exc)[:160])
+            return
+        except Exception as exc:
+            c.exact(f"{name}: ScheduleMismatchError", False, f"raised {type(exc).__name__}: {str(exc)[:200]}")
+            return
+        c.exact(f"{name}: ScheduleMismatchError", False, "launched without an error")
+
+    def launch(lens_t: Any, sched: Any) -> Any:
+        return dgcompat.fp8_paged_mqa_logits(p.q, p.kv, p.w, lens_t, p.block_table, sched, p.max_len)
+
+    expect_mismatch("lengths rewritten after the schedule", lambda: launch(work, schedule))
+    other = lens.clone()
+    expect_mismatch("schedule of another lengths tensor", lambda: launch(other, schedule))
+    foreign = schedule.clone()
+    expect_mismatch("schedule not built by dgcompat", lambda: launch(work, foreign))
+
+    dgcompat.get_paged_mqa_logits_metadata(work, BLOCK_KV, out=schedule)
+    address = schedule.data_ptr()
+    schedule.zero_()
+    expect_mismatch("schedule overwritten after it was built", lambda: launch(work, schedule))
+
+    dgcompat.get_paged_mqa_logits_metadata(work, BLOCK_KV, out=schedule)
+    c.exact("out= keeps the schedule's address", schedule.data_ptr() == address)
+    out = launch(work, schedule)
+    ref = reference.fp8_paged_mqa_logits(p.q, p.kv, p.w, work, p.block_table, None, p.max_len)
+    valid = torch.arange(p.max_len, device=DEVICE).unsqueeze(0) < work
+    c.diff("refreshed schedule", out[valid], ref[valid])
+
+
+# --- scale layouts -------------------------------------------------------------------------------
+
+def _aligned(mn: int) -> int:
+    return -(-mn // 4) * 4  # float32 / int32: 16 bytes = 4 elements
+
+
+def _mn_major(t: Any) -> tuple[int, ...]:
+    """The strides dgcompat promises for a scale it returns: MN-major, TMA-aligned (also for size-1 dims)."""
+    mn, k = t.shape[-2], t.shape[-1]
+    al = _aligned(mn)
+    return (1, al) if t.dim() == 2 else (al * k, 1, al)
+
+
+def _layout_check(c: Checks, name: str, got: Any, want: Any, rule: str = "tma") -> None:
+    """Values (and shape, dtype) equal the reference's, and the strides follow ``rule``.
+
+    ``"tma"``: MN-major and TMA-aligned, the stride of a size-1 dimension included (the GEMMs
+    assert it). ``"contiguous"``: contiguous by explicit strides, K-major or MN-major: what the SM90
+    GEMMs assert for an FP32 block-scaled SFB (``csrc/utils/layout.hpp``, which checks the stride of a
+    size-1 dimension too). Strides are checked against these rules rather than copied from the
+    reference, whose choice for a size-1 dimension need not be the kernels'.
+    """
+    import torch
+
+    same = (tuple(got.shape) == tuple(want.shape) and got.dtype == want.dtype
+            and bool(torch.equal(got.contiguous(), want.contiguous())))
+    c.exact(f"{name}: values equal the reference", same,
+            f"got {tuple(got.shape)} {got.dtype}, reference {tuple(want.shape)} {want.dtype}")
+    s = tuple(got.stride())
+    note = f"got strides {s}, reference backend {tuple(want.stride())}"
+    if rule == "tma":
+        strides = _mn_major(got)
+        c.exact(f"{name}: strides {strides}", s == strides, note)
+    else:
+        ok = (s[-1] == 1 and s[-2] == got.shape[-1]) or (s[-1] == got.shape[-2] and s[-2] == 1)
+        c.exact(f"{name}: contiguous by explicit strides (SM90 SFB rule)", ok, note)
+
+
+def _sfb_rule() -> str:
+    """SM90 keeps FP32 128x128 block scales as they are (contiguous); newer GEMMs read MN-major TMA ones."""
+    import dgcompat
+    from dgcompat.table import arch_family
+
+    family = arch_family(dgcompat.capabilities().arch)
+    return "contiguous" if family in (None, "sm90") else "tma"
+
+
+def _scales_case(c: Checks, k: int) -> None:
+    import torch
+
+    import dgcompat
+    from dgcompat import reference
+
+    gen = _gen(11 + k)
+    mn, n, kb = 99, 256, k // 128
+    sf = torch.rand((mn, kb), device=DEVICE, generator=gen) * 0.01 + 1e-3
+
+    tma = dgcompat.get_mn_major_tma_aligned_tensor(sf)
+    _layout_check(c, f"get_mn_major_tma_aligned_tensor ({mn}, {kb})", tma,
+                  reference.get_mn_major_tma_aligned_tensor(sf))
+
+    pow2 = dgcompat.ceil_to_ue8m0(sf)
+    packed = dgcompat.get_mn_major_tma_aligned_packed_ue8m0_tensor(pow2)
+    _layout_check(c, f"get_mn_major_tma_aligned_packed_ue8m0_tensor ({mn}, {kb})", packed,
+                  reference.get_mn_major_tma_aligned_packed_ue8m0_tensor(pow2))
+    pow2_g = dgcompat.ceil_to_ue8m0(torch.rand((2, mn, kb), device=DEVICE, generator=gen) + 0.1)
+    packed_g = dgcompat.get_mn_major_tma_aligned_packed_ue8m0_tensor(pow2_g)
+    _layout_check(c, f"get_mn_major_tma_aligned_packed_ue8m0_tensor (2, {mn}, {kb})", packed_g,
+                  reference.get_mn_major_tma_aligned_packed_ue8m0_tensor(pow2_g))
+
+    sfa = dgcompat.transform_sf_into_required_layout(sf, mn, k, (1, 128, 128), is_sfa=True)
+    want_sfa = reference.transform_sf_into_required_layout(sf, mn, k, (1, 128, 128), is_sfa=True)
+    _layout_check(c, f"transform_sf_into_required_layout sfa ({mn}, {kb})", sfa, want_sfa)
+
+    block = torch.rand((-(-n // 128), kb), device=DEVICE, generator=gen) * 0.01 + 1e-3
+    sfb = dgcompat.transform_sf_into_required_layout(block, n, k, (1, 128, 128), is_sfa=False)
+    want_sfb = reference.transform_sf_into_required_layout(block, n, k, (1, 128, 128), is_sfa=False)
+    _layout_check(c, f"transform_sf_into_required_layout sfb {tuple(block.shape)}", sfb, want_sfb, _sfb_rule())
+
+    ue = dgcompat.transform_scale_ue8m0(block, n)
+    _layout_check(c, f"transform_scale_ue8m0 {tuple(block.shape)} -> ({n}, {ue.shape[-1]})", ue,
+                  reference.transform_scale_ue8m0(block, n))
+
+    # Scales that went through dgcompat's layout functions must be accepted by the next GEMM as they
+    # are; with K <= 512 the scale's K dimension has size 1, where a rewritten stride makes it assert.
+    a_fp8, a_sf = reference.per_token_cast_to_fp8(_randn((mn, k), gen))
+    b = reference.per_block_cast_to_fp8(_randn((n, k), gen))
+    ref = torch.empty((mn, n), device=DEVICE, dtype=torch.float32)
+    reference.fp8_gemm_nt((a_fp8, a_sf), b, ref)
+    operands = {
+        "TMA-aligned sfa, sfb as cast": ((a_fp8, dgcompat.get_mn_major_tma_aligned_tensor(a_sf)), b),
+        "sfa and sfb from transform_sf_into_required_layout": (
+            (a_fp8, dgcompat.transform_sf_into_required_layout(a_sf, mn, k, (1, 128, 128), is_sfa=True)),
+            (b[0], dgcompat.transform_sf_into_required_layout(b[1], n, k, (1, 128, 128), is_sfa=False))),
+    }
+    for what, (a_op, b_op) in operands.items():
+        name = f"fp8_gemm_nt with {what} (m={mn}, n={n}, k={k})"
+        d = torch.empty((mn, n), device=DEVICE, dtype=torch.bfloat16)
+        try:
+            dgcompat.fp8_gemm_nt(a_op, b_op, d)
+            _sync()
+        except Exception as exc:
+            c.exact(f"{name}: accepted", False, f"{type(exc).__name__}: {exc}"[:700])
+            continue
+        c.diff(name, d, ref)
+
+
+for _k in (128, 512):
+    def _make_scales(k: int = _k) -> Callable[[Checks], None]:
+        def body(c: Checks) -> None:
+            _scales_case(c, k)
+        return body
+    _case(f"scales_k{_k}", f"TMA-aligned and packed UE8M0 scale layouts with K={_k} (a size-1 trailing "
+          f"{'scale' if _k == 128 else 'packed'} dimension): values against the reference, strides as the GEMMs "
+          f"assert them, then fp8_gemm_nt with the scales those functions returned", metric=f"exact layouts + {DIFF_METRIC}",
+          tolerance=TOL_FP8_GEMM)(_make_scales())
+
+
+# --- running one case ----------------------------------------------------------------------------
+
+def run_case(case_id: str) -> dict[str, Any]:
+    """Run one case in this process and return its result record."""
+    t0 = time.perf_counter()
+    case = CASES.get(case_id)
+    if case is None:
+        return {"id": case_id, "outcome": "error", "metric": None, "tolerance": None, "value": None,
+                "message": f"unknown case {case_id!r}", "duration": 0.0}
+    rec: dict[str, Any] = {"id": case.id, "summary": case.summary, "metric": case.metric, "tolerance": case.tolerance}
+    checks = Checks(case.tolerance)
+    try:
+        import torch
+
+        if DEVICE == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("no CUDA device")
+        case.body(checks)
+        _sync()
+        failed = checks.failed()
+        rec["outcome"] = "failed" if failed or not checks.items else "passed"
+        rec["message"] = "; ".join(_check_text(f) for f in failed) if failed else ""
+        if not checks.items:
+            rec["message"] = "the case checked nothing"
+    except ExpectedFailure as exc:
+        rec["outcome"] = "xfail"
+        rec["message"] = str(exc)
+    except Exception as exc:
+        rec["outcome"] = "error"
+        rec["message"] = f"{type(exc).__name__}: {exc}"[:1500]
+        rec["traceback"] = traceback.format_exc()[-2500:]
+    worst = checks.worst()
+    if case.metric == EXACT_METRIC:
+        rec["value"] = len(checks.failed())
+    else:
+        rec["value"] = worst
+    rec["checks"] = checks.items
+    rec["duration"] = round(time.perf_counter() - t0, 3)
+    return rec
+
+
+def _check_text(c: dict[str, Any]) -> str:
+    if "value" in c:
+        return f"{c['name']}: diff {c['value']:.3g} > {c['tolerance']:g}"
+    return f"{c['name']}: {c.get('note') or 'does not hold'}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m dgcompat_conformance.gpu.cases CASE_ID`` prints the result as one JSON line; ``--list`` lists."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    if args[0] == "--list":
+        for case in CASES.values():
+            print(json.dumps({"id": case.id, "metric": case.metric, "tolerance": case.tolerance,
+                              "timeout": case.timeout, "summary": case.summary}))
+        return 0
+    rec = run_case(args[0])
+    print(json.dumps(rec, default=str), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,542 @@
+"""The GPU-tier runner: certify published deep_gemm releases on this machine's GPU and torch.
+
+For each release:
+
+1. install its wheel (plus the apache-tvm-ffi wheel its metadata pins, for the tvm-ffi era) into
+   an isolated folder with ``pip install --no-index --no-deps --target``: two deep_gemm builds never
+   share a folder or a process;
+2. run the ABI health check (:mod:`.abi`) in a child: dgcompat must bind the release and two tiny
+   calls must see their tensors. A release that fails is certified ``incompatible`` with the torch
+   it was built for (from :data:`dgcompat.detection.EXPECTED_TORCH`); where dgcompat refused it for
+   that reason, the check is repeated with ``DGCOMPAT_ALLOW_TORCH_MISMATCH=1`` to record what the
+   mismatch actually does (load failure or mis-read tensors);
+3. run every case (:mod:`.cases`) in its own child process under a watchdog: a case that prints no
+   result before its deadline is recorded as a ``hang``, its process group is killed, and the run
+   goes on with the next case;
+4. write ``<out>/gpu-<release>.json``: the same certificate as the CPU tier (schema, release,
+   distribution, binding, dgcompat version, torch, python, platform, device, timestamp, tests,
+   summary), with tier ``"gpu"``, the CUDA and driver versions, the ABI result and a verdict.
+
+Usage (any machine with a CUDA GPU, a CUDA-13 torch and nvcc)::
+
+    python -m dgcompat_conformance.gpu.runner --wheels ~/.cache/dgcompat/wheels --releases 0.1.4 0.1.5
+    python -m dgcompat_conformance.gpu.runner --wheels DIR --abi-only 0.2.2 0.2.5
+    python -m dgcompat_conformance.gpu.runner --table        # regenerate docs/compatibility-gpu.md only
+
+Releases may run concurrently (``--jobs``); cases of one release always run one after another.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from ..harness.wheels import wheel_sha256
+from .._paths import WING, import_path, wing_root
+from . import abi as _abi
+from .cases import CASES
+
+__all__ = [
+    "SCHEMA", "OUTCOMES", "certify_release", "environment_info", "find_wheel", "install_release",
+    "load_certificates", "render_markdown", "write_docs", "main",
+]
+
+SCHEMA = "dgcompat-conformance-certificate/1"
+TIER = "gpu"
+OUTCOMES = ("passed", "failed", "hang", "error", "xfail")
+SGL = "sgl-deep-gemm"
+
+DEFAULT_OUT = WING / "certificates"
+DEFAULT_DOCS = wing_root().parent / "docs" / "compatibility-gpu.md"  # in a checkout
+
+_print_lock = threading.Lock()
+
+
+def _say(text: str) -> None:
+    with _print_lock:
+        print(text, flush=True)
+
+
+def _short(text: str, limit: int = 800) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# --- wheels and installs -------------------------------------------------------------------------
+
+def _wheel_prefix(dist: str, version: str) -> str:
+    return re.sub(r"[-_.]+", "_", dist).lower() + "-" + version + "-"
+
+
+def find_wheel(dirs: Sequence[Path], dist: str, version: str) -> Path | None:
+    """The wheel of ``dist==version`` in any of ``dirs`` (searched recursively), or None."""
+    prefix = _wheel_prefix(dist, version)
+    for d in dirs:
+        if not d.is_dir():
+            continue
+        hits = sorted(p for p in d.rglob("*.whl") if p.name.lower().startswith(prefix))
+        if hits:
+            return hits[0]
+    return None
+
+
+def tvm_ffi_pin(wheel: Path) -> str | None:
+    """The ``apache-tvm-ffi`` version a wheel's metadata pins (``Requires-Dist: apache-tvm-ffi==X``)."""
+    with zipfile.ZipFile(wheel) as zf:
+        meta = next((n for n in zf.namelist() if n.endswith(".dist-info/METADATA")), None)
+        text = zf.read(meta).decode(errors="replace") if meta else ""
+    for line in text.splitlines():
+        m = re.match(r"Requires-Dist:\s*apache[-_]tvm[-_]ffi\s*==\s*([0-9][0-9A-Za-z.]*)\s*(;.*)?$", line)
+        if m and not (m.group(2) and "extra" in m.group(2)):
+            return m.group(1)
+    return None
+
+
+def install_release(wheel: Path, extra: Iterable[Path], target: Path, *, python: str = sys.executable) -> None:
+    """``pip install --no-index --no-deps --target target wheel extra...`` into a fresh folder."""
+    if target.exists():
+        shutil.rmtree(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [python, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--no-compile",
+           "--disable-pip-version-check", "--target", str(target), str(wheel), *map(str, extra)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"pip install of {wheel.name} failed: {_short(proc.stderr or proc.stdout, 400)}")
+
+
+def release_env(site: Path, jit_dir: Path) -> dict[str, str]:
+    """The environment of every child of one release: its folder first, then this repository."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(site), *import_path()])
+    env["DG_JIT_CACHE_DIR"] = str(jit_dir)  # each release compiles into its own cache
+    env["DGCOMPAT_BACKEND"] = "deep_gemm"
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    for name in ("DGCOMPAT_ALLOW_TORCH_MISMATCH", "DGCOMPAT_TRUST_SCHEDULES", "DGCOMPAT_DEBUG", "DGCOMPAT_ARCH"):
+        env.pop(name, None)
+    return env
+
+
+# --- the machine ---------------------------------------------------------------------------------
+
+_ENV_PROBE = r"""
+import json, platform, subprocess
+info = {"python": platform.python_version(), "platform": platform.platform()}
+try:
+    import torch
+    info["torch"] = torch.__version__
+    info["cuda"] = torch.version.cuda
+    if torch.cuda.is_available():
+        p = torch.cuda.get_device_properties(torch.cuda.current_device())
+        info["device"] = {"name": p.name, "sm": f"sm{p.major}{p.minor}", "num_sms": p.multi_processor_count,
+                          "memory_gib": round(p.total_memory / 2**30, 1)}
+except Exception as exc:
+    info["torch_error"] = f"{type(exc).__name__}: {exc}"
+driver = None
+try:
+    import pynvml
+    pynvml.nvmlInit()
+    driver = pynvml.nvmlSystemGetDriverVersion()
+    driver = driver.decode() if isinstance(driver, bytes) else driver
+except Exception:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30).stdout.strip().splitlines()
+        driver = out[0].strip() if out else None
+    except Exception:
+        driver = None
+info["driver"] = driver
+print(json.dumps(info))
+"""
+
+
+def environment_info(python: str = sys.executable) -> dict[str, Any]:
+    """torch, CUDA, driver, Python, platform and device of this machine (probed in a child)."""
+    proc = subprocess.run([python, "-c", _ENV_PROBE], capture_output=True, text=True, timeout=300)
+    line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("{")), None)
+    if line is None:
+        return {"python": platform.python_version(), "platform": platform.platform(),
+                "probe_error": _short(proc.stderr, 400)}
+    info: dict[str, Any] = json.loads(line)
+    return info
+
+
+def _dgcompat_version() -> str | None:
+    try:
+        from dgcompat._version import __version__
+
+        return __version__
+    except ImportError:
+        return None
+
+
+# --- running one release -------------------------------------------------------------------------
+
+def run_case_child(case_id: str, env: dict[str, str], timeout: float, cwd: Path,
+                   python: str = sys.executable) -> dict[str, Any]:
+    """Run one case in a child under a watchdog; return its record (``hang`` past the deadline)."""
+    case = CASES[case_id]
+    base = {"id": case_id, "metric": case.metric, "tolerance": case.tolerance, "value": None}
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([python, "-m", "dgcompat_conformance.gpu.cases", case_id], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=str(cwd), start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _abi.kill_group(proc)
+        return {**base, "outcome": "hang", "duration": round(time.perf_counter() - t0, 3),
+                "message": f"no result within {timeout:.0f} s; the child's process group was killed"}
+    wall = round(time.perf_counter() - t0, 3)
+    rec = None
+    for line in reversed(stdout.splitlines()):
+        if line.startswith("{"):
+            try:
+                cand = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(cand, dict) and cand.get("id") == case_id:
+                rec = cand
+                break
+    if rec is None:
+        tail = [ln for ln in (stderr or stdout).strip().splitlines() if ln.strip()][-6:]
+        return {**base, "outcome": "error", "duration": wall,
+                "message": _short(f"the child exited with status {proc.returncode} without a result: "
+                                  + " | ".join(tail), 1500)}
+    rec["child_duration"] = rec.get("duration")
+    rec["duration"] = wall
+    return rec
+
+
+def _test_entry(rec: dict[str, Any]) -> dict[str, Any]:
+    out = {"id": rec["id"], "outcome": rec["outcome"], "duration": float(rec.get("duration") or 0.0),
+           "metric": rec.get("metric"), "tolerance": rec.get("tolerance"), "value": rec.get("value"),
+           "message": str(rec.get("message") or "")}
+    for extra in ("summary", "checks", "child_duration", "traceback"):
+        if rec.get(extra) is not None:
+            out[extra] = rec[extra]
+    return out
+
+
+def summarize(tests: Iterable[dict[str, Any]]) -> dict[str, int]:
+    counts = {k: 0 for k in OUTCOMES}
+    for t in tests:
+        counts[t["outcome"]] += 1
+    return counts
+
+
+def _abi_summary(abi: dict[str, Any], forced: dict[str, Any] | None) -> dict[str, Any]:
+    keep = ("ok", "verdict", "detail", "load", "calls", "expected_torch", "torch", "torch_ok", "release", "binding",
+            "cuda_initialized_by_import", "seconds")
+    out = {k: abi.get(k) for k in keep if k in abi}
+    out["ok"] = bool(abi.get("ok"))
+    if forced is not None:
+        out["with_mismatch_allowed"] = {k: forced.get(k) for k in keep if k in forced}
+    return out
+
+
+def _incompatible_verdict(abi: dict[str, Any], forced: dict[str, Any] | None, env_info: dict[str, Any]) -> str:
+    found = abi.get("torch") or env_info.get("torch")
+    expected = abi.get("expected_torch")
+    if expected and abi.get("torch_ok") is False:
+        return f"incompatible: built for torch{expected}, found {found}"
+    detail = forced.get("verdict") if forced else abi.get("verdict")
+    return f"incompatible: ABI check failed on torch {found} ({detail})"
+
+
+def certify_release(version: str, *, wheel_dirs: Sequence[Path], work: Path, env_info: dict[str, Any],
+                    case_ids: Sequence[str], abi_only: bool = False, timeout_scale: float = 1.0,
+                    abi_timeout: float = 240.0, python: str = sys.executable) -> dict[str, Any]:
+    """Install, check and (unless ``abi_only``) run every case for one sgl-deep-gemm release."""
+    t_start = time.perf_counter()
+    cert: dict[str, Any] = {
+        "schema": SCHEMA, "tier": TIER, "release": version, "distribution": SGL, "binding": None,
+        "dgcompat_version": _dgcompat_version(), "torch": env_info.get("torch"), "cuda": env_info.get("cuda"),
+        "driver": env_info.get("driver"), "python": env_info.get("python"), "platform": env_info.get("platform"),
+        "device": env_info.get("device"), "arch": (env_info.get("device") or {}).get("sm"),
+        "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "wheel": None, "abi": None, "verdict": "failed", "tests": [],
+    }
+    try:
+        wheel = find_wheel(wheel_dirs, SGL, version)
+        if wheel is None:
+            raise RuntimeError(f"no {SGL} {version} wheel in {', '.join(map(str, wheel_dirs))}")
+        extra: list[Path] = []
+        pin = tvm_ffi_pin(wheel)
+        cert["wheel"] = {"file": wheel.name, "sha256": wheel_sha256(wheel), "apache_tvm_ffi": pin}
+        if pin:
+            tvm = find_wheel(wheel_dirs, "apache-tvm-ffi", pin)
+            if tvm is None:
+                raise RuntimeError(f"{wheel.name} needs apache-tvm-ffi=={pin}, and no such wheel is in "
+                                   f"{', '.join(map(str, wheel_dirs))}")
+            extra.append(tvm)
+        folder = work / version
+        site = folder / "site"
+        install_release(wheel, extra, site, python=python)
+        (folder / "jit").mkdir(parents=True, exist_ok=True)
+        env = release_env(site, folder / "jit")
+
+        abi = _abi.abi_check(abi_timeout, env=env, python=python)
+        cert["binding"] = abi.get("binding")
+        forced = None
+        if not abi.get("ok") and (abi.get("load") or {}).get("refused"):
+            # dgcompat refused the import from the torch pairing alone; show what the mismatch does.
+            forced = _abi.abi_check(abi_timeout, env=env, allow_torch_mismatch=True, python=python)
+        cert["abi"] = _abi_summary(abi, forced)
+        _say(f"[{version}] ABI: {abi.get('verdict')}: {_short(abi.get('detail', ''), 300)}"
+             + (f" | mismatch allowed: {forced.get('verdict')}: {_short(forced.get('detail', ''), 300)}" if forced else ""))
+        if not abi.get("ok"):
+            cert["verdict"] = _incompatible_verdict(abi, forced, env_info)
+        elif abi_only:
+            cert["verdict"] = "abi ok (cases not run)"
+        else:
+            for case_id in case_ids:
+                rec = run_case_child(case_id, env, CASES[case_id].timeout * timeout_scale, folder, python)
+                cert["tests"].append(_test_entry(rec))
+                val = rec.get("value")
+                _say(f"[{version}] {case_id:<28} {rec['outcome']:<7} {rec['duration']:6.1f}s"
+                     + (f"  value={val:.3g}" if isinstance(val, float) else "")
+                     + (f"  {_short(rec.get('message', ''), 300)}" if rec.get("message") else ""))
+            counts = summarize(cert["tests"])
+            bad = counts["failed"] + counts["error"] + counts["hang"]
+            cert["verdict"] = "certified" if bad == 0 else "failed"
+    except Exception as exc:
+        cert["runner_error"] = f"{type(exc).__name__}: {exc}"
+        cert["verdict"] = "failed"
+    cert["summary"] = summarize(cert["tests"])
+    cert["seconds"] = round(time.perf_counter() - t_start, 1)
+    return cert
+
+
+def certificate_path(out_dir: Path, release: str) -> Path:
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in release)
+    return out_dir / f"gpu-{safe}.json"
+
+
+def write_certificate(cert: dict[str, Any], out_dir: Path) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = certificate_path(out_dir, cert["release"])
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(cert, indent=1, default=str) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def check_certificate(cert: dict[str, Any]) -> list[str]:
+    """Problems with a GPU certificate's consistency (empty when sound)."""
+    problems = []
+    for key in ("schema", "tier", "release", "distribution", "binding", "dgcompat_version", "torch", "cuda", "driver",
+                "python", "platform", "device", "timestamp", "abi", "verdict", "tests", "summary"):
+        if key not in cert:
+            problems.append(f"missing field {key!r}")
+    if cert.get("tier") != TIER:
+        problems.append(f"tier is {cert.get('tier')!r}")
+    if any(t.get("outcome") not in OUTCOMES for t in cert.get("tests") or []):
+        problems.append("unknown outcome")
+    elif cert.get("summary") != summarize(cert.get("tests") or []):
+        problems.append("summary does not equal the counts of the tests list")
+    return problems
+
+
+# --- the compatibility table ---------------------------------------------------------------------
+
+def _version_key(release: str) -> tuple[Any, ...]:
+    try:
+        from packaging.version import Version
+
+        return (0, Version(release))
+    except Exception:
+        return (1, release)
+
+
+def load_certificates(out_dir: Path = DEFAULT_OUT) -> list[dict[str, Any]]:
+    """Every ``gpu-*.json`` certificate in ``out_dir``, oldest release first."""
+    certs = []
+    for path in sorted(out_dir.glob("gpu-*.json")):
+        try:
+            cert = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if cert.get("tier") == TIER:
+            certs.append(cert)
+    return sorted(certs, key=lambda c: _version_key(str(c.get("release"))))
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(certs: Sequence[dict[str, Any]]) -> str:
+    """docs/compatibility-gpu.md from the certificates (a release table, a case matrix, the notes)."""
+    lines = [
+        "# GPU compatibility (real kernels)",
+        "",
+        "Generated from `conformance/dgcompat_conformance/certificates/gpu-*.json` by `python -m dgcompat_conformance.gpu.runner --table`;",
+        "do not edit by hand. Each release was installed into its own folder, checked for ABI health (its native",
+        "library must load through dgcompat and a tiny `get_paged_mqa_logits_metadata` + `fp8_gemm_nt` call must",
+        "see its tensors), then every case ran in its own process under a watchdog and was compared with",
+        "`dgcompat.reference` on the same GPU tensors (`diff = 1 - 2*sum(x*y)/sum(x*x+y*y)` over valid positions).",
+        "",
+    ]
+    envs = sorted({(json.dumps(c.get("device"), sort_keys=True), c.get("driver"), c.get("cuda"), c.get("torch"),
+                    c.get("python")) for c in certs})
+    for dev, driver, cuda, torch_v, py in envs:
+        d = json.loads(dev) or {}
+        lines.append(f"Machine: {d.get('name', '?')} ({d.get('sm', '?')}, {d.get('num_sms', '?')} SMs), driver "
+                     f"{driver}, CUDA {cuda}, torch {torch_v}, Python {py}.")
+    lines += ["", "## Releases", "",
+              "| sgl-deep-gemm | verdict | passed | failed | hang | error | xfail | ABI check | certified on |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for c in certs:
+        s = c.get("summary") or summarize(c.get("tests") or [])
+        abi = c.get("abi") or {}
+        abi_text = abi.get("verdict") or ("ok" if abi.get("ok") else "-")
+        forced = abi.get("with_mismatch_allowed")
+        if forced:
+            why = ""
+            if forced.get("load") and not forced["load"].get("ok"):
+                # The innermost error is the dynamic linker's (e.g. an undefined torch symbol).
+                why = str(forced["load"].get("error") or "").split(" <- ")[-1]
+            elif forced.get("calls"):
+                bad = [x for x in forced["calls"] if not x.get("ok")]
+                why = f"{bad[0]['name']}: " + str(bad[0]["detail"]).split("rejected the call: ")[-1] if bad else ""
+            abi_text += f"; imported anyway: {forced.get('verdict')}" + (f" (`{_short(why, 220)}`)" if why else "")
+        lines.append("| " + " | ".join(_cell(x) for x in (
+            c.get("release"), c.get("verdict"), s["passed"], s["failed"], s["hang"], s["error"], s["xfail"],
+            abi_text, (c.get("timestamp") or "")[:10])) + " |")
+    ran = [c for c in certs if c.get("tests")]
+    if ran:
+        ids: list[str] = []
+        for c in ran:
+            for t in c["tests"]:
+                if t["id"] not in ids:
+                    ids.append(t["id"])
+        marks = {"passed": "pass", "failed": "**FAIL**", "hang": "**HANG**", "error": "**ERROR**", "xfail": "xfail"}
+        lines += ["", "## Cases", "", "| case | metric / tolerance | " + " | ".join(c["release"] for c in ran) + " |",
+                  "|---|---|" + "---|" * len(ran)]
+        for cid in ids:
+            first = next(t for c in ran for t in c["tests"] if t["id"] == cid)
+            tol = first.get("tolerance")
+            metric = "exact" if str(first.get("metric", "")).startswith("exact:") else (
+                f"diff <= {tol:g}" if isinstance(tol, (int, float)) else "-")
+            row = [f"`{cid}`", metric]
+            for c in ran:
+                t = next((t for t in c["tests"] if t["id"] == cid), None)
+                if t is None:
+                    row.append("-")
+                    continue
+                v = t.get("value")
+                cell = marks.get(t["outcome"], t["outcome"])
+                if isinstance(v, float) and t["outcome"] in ("passed", "failed"):
+                    cell += f" ({v:.1e})"
+                row.append(cell)
+            lines.append("| " + " | ".join(row) + " |")
+        # One line per distinct finding: the same message on several releases is listed once.
+        grouped: dict[tuple[str, str, str], list[str]] = {}
+        for c in ran:
+            for t in c["tests"]:
+                if t["outcome"] == "passed":
+                    continue
+                label = re.escape(f"{SGL} {c['release']}") + r"(?![\w./])"
+                message = re.sub(label, f"{SGL} <release>", str(t.get("message") or ""))
+                grouped.setdefault((t["id"], t["outcome"], message), []).append(c["release"])
+        if grouped:
+            lines += ["", "## Expected failures and findings", ""]
+            for (cid, outcome, message), releases in grouped.items():
+                lines.append(f"- `{cid}` ({outcome}) on {', '.join(releases)}: {_cell(_short(message, 700))}")
+        lines += ["", "## What the cases check", ""]
+        for cid in ids:
+            first = next(t for c in ran for t in c["tests"] if t["id"] == cid)
+            summary = first.get("summary") or (CASES[cid].summary if cid in CASES else "")
+            lines.append(f"- `{cid}`: {_cell(summary)}; metric: {_cell(first.get('metric'))}, tolerance "
+                         f"{first.get('tolerance')}.")
+    return "\n".join(lines) + "\n"
+
+
+def write_docs(out_dir: Path = DEFAULT_OUT, docs: Path = DEFAULT_DOCS) -> Path:
+    """Regenerate the compatibility table from the certificates in ``out_dir``."""
+    docs.parent.mkdir(parents=True, exist_ok=True)
+    docs.write_text(render_markdown(load_certificates(out_dir)))
+    return docs
+
+
+# --- command line --------------------------------------------------------------------------------
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m dgcompat_conformance.gpu.runner", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--wheels", type=Path, action="append", default=[],
+                   help="folder holding sgl-deep-gemm and apache-tvm-ffi wheels (repeatable, searched recursively; "
+                        "default ~/.cache/dgcompat/wheels)")
+    p.add_argument("--releases", nargs="*", default=[], help="releases to certify with every case")
+    p.add_argument("--abi-only", nargs="*", default=[], help="releases to give an ABI verdict only")
+    p.add_argument("--cases", default="", help="comma-separated case ids (default: all)")
+    p.add_argument("--jobs", type=int, default=1, help="releases run at the same time")
+    p.add_argument("--timeout-scale", type=float, default=1.0, help="multiply every case deadline")
+    p.add_argument("--work", type=Path, default=None, help="install and JIT-cache folders (default: a temp folder)")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="certificate folder")
+    p.add_argument("--docs", type=Path, default=DEFAULT_DOCS, help="the generated compatibility table")
+    p.add_argument("--no-docs", action="store_true", help="do not regenerate the table")
+    p.add_argument("--table", action="store_true", help="only regenerate the table from the certificates")
+    p.add_argument("--list", action="store_true", help="list the cases")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    opts = _parser().parse_args(argv)
+    if opts.list:
+        for case in CASES.values():
+            print(f"{case.id:<28} {case.timeout:5.0f}s  {case.summary}")
+        return 0
+    if opts.table:
+        print(write_docs(opts.out, opts.docs))
+        return 0
+    case_ids = [c for c in opts.cases.split(",") if c] or list(CASES)
+    unknown = [c for c in case_ids if c not in CASES]
+    if unknown:
+        print(f"unknown cases: {unknown}", file=sys.stderr)
+        return 2
+    wheel_dirs = opts.wheels or [Path.home() / ".cache" / "dgcompat" / "wheels"]
+    jobs_list = [(v, False) for v in opts.releases] + [(v, True) for v in opts.abi_only]
+    if not jobs_list:
+        print("nothing to do: give --releases and/or --abi-only (or --table)", file=sys.stderr)
+        return 2
+    work = opts.work or Path(tempfile.mkdtemp(prefix="dgcompat-gpu-"))
+    env_info = environment_info()
+    _say(f"machine: {json.dumps(env_info)}")
+    certs: list[dict[str, Any]] = []
+
+    def one(item: tuple[str, bool]) -> dict[str, Any]:
+        version, abi_only = item
+        cert = certify_release(version, wheel_dirs=wheel_dirs, work=work, env_info=env_info, case_ids=case_ids,
+                               abi_only=abi_only, timeout_scale=opts.timeout_scale)
+        path = write_certificate(cert, opts.out)
+        s = cert["summary"]
+        _say(f"== {version}: {cert['verdict']}  passed {s['passed']} failed {s['failed']} hang {s['hang']} "
+             f"error {s['error']} xfail {s['xfail']}  {cert['seconds']:.0f}s -> {path.name}"
+             + (f"  runner error: {cert['runner_error']}" if cert.get("runner_error") else ""))
+        return cert
+
+    with ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
+        certs = list(pool.map(one, jobs_list))
+    if not opts.no_docs:
+        _say(f"table: {write_docs(opts.out, opts.docs)}")
+    bad = [c for c in certs if c["verdict"] == "failed"]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

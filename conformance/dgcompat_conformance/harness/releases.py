@@ -1,0 +1,106 @@
+"""The published deep_gemm builds the CPU tier knows, and how a release is named.
+
+A release id is the bare version for ``sgl-deep-gemm`` (``"0.1.4"``) and ``<dist>-<version>`` for
+the copies bundled in a kernel wheel (``"sgl-kernel-0.3.21"``). The same id names the
+expected-failure file ``conformance/dgcompat_conformance/xfails/<id>.txt`` and the certificate.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "ReleaseSpec",
+    "SGL_DEEP_GEMM",
+    "SGL_DEEP_GEMM_RELEASES",
+    "BUNDLED_RELEASES",
+    "all_releases",
+    "parse_release",
+    "spec_from_wheel",
+]
+
+SGL_DEEP_GEMM = "sgl-deep-gemm"
+
+#: Every sgl-deep-gemm release on PyPI (wheel-matrix.md §2.1).
+SGL_DEEP_GEMM_RELEASES: tuple[str, ...] = (
+    "0.0.1", "0.1.0", "0.1.1", "0.1.2", "0.1.3", "0.1.4", "0.1.4.post1", "0.1.5", "0.1.5.post1",
+    "0.1.5.post2", "0.1.5.post3", "0.1.6", "0.1.7", "0.2.0", "0.2.1", "0.2.1.post1", "0.2.2",
+    "0.2.3", "0.2.3.post1", "0.2.3.post2", "0.2.5",
+)
+
+#: Kernel wheels that bundle a deep_gemm copy (wheel-matrix.md §2.2); ~500 MB each, so opt-in.
+BUNDLED_RELEASES: tuple[tuple[str, str], ...] = (
+    ("sgl-kernel", "0.3.21"),
+    ("sglang-kernel", "0.4.0"),
+    ("sglang-kernel", "0.4.1.post1"),
+    ("sglang-kernel", "0.4.2"),
+)
+
+_KERNEL_DISTS = ("sgl-kernel", "sglang-kernel")
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@dataclass(frozen=True)
+class ReleaseSpec:
+    """One published build of deep_gemm: which distribution, which version, where its wheel is."""
+
+    dist: str
+    version: str
+    wheel: Path | None = None  # a local wheel file; None = fetch from the index into the cache
+
+    @property
+    def bundled(self) -> bool:
+        """True for a deep_gemm copy inside sgl-kernel / sglang-kernel."""
+        return _norm(self.dist) in _KERNEL_DISTS
+
+    @property
+    def id(self) -> str:
+        """``"0.1.4"`` for sgl-deep-gemm, ``"sgl-kernel-0.3.21"`` for a bundled copy."""
+        return self.version if _norm(self.dist) == SGL_DEEP_GEMM else f"{_norm(self.dist)}-{self.version}"
+
+    @property
+    def requirement(self) -> str:
+        """What ``pip download`` is asked for."""
+        return f"{_norm(self.dist)}=={self.version}"
+
+    def __str__(self) -> str:
+        return f"{_norm(self.dist)} {self.version}" + (" (bundled)" if self.bundled else "")
+
+
+def all_releases(*, bundled: bool = False) -> list[ReleaseSpec]:
+    """Every sgl-deep-gemm release, then (with ``bundled``) the kernel-wheel copies."""
+    out = [ReleaseSpec(SGL_DEEP_GEMM, v) for v in SGL_DEEP_GEMM_RELEASES]
+    if bundled:
+        out += [ReleaseSpec(d, v) for d, v in BUNDLED_RELEASES]
+    return out
+
+
+def parse_release(text: str) -> ReleaseSpec:
+    """Read ``0.1.4``, ``sgl-deep-gemm==0.1.4``, ``sgl-kernel-0.3.21`` or ``sglang-kernel==0.4.2``."""
+    text = text.strip()
+    m = re.fullmatch(r"([A-Za-z][A-Za-z0-9_.-]*?)\s*(?:==|-|\s)\s*(\d[0-9A-Za-z.+!]*)", text)
+    if m and not text[0].isdigit():
+        dist, version = _norm(m.group(1)), m.group(2)
+        if dist not in (SGL_DEEP_GEMM, *_KERNEL_DISTS):
+            raise ValueError(f"unknown distribution {m.group(1)!r}: expected sgl-deep-gemm, sgl-kernel or sglang-kernel")
+        return ReleaseSpec(dist, version)
+    if re.fullmatch(r"\d[0-9A-Za-z.+!]*", text):
+        return ReleaseSpec(SGL_DEEP_GEMM, text)
+    raise ValueError(f"cannot read a release from {text!r}: give a version such as 0.1.4 or dist==version")
+
+
+def spec_from_wheel(path: str | Path) -> ReleaseSpec:
+    """The release a wheel file holds, from its file name (``<dist>-<version>-<tags>.whl``)."""
+    p = Path(path)
+    parts = p.name.split("-")
+    if p.suffix != ".whl" or len(parts) < 5:
+        raise ValueError(f"{p.name} is not a wheel file name (<dist>-<version>-<python>-<abi>-<platform>.whl)")
+    dist = _norm(parts[0])
+    if dist not in (SGL_DEEP_GEMM, *_KERNEL_DISTS):
+        raise ValueError(f"{p.name} is a {dist} wheel: only sgl-deep-gemm, sgl-kernel and sglang-kernel hold deep_gemm")
+    return ReleaseSpec(dist, parts[1], p.resolve())

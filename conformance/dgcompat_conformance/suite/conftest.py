@@ -1,0 +1,111 @@
+"""Configuration of the conformance suite (run by the harness child, or directly with pytest).
+
+The header says what is under test: dgcompat's detection of the deep_gemm in this process, its
+capabilities, torch, and whether the kernels are real (a GPU) or stand-ins (the CPU tier).
+Hypothesis runs with bounded, derandomized examples so that certificates are reproducible.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from dgcompat_conformance.suite import _support
+
+_EXAMPLES = int(os.environ.get("DGCOMPAT_CONFORMANCE_EXAMPLES", "6"))
+settings.register_profile(
+    "conformance",
+    max_examples=_EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    print_blob=False,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
+settings.load_profile(os.environ.get("DGCOMPAT_CONFORMANCE_PROFILE", "conformance"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "raw: calls deep_gemm itself (checks the release, not dgcompat)")
+    config.addinivalue_line("markers", "stable: calls dgcompat's stable surface")
+
+
+def _capabilities_lines() -> list[str]:
+    try:
+        import dgcompat
+
+        caps = dgcompat.capabilities()
+    except Exception as exc:  # the header must never break the run
+        return [f"capabilities: unavailable ({type(exc).__name__}: {exc})"]
+    fields = getattr(caps, "__dataclass_fields__", {})
+    items = [f"{name}={getattr(caps, name)!r}" for name in fields if name != "sources"]
+    return ["capabilities: " + ", ".join(items)]
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    import torch
+
+    from dgcompat_conformance.harness.session import current
+
+    lines = []
+    s = current()
+    tier = _support.tier()
+    device = "cpu-tier (native library replaced by stand-ins)" if tier == "cpu-tier" else (
+        torch.cuda.get_device_name() if tier == "gpu" else tier)
+    lines.append(f"dgcompat conformance: tier={tier} device={device} torch={torch.__version__}")
+    if s is not None and s.installed is not None:
+        p = s.installed.profile
+        lines.append(f"stand-ins: {p.dist} {p.version} binding={p.binding} flavor={p.flavor} arch={p.arch} "
+                     f"num_sms={s.installed.state.num_sms}")
+    try:
+        import dgcompat
+
+        rel = dgcompat.release()
+        lines.append(f"dgcompat.release(): {rel.label} (binding {rel.binding}, source {rel.source})")
+    except Exception as exc:
+        lines.append(f"dgcompat.release(): unavailable ({type(exc).__name__}: {exc})")
+    subject = os.environ.get("DGCOMPAT_CONFORMANCE_SUBJECT")
+    if subject:
+        lines.append(f"subject under test: {subject} (instead of dgcompat)")
+    lines += _capabilities_lines()
+    return lines
+
+
+@pytest.fixture(scope="session")
+def dg() -> Any:
+    """The stable surface under test (dgcompat unless the harness names another subject)."""
+    return _support.subject()
+
+
+@pytest.fixture(scope="session")
+def raw() -> Any:
+    """The deep_gemm module itself (skipped on the reference tier, which has none)."""
+    if _support.tier() == "reference":
+        pytest.skip("the reference tier has no deep_gemm")
+    import deep_gemm
+
+    return deep_gemm
+
+
+@pytest.fixture(scope="session")
+def flavor() -> str:
+    """``sgl``, ``bundled``, ``reference`` or ``other``."""
+    return _support.flavor()
+
+
+@pytest.fixture()
+def restore_runtime(dg: Any) -> Any:
+    """Put back the SM count and PDL flag a test changes."""
+    try:
+        before = dg.get_num_sms()
+    except Exception:
+        before = None
+    yield
+    if before is not None:
+        try:
+            dg.set_num_sms(before)
+        except Exception:
+            pass

@@ -1,0 +1,218 @@
+"""Reading a deep_gemm release from a wheel, an unpacked folder, or the wheel cache."""
+
+from __future__ import annotations
+
+import email.parser
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from dgcompat.errors import DgcompatError
+
+__all__ = [
+    "SurfaceError",
+    "ReleaseFiles",
+    "DIST_NAME",
+    "PACKAGE",
+    "cache_root",
+    "wheel_dir",
+    "find_cached_wheel",
+    "download_wheel",
+    "read_wheel",
+    "read_folder",
+    "sha256_file",
+]
+
+DIST_NAME = "sgl-deep-gemm"
+PACKAGE = "deep_gemm"
+
+
+class SurfaceError(DgcompatError, ValueError):
+    """A release could not be found, downloaded or read."""
+
+
+@dataclass(frozen=True)
+class ReleaseFiles:
+    """The parts of a release the surface is read from."""
+
+    kind: str
+    """``"wheel"`` or ``"folder"``."""
+    name: str
+    """The wheel file name, or the folder name."""
+    sha256: str | None
+    python_sources: dict[str, str]
+    """``deep_gemm/...py`` -> source text."""
+    shared_objects: dict[str, bytes]
+    """``deep_gemm/...so`` -> bytes."""
+    metadata: str | None
+    """The ``METADATA`` text of the owning distribution, if found."""
+    notes: list[str] = field(default_factory=list)
+
+
+def cache_root() -> Path:
+    """``$DGCOMPAT_CACHE``, else ``~/.cache/dgcompat``."""
+    env = os.environ.get("DGCOMPAT_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "dgcompat"
+
+
+def wheel_dir() -> Path:
+    """Where wheels are kept (``<cache>/wheels``)."""
+    return cache_root() / "wheels"
+
+
+def sha256_file(path: Path) -> str:
+    """Hex SHA-256 of a file."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _parse_version(version: str) -> Version:
+    try:
+        return Version(version)
+    except InvalidVersion as exc:
+        raise SurfaceError(f"{version!r} is neither an existing path nor a release version") from exc
+
+
+def find_cached_wheel(version: str, directory: Path | None = None, dist: str = DIST_NAME) -> Path | None:
+    """The cached wheel of ``dist==version`` in ``directory`` (default: :func:`wheel_dir`), or None."""
+    wanted = _parse_version(version)
+    folder = directory or wheel_dir()
+    if not folder.is_dir():
+        return None
+    hits: list[Path] = []
+    for path in folder.iterdir():
+        if path.suffix != ".whl":
+            continue
+        try:
+            name, ver, _build, _tags = parse_wheel_filename(path.name)
+        except InvalidWheelFilename:
+            continue
+        if name == canonicalize_name(dist) and ver == wanted:
+            hits.append(path)
+    return sorted(hits)[0] if hits else None
+
+
+def download_wheel(version: str, directory: Path | None = None, dist: str = DIST_NAME, timeout: float = 900.0) -> Path:
+    """``pip download --no-deps <dist>==<version>`` into ``directory``; the wheel path."""
+    _parse_version(version)
+    folder = directory or wheel_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    # Download into a private folder so a concurrent reader never sees a half-written wheel.
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".download-") as tmp:
+        cmd = [
+            sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+            "--only-binary=:all:", "--platform", "manylinux2014_x86_64", "-d", tmp, f"{dist}=={version}",
+        ]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise SurfaceError(f"pip download {dist}=={version} failed: {exc}") from exc
+        wheels = [p for p in Path(tmp).iterdir() if p.suffix == ".whl"]
+        if proc.returncode != 0 or not wheels:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+            raise SurfaceError(f"pip download {dist}=={version} failed (exit {proc.returncode}): {' | '.join(tail)}")
+        target = folder / wheels[0].name
+        if not target.exists():
+            shutil.move(str(wheels[0]), str(target))
+    return target
+
+
+def _in_package(path: str) -> bool:
+    parts = path.split("/")
+    # The CUDA headers under deep_gemm/include are not part of the Python surface.
+    return len(parts) >= 2 and parts[0] == PACKAGE and parts[1] != "include"
+
+
+def _pick_metadata(candidates: Iterable[tuple[str, str, str | None]]) -> str | None:
+    """From ``(dist-info name, METADATA text, RECORD/top_level text)``, the one owning deep_gemm."""
+    items = list(candidates)
+    for _name, metadata, owner_text in items:
+        if owner_text and (f"{PACKAGE}/__init__.py" in owner_text or owner_text.split() == [PACKAGE] or PACKAGE in owner_text.split()):
+            return metadata
+    return items[0][1] if len(items) == 1 else None
+
+
+def read_wheel(path: Path) -> ReleaseFiles:
+    """Read the deep_gemm package and the dist-info METADATA from a wheel, without unpacking it."""
+    try:
+        zf = zipfile.ZipFile(path)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise SurfaceError(f"{path}: not a readable wheel: {exc}") from exc
+    with zf:
+        names = zf.namelist()
+        sources: dict[str, str] = {}
+        shared: dict[str, bytes] = {}
+        for name in names:
+            if not _in_package(name):
+                continue
+            if name.endswith(".py"):
+                sources[name] = zf.read(name).decode("utf-8", "replace")
+            elif name.endswith(".so"):
+                shared[name] = zf.read(name)
+        metas: list[tuple[str, str, str | None]] = []
+        for name in names:
+            parts = name.split("/")
+            if len(parts) == 2 and parts[0].endswith(".dist-info") and parts[1] == "METADATA":
+                owner = None
+                for extra in ("RECORD", "top_level.txt"):
+                    member = f"{parts[0]}/{extra}"
+                    if member in names:
+                        owner = (owner or "") + zf.read(member).decode("utf-8", "replace")
+                metas.append((parts[0], zf.read(name).decode("utf-8", "replace"), owner))
+    if f"{PACKAGE}/__init__.py" not in sources:
+        raise SurfaceError(f"{path}: the wheel has no {PACKAGE}/__init__.py")
+    return ReleaseFiles("wheel", path.name, sha256_file(path), sources, shared, _pick_metadata(metas))
+
+
+def read_folder(path: Path) -> ReleaseFiles:
+    """Read an installed or unpacked ``deep_gemm/`` (``path`` is its parent, or the package itself)."""
+    root = path
+    if (path / "__init__.py").is_file() and path.name == PACKAGE:
+        root = path.parent
+    pkg = root / PACKAGE
+    if not (pkg / "__init__.py").is_file():
+        raise SurfaceError(f"{path}: no {PACKAGE}/__init__.py in this folder")
+    sources: dict[str, str] = {}
+    shared: dict[str, bytes] = {}
+    for file in sorted(pkg.rglob("*")):
+        rel = file.relative_to(root).as_posix()
+        if not file.is_file() or not _in_package(rel) or "__pycache__" in rel:
+            continue
+        if file.suffix == ".py":
+            sources[rel] = file.read_text("utf-8", "replace")
+        elif file.suffix == ".so":
+            shared[rel] = file.read_bytes()
+    metas: list[tuple[str, str, str | None]] = []
+    for info in sorted(root.glob("*.dist-info")):
+        meta = info / "METADATA"
+        if not meta.is_file():
+            continue
+        owner = "".join(
+            (info / extra).read_text("utf-8", "replace") for extra in ("RECORD", "top_level.txt") if (info / extra).is_file()
+        )
+        metas.append((info.name, meta.read_text("utf-8", "replace"), owner or None))
+    return ReleaseFiles("folder", pkg.resolve().parent.name, None, sources, shared, _pick_metadata(metas))
+
+
+def parse_metadata(text: str | None) -> tuple[dict[str, str] | None, list[str]]:
+    """``({"name", "version"}, Requires-Dist lines)`` from METADATA text."""
+    if not text:
+        return None, []
+    msg = email.parser.Parser().parsestr(text, headersonly=True)
+    name, version = msg.get("Name"), msg.get("Version")
+    release = {"name": str(canonicalize_name(name)), "version": str(version)} if name and version else None
+    requires = [str(r).strip() for r in msg.get_all("Requires-Dist") or []]
+    return release, requires
