@@ -222,7 +222,8 @@ def test_synthetic_unhandled_drift() -> None:
     assert {m.status for m in mapped} == {"drift"}
     assert not any(m.handled for m in mapped)
     calls = intake.check_calls(after)
-    assert any("c is documented at #3" in p and "sits at #5" in p for p in calls)
+    # gemm passes c by position (#3): the moved parameter breaks that slot.
+    assert any("passes c at #3, but #3 is recipe" in p for p in calls)
     text = intake.render_mapped(mapped, before, after, table_problems=intake.check_table(after), call_problems=calls)
     assert "unhandled drift (3):" in text
     assert "deep_gemm.fp8_gemm_nt moved-param c: c moved from #3 to #5" in text
@@ -287,15 +288,28 @@ def test_a_covering_row_that_lies_is_drift() -> None:
 def test_fallbacks_irrelevant_symbols_and_packaging() -> None:
     before = synthetic()
     after = copy.deepcopy(before)
-    del after["python"]["deep_gemm.m_grouped_fp8_gemm_nt_contiguous"]  # the fp8_fp4 name is still there
+    # moe.py calls m_grouped_fp8_gemm_nt_contiguous and has no fallback: its removal is drift.
+    del after["python"]["deep_gemm.m_grouped_fp8_gemm_nt_contiguous"]
     after["python"]["deep_gemm.fp8_einsum"]["params"].pop()
     after["requires_dist"] = ["torch"]
     mapped = intake.map_changes(intake.diff_surfaces(before, after, all_symbols=True), before=before, after=after)
     got = _statuses(mapped)
-    assert got[("removed-function", "deep_gemm.m_grouped_fp8_gemm_nt_contiguous", None)][0] == "compatible"
+    assert got[("removed-function", "deep_gemm.m_grouped_fp8_gemm_nt_contiguous", None)][0] == "drift"
     assert got[("removed-param", "deep_gemm.fp8_einsum", "d")] == ("irrelevant", [])
     assert got[("requires-changed", "deep_gemm", None)][0] == "compatible"
-    assert all(m.handled for m in mapped)
+    assert [m.change.symbol for m in mapped if not m.handled] == ["deep_gemm.m_grouped_fp8_gemm_nt_contiguous"]
+
+
+def test_declared_fallbacks_count_as_called() -> None:
+    before = synthetic()
+    after = copy.deepcopy(before)
+    # runtime.py falls back to get_m_alignment_for_contiguous_layout when the mk name is missing.
+    del after["python"]["deep_gemm.get_mk_alignment_for_contiguous_layout"]
+    after["python"]["deep_gemm.get_m_alignment_for_contiguous_layout"] = copy.deepcopy(
+        before["python"]["deep_gemm.get_mk_alignment_for_contiguous_layout"])
+    got = _statuses(intake.map_changes(intake.diff_surfaces(before, after, all_symbols=True), before=before,
+                                       after=after))
+    assert got[("removed-function", "deep_gemm.get_mk_alignment_for_contiguous_layout", None)][0] == "compatible"
 
 
 def test_map_changes_without_surfaces() -> None:

@@ -38,6 +38,7 @@ from typing import Any, NamedTuple
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from dgcompat._calls import UpstreamCall, all_calls
 from dgcompat.detection import KNOWN_SGL_DEEP_GEMM, Release, _expected_torch
 from .surface import Change, SurfaceError, diff, extract, is_engine_symbol
 from dgcompat.table import Capabilities, compute, lookup
@@ -45,7 +46,7 @@ from dgcompat.table import Capabilities, compute, lookup
 __all__ = [
     "SURFACE_CLAIMS",
     "NOT_SURFACE_VISIBLE",
-    "StableUse",
+    "UpstreamCall",
     "STABLE_USES",
     "ROW_TOUCHES",
     "RELEASE_TOUCHES",
@@ -405,130 +406,14 @@ def check_torch(surface: Surface) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class StableUse:
-    """One upstream callable an adapter in dgcompat calls, and what about it the call relies on.
+STABLE_USES: tuple[UpstreamCall, ...] = all_calls()
 
-    Parameter entries are names as the releases spell them; ``"a|b"`` accepts either name and
-    ``"*"`` any name (the argument is passed by position, so only the slot matters).
-    """
-
-    symbol: str
-    """``deep_gemm.<name>`` or ``_C.<op>`` (a native op called directly)."""
-    caller: str
-    """The dgcompat function whose adapter makes the call."""
-    positional: tuple[str, ...] = ()
-    """Arguments passed by position, in order."""
-    keywords: tuple[str, ...] = ()
-    """Arguments passed by keyword."""
-    row_positional: tuple[tuple[str, str, tuple[Any, ...]], ...] = ()
-    """Further positional arguments whose presence rows decide: ``(param, capability, values where passed)``."""
-    uses_result: bool = False
-    """The adapter reads what the call returns."""
-    passthrough: bool = False
-    """:func:`dgcompat.resolve` may hand the upstream object to engines, so the documented positions of the
-    keyword arguments (right after the positional ones, in order) are part of the contract too."""
-    selected_by: tuple[str, Any] | None = None
-    """``(capability, value)``: called only where the release's capability has that value."""
-    alternatives: tuple[str, ...] = ()
-    """Symbols the adapter falls back to when this one is missing."""
-    optional: bool = False
-    """The adapter copes with the symbol's absence (``getattr`` with a no-op fallback)."""
-
-    def in_effect(self, caps: Any) -> bool:
-        """Whether the adapter calls this symbol on a release with ``caps`` (None: unknown, assume so).
-
-        ``caps`` is a :class:`~dgcompat.table.Capabilities` or any object with the same attributes.
-        """
-        if caps is None or self.selected_by is None:
-            return True
-        capability, value = self.selected_by
-        return bool(getattr(caps, capability) == value)
-
-    def expected_positional(self, caps: Any) -> tuple[str, ...]:
-        """Every argument passed by position on a release with ``caps`` (None: every possible one)."""
-        extra = tuple(p for p, cap, values in self.row_positional if caps is None or getattr(caps, cap) in values)
-        return self.positional + extra
-
-    def relied_names(self) -> frozenset[str]:
-        """Every parameter name this call passes (by position or keyword) on some release."""
-        names: set[str] = set()
-        for entry in self.positional + self.keywords + tuple(p for p, _c, _v in self.row_positional):
-            names.update(n for n in entry.split("|") if n != "*")
-        return frozenset(names)
-
-
-_MQA_ROW_POSITIONAL: tuple[tuple[str, str, tuple[Any, ...]], ...] = (
-    # indexer._bind_mqa: (.., clean) without max_seqlen_k, (.., clean, max_k) natively, (.., max_k) emulated.
-    ("clean_logits", "mqa_clean_logits", ("native",)),
-    ("max_seqlen_k", "mqa_max_seqlen_k", ("required", "optional")),
-)
-_MQA_POSITIONAL = ("q", "kv", "weights", "ks|cu_seq_len_k_start", "ke|cu_seq_len_k_end")
-_PAGED_POSITIONAL = ("q", "kv_cache|fused_kv_cache", "weights", "context_lens", "block_table", "schedule_meta",
-                     "max_context_len")
-_CONTIGUOUS_POSITIONAL = ("a", "b", "d", "grouped_layout|m_indices")
-_MASKED_POSITIONAL = ("a", "b", "d", "masked_m", "expected_m")
-
-#: Every upstream callable dgcompat's adapters (gemm, moe, indexer, scales, runtime) call, and how.
-STABLE_USES: tuple[StableUse, ...] = (
-    # gemm.py: impl(a, b, d, c=c, recipe=recipe); resolve() returns the upstream function itself.
-    StableUse(_dg("fp8_gemm_nt"), "dgcompat.fp8_gemm_nt", ("a", "b", "d"), ("c", "recipe"), passthrough=True),
-    StableUse(_dg("bf16_gemm_nt"), "dgcompat.bf16_gemm_nt", ("a", "b", "d"), ("c",), passthrough=True),
-    # moe.py: the layout tensor always by position (m_indices / grouped_layout), recipe by keyword.
-    StableUse(_dg("m_grouped_fp8_gemm_nt_contiguous"), "dgcompat.m_grouped_fp8_gemm_nt_contiguous",
-              _CONTIGUOUS_POSITIONAL, ("recipe",), alternatives=(_dg("m_grouped_fp8_fp4_gemm_nt_contiguous"),)),
-    StableUse(_dg("m_grouped_bf16_gemm_nt_contiguous"), "dgcompat.m_grouped_bf16_gemm_nt_contiguous",
-              _CONTIGUOUS_POSITIONAL, selected_by=("bf16_grouped_contiguous", True)),
-    StableUse(_dg("m_grouped_fp8_gemm_nt_masked"), "dgcompat.m_grouped_fp8_gemm_nt_masked", _MASKED_POSITIONAL,
-              ("recipe",), selected_by=("masked_gemm", "m_grouped_fp8_gemm_nt_masked")),
-    StableUse(_dg("fp8_m_grouped_gemm_nt_masked"), "dgcompat.m_grouped_fp8_gemm_nt_masked", _MASKED_POSITIONAL,
-              ("recipe",), selected_by=("masked_gemm", "fp8_m_grouped_gemm_nt_masked")),
-    StableUse(_dg("m_grouped_bf16_gemm_nt_masked"), "dgcompat.m_grouped_bf16_gemm_nt_masked", _MASKED_POSITIONAL,
-              passthrough=True, selected_by=("bf16_grouped_masked", True),
-              alternatives=(_dg("bf16_m_grouped_gemm_nt_masked"),)),
-    # indexer.py
-    StableUse(_dg("fp8_mqa_logits"), "dgcompat.fp8_mqa_logits", _MQA_POSITIONAL, row_positional=_MQA_ROW_POSITIONAL,
-              uses_result=True, selected_by=("mqa_logits", "fp8_mqa_logits")),
-    StableUse(_dg("fp8_fp4_mqa_logits"), "dgcompat.fp8_mqa_logits", _MQA_POSITIONAL,
-              row_positional=_MQA_ROW_POSITIONAL, uses_result=True, selected_by=("mqa_logits", "fp8_fp4_mqa_logits")),
-    # The fp8 name gets clean_logits=False at #7 only where it has no default (dgcompat masks itself);
-    # the fp8_fp4 name gets a (q, None) pair.
-    StableUse(_dg("fp8_paged_mqa_logits"), "dgcompat.fp8_paged_mqa_logits", _PAGED_POSITIONAL,
-              row_positional=(("clean_logits", "paged_clean_logits_arg", ("required",)),),
-              uses_result=True, selected_by=("paged_mqa_logits", "fp8_paged_mqa_logits")),
-    StableUse(_dg("fp8_fp4_paged_mqa_logits"), "dgcompat.fp8_paged_mqa_logits", _PAGED_POSITIONAL,
-              uses_result=True, selected_by=("paged_mqa_logits", "fp8_fp4_paged_mqa_logits")),
-    StableUse(_dg("get_paged_mqa_logits_metadata"), "dgcompat.get_paged_mqa_logits_metadata",
-              ("context_lens", "block_kv", "num_sms"), uses_result=True),
-    # scales.py
-    StableUse(_dg("transform_sf_into_required_layout"), "dgcompat.transform_sf_into_required_layout",
-              ("sf", "mn", "k", "recipe", "num_groups", "is_sfa"), uses_result=True),
-    StableUse(_dg("get_mn_major_tma_aligned_tensor"), "dgcompat.get_mn_major_tma_aligned_tensor", ("*",),
-              uses_result=True, passthrough=True, alternatives=(_dg("utils.layout.get_mn_major_tma_aligned_tensor"),)),
-    StableUse(_dg("get_mn_major_tma_aligned_packed_ue8m0_tensor"),
-              "dgcompat.get_mn_major_tma_aligned_packed_ue8m0_tensor", ("*",), uses_result=True, passthrough=True,
-              alternatives=(_dg("utils.layout.get_mn_major_tma_aligned_packed_ue8m0_tensor"),)),
-    # runtime.py
-    StableUse(_dg("get_mk_alignment_for_contiguous_layout"), "dgcompat.get_mk_alignment_for_contiguous_layout",
-              uses_result=True, alternatives=(_dg("get_m_alignment_for_contiguous_layout"),)),
-    StableUse(_dg("get_num_sms"), "dgcompat.get_num_sms", uses_result=True, passthrough=True),
-    StableUse(_dg("set_num_sms"), "dgcompat.set_num_sms", ("*",), passthrough=True),
-    StableUse(_dg("set_pdl"), "dgcompat.set_pdl", ("*",), selected_by=("pdl", "top-level")),
-    StableUse(_dg("get_pdl"), "dgcompat.get_pdl", uses_result=True, selected_by=("pdl", "top-level")),
-    StableUse("_C.set_pdl", "dgcompat.set_pdl", ("*",), selected_by=("pdl", "native")),
-    StableUse("_C.get_pdl", "dgcompat.get_pdl", uses_result=True, selected_by=("pdl", "native")),
-    StableUse(_dg("set_compile_mode"), "dgcompat.compile_mode", ("*",), selected_by=("compile_mode", True),
-              optional=True),
-    StableUse(_dg("get_compile_mode"), "dgcompat.compile_mode", uses_result=True,
-              selected_by=("compile_mode", True), optional=True),
-)
-
-_USES: dict[str, list[StableUse]] = {}
+_USES: dict[str, list[UpstreamCall]] = {}
 for _use in STABLE_USES:
     _USES.setdefault(_use.symbol, []).append(_use)
 
 # Alternatives are called only when the primary name is missing; they count as called symbols.
-_ALTERNATIVE_OF: dict[str, StableUse] = {alt: use for use in STABLE_USES for alt in use.alternatives}
+_ALTERNATIVE_OF: dict[str, UpstreamCall] = {alt: use for use in STABLE_USES for alt in use.alternatives}
 
 
 def _touches() -> dict[tuple[str, str | None], tuple[str, ...]]:
@@ -623,7 +508,7 @@ def _name_ok(entry: str, name: Any) -> bool:
     return entry == "*" or name is None or str(name) in entry.split("|")
 
 
-def _call_problems(use: StableUse, rec: Mapping[str, Any], caps: Any) -> list[str]:
+def _call_problems(use: UpstreamCall, rec: Mapping[str, Any], caps: Any) -> list[str]:
     params = _params(rec)
     if rec.get("kind") == "native" and rec.get("params") is None:
         return []  # a native op the library scan could not read: nothing to hold the call against
@@ -759,13 +644,13 @@ def _rows_for(change: Change) -> list[str]:
     return rows
 
 
-def _slot(use: StableUse, index: int) -> str:
+def _slot(use: UpstreamCall, index: int) -> str:
     if index < len(use.expected_positional(None)):
         return f"a slot {use.caller} fills by position"
     return f"a slot of the documented signature (dgcompat.resolve hands {use.symbol} to engines)"
 
 
-def _param_relied(change: Change, use: StableUse, caps_before: Capabilities | None, caps_after: Capabilities | None,
+def _param_relied(change: Change, use: UpstreamCall, caps_before: Capabilities | None, caps_after: Capabilities | None,
                   before: Surface | None, after: Surface | None) -> tuple[bool | None, str]:
     """(relied, why) for a parameter-level change: True breaks a call, None = a change worth a row, False = not."""
     name = change.param or ""
@@ -828,7 +713,7 @@ def _param_relied(change: Change, use: StableUse, caps_before: Capabilities | No
     return False, "does not change a parameter dgcompat passes"
 
 
-def _symbol_relied(change: Change, use: StableUse, after: Surface | None) -> tuple[bool | None, str]:
+def _symbol_relied(change: Change, use: UpstreamCall, after: Surface | None) -> tuple[bool | None, str]:
     kind = change.kind
     if kind in ("removed-function", "removed-symbol", "removed-native") or (kind == "kind-changed" and change.after == "none"):
         if use.optional:
@@ -863,7 +748,7 @@ def _torch_status(after: Surface | None) -> tuple[str, str]:
     return "handled", f"EXPECTED_TORCH pairs {rel.dist} {rel.version} with torch{rel.expected_torch}"
 
 
-def _classify(change: Change, uses: Sequence[StableUse], rows: list[str], lying: set[str],
+def _classify(change: Change, uses: Sequence[UpstreamCall], rows: list[str], lying: set[str],
               caps_before: Capabilities | None, caps_after: Capabilities | None,
               before: Surface | None, after: Surface | None) -> tuple[str, str]:
     """(status, reason) of one change."""
