@@ -40,6 +40,7 @@ from packaging.version import InvalidVersion, Version
 
 from dgcompat._calls import UpstreamCall, all_calls
 from dgcompat.detection import KNOWN_SGL_DEEP_GEMM, Release, _expected_torch
+from .certificate import COMMITTED, CertificateError, load_folder
 from .surface import Change, SurfaceError, diff, extract, is_engine_symbol
 from dgcompat.table import Capabilities, compute, lookup
 
@@ -962,38 +963,27 @@ def newest_on_index(dist: str = SGL, *, index_url: str | None = None, timeout: f
     return str(max(final or versions))
 
 
-def _certificate_dir() -> Path | None:
-    return Path(__file__).parent / "certificates"
-
-
-_PASSING = frozenset({"PASS", "certified", "passed"})
-
-
 def newest_certified(certificates: Path | None = None) -> tuple[str, str]:
     """(version, why): the newest known sgl-deep-gemm with a passing certificate, else the newest known.
 
-    Certificates are ``conformance/dgcompat_conformance/certificates/*.json`` (CPU tier ``<release>.json``, GPU tier
-    ``gpu-<release>.json``); a certificate counts when its verdict passed.
+    Certificates are read with the one certificate reader (:func:`dgcompat_conformance.certificate.load_folder`;
+    default: the committed ones, CPU tier ``cpu-<release>.json``, GPU tier ``gpu-<release>.json``); a
+    certificate counts when its verdict passed. An unsound certificate raises
+    :class:`~dgcompat_conformance.certificate.CertificateError` naming the file.
     """
-    folder = certificates if certificates is not None else _certificate_dir()
+    folder = certificates if certificates is not None else COMMITTED
     best: Version | None = None
     source = ""
-    for path in sorted(folder.glob("*.json")) if folder is not None and folder.is_dir() else []:
-        try:
-            cert = json.loads(path.read_text("utf-8"))
-        except (OSError, ValueError):
+    unsound: list[CertificateError] = []
+    for cert in sorted(load_folder(folder, unsound=unsound), key=lambda c: str(c.path)):
+        if not cert.passing or cert.release not in KNOWN_SGL_DEEP_GEMM or cert.distribution not in (None, SGL):
             continue
-        if not isinstance(cert, dict) or str(cert.get("verdict")) not in _PASSING:
-            continue
-        release = str(cert.get("release") or "")
-        if release not in KNOWN_SGL_DEEP_GEMM or cert.get("distribution") not in (None, SGL):
-            continue
-        if best is None or Version(release) > best:
-            best, source = Version(release), path.name
+        if best is None or Version(cert.release) > best:
+            best, source = Version(cert.release), cert.path.name if cert.path is not None else cert.release
+    skipped = f"; {len(unsound)} unsound certificate(s) not counted" if unsound else ""
     if best is not None:
-        return str(best), f"newest certified release ({source})"
-    where = folder if folder is not None else "conformance/dgcompat_conformance/certificates"
-    return KNOWN_SGL_DEEP_GEMM[-1], f"newest known release; no passing certificate in {where}"
+        return str(best), f"newest certified release ({source}{skipped})"
+    return KNOWN_SGL_DEEP_GEMM[-1], f"newest known release; no passing certificate in {folder}{skipped}"
 
 
 @dataclass

@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import email.parser
-import hashlib
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from dgcompat.errors import DgcompatError
+
+from .. import wheelcache
+from ..dists import SGL_DEEP_GEMM
+from ..wheelcache import cache_root, sha256_file, wheel_dir
 
 __all__ = [
     "SurfaceError",
@@ -33,7 +31,7 @@ __all__ = [
     "sha256_file",
 ]
 
-DIST_NAME = "sgl-deep-gemm"
+DIST_NAME = SGL_DEEP_GEMM
 PACKAGE = "deep_gemm"
 
 
@@ -59,26 +57,6 @@ class ReleaseFiles:
     notes: list[str] = field(default_factory=list)
 
 
-def cache_root() -> Path:
-    """``$DGCOMPAT_CACHE``, else ``~/.cache/dgcompat``."""
-    env = os.environ.get("DGCOMPAT_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "dgcompat"
-
-
-def wheel_dir() -> Path:
-    """Where wheels are kept (``<cache>/wheels``)."""
-    return cache_root() / "wheels"
-
-
-def sha256_file(path: Path) -> str:
-    """Hex SHA-256 of a file."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _parse_version(version: str) -> Version:
     try:
         return Version(version)
@@ -88,46 +66,17 @@ def _parse_version(version: str) -> Version:
 
 def find_cached_wheel(version: str, directory: Path | None = None, dist: str = DIST_NAME) -> Path | None:
     """The cached wheel of ``dist==version`` in ``directory`` (default: :func:`wheel_dir`), or None."""
-    wanted = _parse_version(version)
-    folder = directory or wheel_dir()
-    if not folder.is_dir():
-        return None
-    hits: list[Path] = []
-    for path in folder.iterdir():
-        if path.suffix != ".whl":
-            continue
-        try:
-            name, ver, _build, _tags = parse_wheel_filename(path.name)
-        except InvalidWheelFilename:
-            continue
-        if name == canonicalize_name(dist) and ver == wanted:
-            hits.append(path)
-    return sorted(hits)[0] if hits else None
+    return wheelcache.find(dist, _parse_version(version), directory)
 
 
-def download_wheel(version: str, directory: Path | None = None, dist: str = DIST_NAME, timeout: float = 900.0) -> Path:
-    """``pip download --no-deps <dist>==<version>`` into ``directory``; the wheel path."""
+def download_wheel(version: str, directory: Path | None = None, dist: str = DIST_NAME, timeout: float = 900.0, *,
+                   download: bool = True) -> Path:
+    """The verified wheel of ``dist==version`` from the cache, fetched (again, when corrupt) unless not ``download``."""
     _parse_version(version)
-    folder = directory or wheel_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    # Download into a private folder so a concurrent reader never sees a half-written wheel.
-    with tempfile.TemporaryDirectory(dir=folder, prefix=".download-") as tmp:
-        cmd = [
-            sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-            "--only-binary=:all:", "--platform", "manylinux2014_x86_64", "-d", tmp, f"{dist}=={version}",
-        ]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise SurfaceError(f"pip download {dist}=={version} failed: {exc}") from exc
-        wheels = [p for p in Path(tmp).iterdir() if p.suffix == ".whl"]
-        if proc.returncode != 0 or not wheels:
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-            raise SurfaceError(f"pip download {dist}=={version} failed (exit {proc.returncode}): {' | '.join(tail)}")
-        target = folder / wheels[0].name
-        if not target.exists():
-            shutil.move(str(wheels[0]), str(target))
-    return target
+    try:
+        return wheelcache.fetch(dist, version, directory=directory, download=download, timeout=timeout)
+    except wheelcache.CacheError as exc:
+        raise SurfaceError(str(exc)) from exc
 
 
 def _in_package(path: str) -> bool:
