@@ -166,7 +166,7 @@ def check(cert: Any) -> list[str]:
     if "summary" in cert and outcomes is None:
         problems.append(f"summary is not a count per outcome (keys {', '.join(SUITE_OUTCOMES)} for the suite, "
                         f"{', '.join(CASE_OUTCOMES)} for the GPU cases)")
-    elif outcomes is not None:
+    elif isinstance(summary, dict):
         bad = [k for k, v in summary.items() if not isinstance(v, int) or isinstance(v, bool) or v < 0]
         if bad:
             problems.append(f"summary counts {bad} are not non-negative integers")

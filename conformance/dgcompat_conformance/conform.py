@@ -22,31 +22,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ._args import positive_int, positive_seconds
 from .harness import certificate
 from .harness.releases import BUNDLED_RELEASES, ReleaseSpec, all_releases, parse_release, spec_from_wheel
 from .harness.runner import RunOptions, run_installed, run_many
 
 __all__ = ["main", "build_parser"]
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a positive number")
-    return value
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text} is not a positive, finite number of seconds")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,12 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--list", action="store_true", help="list the releases the CPU tier knows and exit")
     run = p.add_argument_group("how")
     run.add_argument("--out", type=Path, default=Path("conformance-results"), help="certificate folder")
-    run.add_argument("--jobs", "-j", type=_positive_int, default=None,
+    run.add_argument("--jobs", "-j", type=positive_int, default=None,
                      help="releases run in parallel (default: CPU count, max 4)")
-    run.add_argument("--timeout", type=_positive_seconds, default=900.0,
+    run.add_argument("--timeout", type=positive_seconds, default=900.0,
                      help="seconds per release before it counts as hung")
     run.add_argument("--arch", default="sm90", choices=("sm90", "sm100"), help="architecture the stand-ins emulate")
-    run.add_argument("--examples", type=_positive_int, default=None, help="hypothesis examples per property test")
+    run.add_argument("--examples", type=positive_int, default=None, help="hypothesis examples per property test")
     run.add_argument("-k", dest="keyword", default=None, help="only tests matching this pytest -k expression")
     run.add_argument("--tests", type=Path, action="append", default=None,
                      help="run these test files instead of the suite (harness development)")

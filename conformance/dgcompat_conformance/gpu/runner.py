@@ -330,11 +330,6 @@ def certify_release(version: str, *, wheel_dirs: Sequence[Path], work: Path, env
     return cert
 
 
-def certificate_path(out_dir: Path, release: str) -> Path:
-    """Where the certificate of ``release`` goes (``<out_dir>/gpu-<release>.json``)."""
-    return out_dir / certificate.file_name({"release": release, "summary": dict.fromkeys(CASE_OUTCOMES, 0)})
-
-
 def write_certificate(cert: dict[str, Any], out_dir: Path) -> Path:
     """Check ``cert`` against the one certificate schema and write it atomically (:func:`certificate.write`)."""
     return certificate.write(cert, out_dir)
