@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email.parser
+import importlib.metadata as md
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -85,11 +86,29 @@ def _in_package(path: str) -> bool:
     return len(parts) >= 2 and parts[0] == PACKAGE and parts[1] != "include"
 
 
-def _pick_metadata(candidates: Iterable[tuple[str, str, str | None]]) -> str | None:
-    """From ``(dist-info name, METADATA text, RECORD/top_level text)``, the one owning deep_gemm."""
-    items = list(candidates)
-    for _name, metadata, owner_text in items:
-        if owner_text and (f"{PACKAGE}/__init__.py" in owner_text or owner_text.split() == [PACKAGE] or PACKAGE in owner_text.split()):
+def _owns_package(dist: md.Distribution) -> bool:
+    """True when ``dist``'s RECORD (read by :attr:`importlib.metadata.Distribution.files`) or top_level.txt
+    lists the deep_gemm package."""
+    try:
+        files = dist.files or []
+        top_level = (dist.read_text("top_level.txt") or "").split()
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False  # an unreadable RECORD claims nothing
+    return PACKAGE in top_level or any(f.parts == (PACKAGE, "__init__.py") for f in files)
+
+
+def _pick_metadata(candidates: Iterable[md.Distribution]) -> str | None:
+    """The METADATA text of the candidate dist-info that owns deep_gemm (the only one, when just one)."""
+    items = []
+    for dist in candidates:
+        try:
+            text = dist.read_text("METADATA")
+        except (OSError, UnicodeDecodeError):
+            text = None
+        if text is not None:
+            items.append((dist, text))
+    for dist, metadata in items:
+        if _owns_package(dist):
             return metadata
     return items[0][1] if len(items) == 1 else None
 
@@ -111,19 +130,12 @@ def read_wheel(path: Path) -> ReleaseFiles:
                 sources[name] = zf.read(name).decode("utf-8", "replace")
             elif name.endswith(".so"):
                 shared[name] = zf.read(name)
-        metas: list[tuple[str, str, str | None]] = []
-        for name in names:
-            parts = name.split("/")
-            if len(parts) == 2 and parts[0].endswith(".dist-info") and parts[1] == "METADATA":
-                owner = None
-                for extra in ("RECORD", "top_level.txt"):
-                    member = f"{parts[0]}/{extra}"
-                    if member in names:
-                        owner = (owner or "") + zf.read(member).decode("utf-8", "replace")
-                metas.append((parts[0], zf.read(name).decode("utf-8", "replace"), owner))
+        infos = sorted({n.split("/", 1)[0] for n in names if n.split("/", 1)[0].endswith(".dist-info")})
+        # A dist-info inside the archive, read through importlib.metadata as an installed one would be.
+        metadata = _pick_metadata(md.PathDistribution(zipfile.Path(zf, f"{info}/")) for info in infos)
     if f"{PACKAGE}/__init__.py" not in sources:
         raise SurfaceError(f"{path}: the wheel has no {PACKAGE}/__init__.py")
-    return ReleaseFiles("wheel", path.name, sha256_file(path), sources, shared, _pick_metadata(metas))
+    return ReleaseFiles("wheel", path.name, sha256_file(path), sources, shared, metadata)
 
 
 def read_folder(path: Path) -> ReleaseFiles:
@@ -144,16 +156,8 @@ def read_folder(path: Path) -> ReleaseFiles:
             sources[rel] = file.read_text("utf-8", "replace")
         elif file.suffix == ".so":
             shared[rel] = file.read_bytes()
-    metas: list[tuple[str, str, str | None]] = []
-    for info in sorted(root.glob("*.dist-info")):
-        meta = info / "METADATA"
-        if not meta.is_file():
-            continue
-        owner = "".join(
-            (info / extra).read_text("utf-8", "replace") for extra in ("RECORD", "top_level.txt") if (info / extra).is_file()
-        )
-        metas.append((info.name, meta.read_text("utf-8", "replace"), owner or None))
-    return ReleaseFiles("folder", pkg.resolve().parent.name, None, sources, shared, _pick_metadata(metas))
+    metadata = _pick_metadata(md.PathDistribution(info) for info in sorted(root.glob("*.dist-info")))
+    return ReleaseFiles("folder", pkg.resolve().parent.name, None, sources, shared, metadata)
 
 
 def parse_metadata(text: str | None) -> tuple[dict[str, str] | None, list[str]]:
