@@ -129,3 +129,29 @@ def test_the_entry_point_is_the_wing_cli() -> None:
 
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts == {"dgcompat": "dgcompat_conformance.cli:main"}
+
+
+def test_one_copy_of_the_release_list_and_the_names() -> None:
+    from dgcompat import detection
+    from dgcompat_conformance import dists
+    from dgcompat_conformance.harness import releases
+
+    assert releases.SGL_DEEP_GEMM_RELEASES is detection.KNOWN_SGL_DEEP_GEMM
+    assert dists.SGL_DEEP_GEMM is detection.SGL_DEEP_GEMM and set(dists.KERNEL_DISTS) == set(detection.KERNEL_WHEELS)
+    names = {detection.SGL_DEEP_GEMM, *detection.KERNEL_WHEELS}
+    wing = ROOT / "conformance" / WING
+    offenders = []
+    for path in sorted(wing.rglob("*.py")):
+        rel = path.relative_to(wing).as_posix()
+        if rel.startswith("suite/") or rel in ("dists.py", "gpu/cases.py"):
+            continue  # the suite and the GPU cases speak about releases; they define no names
+        tree = ast.parse(path.read_text("utf-8"))
+        for node in tree.body:
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                values = [n.value for n in ast.walk(node.value) if isinstance(n, ast.Constant)]
+                if any(v in names for v in values):
+                    offenders.append(f"{rel}:{node.lineno} defines a distribution name")
+        text = path.read_text("utf-8")
+        if 're.sub(r"[-_.]+"' in text or "canonicalize_name" in text:
+            offenders.append(f"{rel}: normalizes distribution names itself (use dists.canonical)")
+    assert offenders == []

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from dgcompat.detection import KNOWN_SGL_DEEP_GEMM, Release, _expected_torch
 from dgcompat.table import Capabilities, compute, lookup
 
+from ..dists import canonical
 from ._surface import SGL, _BUNDLING, Surface, _first_present, _param, _params, _record, _returned_op, _schema_result
 
 __all__ = ["SURFACE_CLAIMS", "NOT_SURFACE_VISIBLE", "release_of", "capabilities_of", "check_table", "check_torch"]
@@ -176,7 +176,7 @@ def release_of(surface: Surface) -> Release:
     name, text = info.get("name"), info.get("version")
     if not name or not text:
         raise ValueError("the surface names no release (no dist-info METADATA): the table cannot be matched")
-    dist = str(canonicalize_name(str(name)))
+    dist = canonical(str(name))
     try:
         version = Version(str(text))
     except InvalidVersion as exc:

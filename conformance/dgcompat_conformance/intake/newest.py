@@ -281,7 +281,7 @@ def latest(*, version: str | None = None, baseline: str | None = None, index_url
     torch_problems = check_torch(after)
     rows_needed: list[str] = []
     if newest not in KNOWN_SGL_DEEP_GEMM:
-        rows_needed.append(f"add {newest!r} to dgcompat.detection.KNOWN_SGL_DEEP_GEMM (and the CPU tier's release list)")
+        rows_needed.append(f"add {newest!r} to dgcompat.detection.KNOWN_SGL_DEEP_GEMM (the CPU tier's release list too)")
     if release_of(after).expected_torch is None:
         built = after.get("torch_build") or "unknown"
         rows_needed.append(f"add an EXPECTED_TORCH row for {SGL} {newest} (native library built against torch {built})")

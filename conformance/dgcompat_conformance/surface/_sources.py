@@ -9,13 +9,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from dgcompat.errors import DgcompatError
 
 from .. import wheelcache
-from ..dists import SGL_DEEP_GEMM
+from ..dists import SGL_DEEP_GEMM, canonical
 from ..wheelcache import cache_root, sha256_file, wheel_dir
 
 __all__ = [
@@ -166,6 +165,6 @@ def parse_metadata(text: str | None) -> tuple[dict[str, str] | None, list[str]]:
         return None, []
     msg = email.parser.Parser().parsestr(text, headersonly=True)
     name, version = msg.get("Name"), msg.get("Version")
-    release = {"name": str(canonicalize_name(name)), "version": str(version)} if name and version else None
+    release = {"name": canonical(name), "version": str(version)} if name and version else None
     requires = [str(r).strip() for r in msg.get_all("Requires-Dist") or []]
     return release, requires
