@@ -785,3 +785,23 @@ def test_gpu_certificates_are_checked_like_cpu_ones(tmp_path: Path) -> None:
     assert any("outcome 'maybe'" in p for p in certificate.check(bad_outcome))
     assert any("contradicts" in p for p in certificate.check(dict(doc, verdict="certified", tests=[],
                                                                       summary=dict.fromkeys(doc["summary"], 0))))
+
+
+@pytest.mark.wheels
+def test_gpu_runner_reads_wheels_through_the_cache_rules() -> None:
+    """The GPU runner finds wheels by parsed name and reads the tvm-ffi pin from metadata, as recorded on the H200."""
+    from dgcompat_conformance.certificate import committed
+    from dgcompat_conformance.gpu.runner import find_wheel, tvm_ffi_pin
+
+    folder = Path.home() / ".cache" / "dgcompat" / "wheels"
+    checked = 0
+    for cert in committed():
+        if cert.tier != "gpu" or cert.wheel_file is None or not (folder / cert.wheel_file).is_file():
+            continue
+        wheel = find_wheel([folder], "SGL_Deep.Gemm", cert.release)
+        assert wheel is not None and wheel.name == cert.wheel_file
+        assert tvm_ffi_pin(wheel) == cert.data["wheel"].get("apache_tvm_ffi"), cert.release
+        checked += 1
+    if checked == 0:
+        pytest.skip("no wheel of a GPU certificate is in the cache")
+    assert find_wheel([folder], "sgl-deep-gemm", "9.9.9") is None

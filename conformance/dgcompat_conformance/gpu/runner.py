@@ -106,14 +106,22 @@ def find_wheel(dirs: Sequence[Path], dist: str, version: str) -> Path | None:
 
 
 def tvm_ffi_pin(wheel: Path) -> str | None:
-    """The ``apache-tvm-ffi`` version a wheel's metadata pins (``Requires-Dist: apache-tvm-ffi==X``)."""
+    """The ``apache-tvm-ffi`` version a wheel's metadata pins (``Requires-Dist: apache-tvm-ffi==X``, no extra)."""
+    import importlib.metadata as md
+
+    from packaging.requirements import InvalidRequirement, Requirement
+
     with zipfile.ZipFile(wheel) as zf:
-        meta = next((n for n in zf.namelist() if n.endswith(".dist-info/METADATA")), None)
-        text = zf.read(meta).decode(errors="replace") if meta else ""
-    for line in text.splitlines():
-        m = re.match(r"Requires-Dist:\s*apache[-_]tvm[-_]ffi\s*==\s*([0-9][0-9A-Za-z.]*)\s*(;.*)?$", line)
-        if m and not (m.group(2) and "extra" in m.group(2)):
-            return m.group(1)
+        infos = sorted({n.split("/", 1)[0] for n in zf.namelist() if n.split("/", 1)[0].endswith(".dist-info")})
+        requires = [r for info in infos for r in md.PathDistribution(zipfile.Path(zf, f"{info}/")).requires or []]
+    for text in requires:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        pins = [s.version for s in req.specifier if s.operator == "=="]
+        if canonical(req.name) == TVM_FFI and pins and not (req.marker and "extra" in str(req.marker)):
+            return pins[0]
     return None
 
 

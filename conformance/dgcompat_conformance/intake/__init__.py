@@ -19,6 +19,11 @@ importing deep_gemm:
   newest certified release, checks the table and the call shapes, runs the CPU tier and returns
   a :class:`Verdict`: ``safe``, ``safe with new rows needed`` or ``breaking``.
   :func:`main_latest` is the ``dgcompat conform --latest`` command.
+
+One module per question: :mod:`.claims` (what a surface claims, the table against it),
+:mod:`.calls` (the calls dgcompat declares in :mod:`dgcompat._calls`, against the signatures),
+:mod:`.mapping` (changes onto rows) and :mod:`.newest` (the index, the baseline, the CPU tier, the
+verdict and the command); :mod:`._surface` reads a surface's records.
 """
 
 from __future__ import annotations
