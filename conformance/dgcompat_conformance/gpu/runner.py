@@ -46,9 +46,10 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from .. import certificate
+from .._args import positive_int
 from ..certificate import CASE_OUTCOMES, SCHEMA, CertificateError
 from ..dists import SGL_DEEP_GEMM, TVM_FFI, canonical
-from ..wheelcache import CacheError, parse_name, sha256_file, verify
+from ..wheelcache import CacheError, confined, parse_name, sha256_file, verify
 from .._paths import import_path, wing_root
 from . import abi as _abi
 from .cases import CASES
@@ -300,7 +301,7 @@ def certify_release(version: str, *, wheel_dirs: Sequence[Path], work: Path, env
                 raise RuntimeError(f"{wheel.name} needs apache-tvm-ffi=={pin}, and no such wheel is in "
                                    f"{', '.join(map(str, wheel_dirs))}")
             extra.append(tvm)
-        folder = work / version
+        folder = confined(work, version)  # install_release empties <folder>/site first
         site = folder / "site"
         install_release(wheel, extra, site, python=python)
         (folder / "jit").mkdir(parents=True, exist_ok=True)
@@ -472,7 +473,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--releases", nargs="*", default=[], help="releases to certify with every case")
     p.add_argument("--abi-only", nargs="*", default=[], help="releases to give an ABI verdict only")
     p.add_argument("--cases", default="", help="comma-separated case ids (default: all)")
-    p.add_argument("--jobs", type=int, default=1, help="releases run at the same time")
+    p.add_argument("--jobs", type=positive_int, default=1, help="releases run at the same time")
     p.add_argument("--timeout-scale", type=float, default=1.0, help="multiply every case deadline")
     p.add_argument("--work", type=Path, default=None, help="install and JIT-cache folders (default: a temp folder)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="certificate folder")
@@ -502,6 +503,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not jobs_list:
         print("nothing to do: give --releases and/or --abi-only (or --table)", file=sys.stderr)
         return 2
+    from packaging.version import InvalidVersion, Version
+
+    for version, _abi_only in jobs_list:
+        try:
+            Version(version)
+        except InvalidVersion:
+            print(f"{version!r} is not a release version (e.g. 0.1.4)", file=sys.stderr)
+            return 2
     work = opts.work or Path(tempfile.mkdtemp(prefix="dgcompat-gpu-"))
     env_info = environment_info()
     _say(f"machine: {json.dumps(env_info)}")
