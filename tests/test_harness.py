@@ -6,6 +6,7 @@ a deliberately wrong adapter that must fail exactly on the releases where it is 
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -562,3 +563,245 @@ def test_xfail_files_are_strict_and_stale_entries_reported(tmp_path: Path) -> No
     assert [e["nodeid"] for e in cert["stale_xfails"]] == ["dgcompat_conformance/suite/test_gone.py::test_gone"]
     assert cert["summary"]["xfailed"] == 1 and cert["verdict"] == "FAIL"
     assert certificate.check(cert) == []
+
+
+# --------------------------------------------------------------------------- untrusted input (file names, cache)
+
+
+def _real_wheel(version: str) -> Path:
+    from dgcompat_conformance.wheelcache import find
+
+    wheel = find("sgl-deep-gemm", version, Path.home() / ".cache" / "dgcompat" / "wheels")
+    if wheel is None:
+        pytest.skip(f"sgl-deep-gemm {version} is not in the wheel cache")
+    return wheel
+
+
+@pytest.mark.parametrize("version", ["..", "."])
+def test_wheel_file_names_never_leave_the_cache(version: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from dgcompat_conformance.conform import main
+    from dgcompat_conformance.harness import wheels
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("DGCOMPAT_CACHE", str(cache))
+    (cache / "work" / "0.1.4").mkdir(parents=True)
+    (cache / "work" / "0.1.4" / "kept").write_text("another release's folder")
+    (cache / "precious").write_text("the rest of the cache")
+    evil = _fake_wheel(tmp_path, f"sgl_deep_gemm-{version}-py3-none-any.whl")
+    with pytest.raises(ValueError, match="not a wheel file name"):
+        spec_from_wheel(evil)
+    assert main(["--wheel", str(evil), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    assert "not a wheel file name" in capsys.readouterr().err
+    # A spec built by hand with such a version is refused where the folder is made, before any removal.
+    with pytest.raises(wheels.FetchError, match="not a valid cache entry name"):
+        wheels.prepare_workdir(ReleaseSpec("sgl-deep-gemm", version), evil)
+    assert (cache / "precious").read_text() == "the rest of the cache"
+    assert (cache / "work" / "0.1.4" / "kept").is_file()
+
+
+def test_a_corrupt_cache_entry_is_fetched_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dgcompat_conformance import wheelcache
+
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    good = _fake_wheel(tmp_path)
+    cached = folder / good.name
+    cached.write_bytes(good.read_bytes()[:50])  # truncated
+    fetched: list[str] = []
+
+    def download(dist: str, version: str, into: Path, timeout: float) -> Path:
+        fetched.append(f"{dist}=={version}")
+        tmp = into / ".download-x.whl"
+        tmp.write_bytes(good.read_bytes())
+        os.replace(tmp, into / good.name)
+        wheelcache._record(into / good.name, wheelcache.sha256_file(into / good.name))
+        return into / good.name
+
+    monkeypatch.setattr(wheelcache, "_download", download)
+    assert wheelcache.verify(cached) is not None
+    assert wheelcache.fetch("sgl-deep-gemm", "9.9.9", directory=folder) == cached
+    assert fetched == ["sgl-deep-gemm==9.9.9"] and cached.read_bytes() == good.read_bytes()
+    # Now recorded: a later change of the file is caught by its hash, even when it is still a valid zip.
+    assert wheelcache.fetch("sgl-deep-gemm", "9.9.9", directory=folder) == cached and len(fetched) == 1
+    (tmp_path / "other").mkdir()
+    other = _fake_wheel(tmp_path / "other")
+    import zipfile
+
+    with zipfile.ZipFile(other, "a") as zf:
+        zf.writestr("deep_gemm/extra.py", "Y = 2\n")
+    cached.write_bytes(other.read_bytes())  # a valid zip, but not the file that was recorded
+    assert "sha256" in (wheelcache.verify(cached) or "")
+    with pytest.raises(wheelcache.CacheError, match="corrupt"):
+        wheelcache.fetch("sgl-deep-gemm", "9.9.9", directory=folder, download=False)
+
+
+_PROBE_OK = '''
+def test_imports():
+    import deep_gemm
+    assert deep_gemm.get_num_sms() > 0
+'''
+
+
+@pytest.mark.wheels
+def test_a_truncated_wheel_does_not_stop_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One truncated wheel: detected, fetched again, and every release of the run gets its certificate."""
+    import shutil
+    import tempfile
+
+    from dgcompat_conformance import wheelcache
+    from dgcompat_conformance.harness.runner import RunOptions, run_many
+
+    sources = {v: _real_wheel(v) for v in ("0.1.3", "0.1.4")}
+    cache = tmp_path / "cache"
+    (cache / "wheels").mkdir(parents=True)
+    monkeypatch.setenv("DGCOMPAT_CACHE", str(cache))
+    for version, wheel in sources.items():
+        shutil.copy(wheel, cache / "wheels" / wheel.name)
+    truncated = cache / "wheels" / sources["0.1.3"].name
+    truncated.write_bytes(truncated.read_bytes()[: truncated.stat().st_size // 2])
+    fetched: list[str] = []
+
+    def download(dist: str, version: str, into: Path, timeout: float) -> Path:  # the index, offline
+        fetched.append(version)
+        target = into / sources[version].name
+        shutil.copy(sources[version], into / ".incoming")
+        os.replace(into / ".incoming", target)
+        return target
+
+    monkeypatch.setattr(wheelcache, "_download", download)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    probe = tmp_path / "probe_ok.py"
+    probe.write_text(_PROBE_OK)
+    opts = RunOptions(out_dir=tmp_path / "out", tests=[probe], no_xfails=True, timeout=300,
+                      extra_env={"TMPDIR": str(scratch)})
+    certs = run_many([parse_release("0.1.3"), parse_release("0.1.4")], opts, jobs=1)
+    assert fetched == ["0.1.3"]
+    assert [(c["release"], c["verdict"]) for c in certs] == [("0.1.3", "PASS"), ("0.1.4", "PASS")], \
+        [c.get("harness_error") for c in certs]
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.json")) == ["0.1.3.json", "0.1.4.json"]
+    assert wheelcache.verify(truncated) is None
+    # Every CPU-tier child removes its empty CUDA_HOME folder.
+    assert list(scratch.rglob("dgcompat-cuda-home-*")) == []
+
+
+def test_standins_cuda_home_is_removed_at_exit(tmp_path: Path) -> None:
+    """The empty CUDA_HOME the stand-ins make is gone once the child process exits."""
+    import subprocess
+    import sys
+
+    wheel = _real_wheel("0.1.4")
+    from dgcompat_conformance.harness.wheels import prepare_workdir
+
+    work = prepare_workdir(ReleaseSpec("sgl-deep-gemm", "0.1.4"), wheel, root=tmp_path / "work")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    code = ("import sys; from pathlib import Path; from dgcompat_conformance.harness.standins import install; "
+            f"i = install(Path({str(work)!r}), dist='sgl-deep-gemm', version='0.1.4'); "
+            "print(i.cuda_home); assert i.cuda_home.is_dir()")
+    env = dict(os.environ, TMPDIR=str(scratch))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    made = Path(proc.stdout.strip().splitlines()[-1])
+    assert made.parent == scratch and made.name.startswith("dgcompat-cuda-home-")
+    assert not made.exists()
+
+
+# --------------------------------------------------------------------------- the command's own input
+
+
+def test_conform_rejects_bad_numbers_and_unwritable_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from dgcompat_conformance.conform import main
+
+    for argv in (["--jobs", "-3"], ["--jobs", "0"], ["--timeout", "0"], ["--timeout", "-1"], ["--timeout", "nan"],
+                 ["--examples", "0"]):
+        assert main(["--release", "0.1.4", *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert "error: argument" in err and "Traceback" not in err, argv
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    assert main(["--release", "0.1.4", "--out", str(blocker / "certs")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write certificates into" in err and "Traceback" not in err
+
+
+def test_latest_is_dispatched_once_with_its_options(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from dgcompat_conformance import cli
+    from dgcompat_conformance.intake import newest
+
+    seen: list[dict[str, Any]] = []
+
+    def fake_latest(**kw: Any) -> Any:
+        seen.append(kw)
+        raise newest.IntakeError("offline")
+
+    monkeypatch.setattr(newest, "latest", fake_latest)
+    argv = ["--latest", "--version", "0.2.5", "--no-cpu-tier", "--arch", "sm100", "--out", str(tmp_path),
+            "--timeout", "30"]
+    assert cli.main(["conform", *argv]) == 2
+    assert cli.main(["conform", *argv[1:], "--latest"]) == 2  # wherever --latest stands
+    from dgcompat_conformance.conform import main as conform_main
+
+    assert conform_main(argv) == 2  # the same path when called as `dgcompat conform`'s own function
+    assert len(seen) == 3
+    for kw in seen:
+        assert (kw["version"], kw["cpu_tier"], kw["arch"], kw["out_dir"], kw["timeout"]) == \
+            ("0.2.5", False, "sm100", tmp_path, 30.0)
+    assert cli.main(["conform", "--latest", "--timeout", "0"]) == 2 and len(seen) == 3
+
+
+# --------------------------------------------------------------------------- one certificate schema
+
+
+def test_committed_certificates_of_both_tiers_are_sound() -> None:
+    from dgcompat_conformance.certificate import COMMITTED, committed
+
+    certs = committed()
+    assert len(certs) == len(list(COMMITTED.glob("*.json"))) > 40
+    assert {c.tier for c in certs} == {"cpu-tier", "gpu"}
+    assert any(c.case_run for c in certs) and any(not c.case_run for c in certs)
+
+
+def test_gpu_certificates_are_checked_like_cpu_ones(tmp_path: Path) -> None:
+    from dgcompat_conformance import certificate
+    from dgcompat_conformance.certificate import COMMITTED, CertificateError
+    from dgcompat_conformance.gpu import runner
+
+    doc = json.loads((COMMITTED / "gpu-0.1.4.json").read_text())
+    assert certificate.check(doc) == []
+    assert runner.write_certificate(doc, tmp_path).name == "gpu-0.1.4.json"
+    assert [c["release"] for c in runner.load_certificates(tmp_path)] == ["0.1.4"]
+    tampered = dict(doc, summary=dict(doc["summary"], passed=99))
+    assert any("does not equal" in p for p in certificate.check(tampered))
+    with pytest.raises(CertificateError, match="unsound"):
+        runner.write_certificate(tampered, tmp_path / "other")
+    assert not (tmp_path / "other").exists()
+    (tmp_path / "gpu-0.1.5.json").write_text(json.dumps(dict(doc, release="0.1.5", tests=doc["tests"][:-1])))
+    with pytest.raises(CertificateError, match="gpu-0.1.5.json"):
+        runner.load_certificates(tmp_path)
+    bad_outcome = dict(doc, tests=[dict(doc["tests"][0], outcome="maybe"), *doc["tests"][1:]])
+    assert any("outcome 'maybe'" in p for p in certificate.check(bad_outcome))
+    assert any("contradicts" in p for p in certificate.check(dict(doc, verdict="certified", tests=[],
+                                                                      summary=dict.fromkeys(doc["summary"], 0))))
+
+
+@pytest.mark.wheels
+def test_gpu_runner_reads_wheels_through_the_cache_rules() -> None:
+    """The GPU runner finds wheels by parsed name and reads the tvm-ffi pin from metadata, as recorded on the H200."""
+    from dgcompat_conformance.certificate import committed
+    from dgcompat_conformance.gpu.runner import find_wheel, tvm_ffi_pin
+
+    folder = Path.home() / ".cache" / "dgcompat" / "wheels"
+    checked = 0
+    for cert in committed():
+        if cert.tier != "gpu" or cert.wheel_file is None or not (folder / cert.wheel_file).is_file():
+            continue
+        wheel = find_wheel([folder], "SGL_Deep.Gemm", cert.release)
+        assert wheel is not None and wheel.name == cert.wheel_file
+        assert tvm_ffi_pin(wheel) == cert.data["wheel"].get("apache_tvm_ffi"), cert.release
+        checked += 1
+    if checked == 0:
+        pytest.skip("no wheel of a GPU certificate is in the cache")
+    assert find_wheel([folder], "sgl-deep-gemm", "9.9.9") is None

@@ -15,6 +15,7 @@ import dgcompat
 from dgcompat import table
 from dgcompat_conformance import intake
 from dgcompat.detection import KNOWN_SGL_DEEP_GEMM
+from dgcompat_conformance.intake import newest as intake_newest  # the index, the CPU tier and the verdict
 from dgcompat_conformance.surface import Change, SurfaceError, cli, extract, find_cached_wheel, resolve_wheel
 from dgcompat.table import Capabilities
 
@@ -352,9 +353,9 @@ def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
         return intake.CpuTier(True, False, "FAIL", {"passed": 105, "failed": 1, "error": 0, "xfailed": 0},
                               ["dgcompat_conformance/suite/test_stable_gemm.py::test_fp8_gemm_nt"], str(out_dir / f"{version}.json"))
 
-    monkeypatch.setattr(intake, "index_versions", index_versions)
-    monkeypatch.setattr(intake, "extract", fake_extract)
-    monkeypatch.setattr(intake, "run_cpu_tier", run_cpu_tier)
+    monkeypatch.setattr(intake_newest, "index_versions", index_versions)
+    monkeypatch.setattr(intake_newest, "extract", fake_extract)
+    monkeypatch.setattr(intake_newest, "run_cpu_tier", run_cpu_tier)
     state["certs"] = tmp_path / "certificates"
     state["certs"].mkdir()
     return state
@@ -389,13 +390,27 @@ def test_latest_breaking_on_drift_and_on_cpu_tier(offline: dict[str, Any], tmp_p
     assert result.where == ["CPU tier: dgcompat_conformance/suite/test_stable_gemm.py::test_fp8_gemm_nt"]
 
 
+def _sound(committed: str, **fields: Any) -> str:
+    """A committed certificate with ``fields`` replaced: sound for the one certificate schema."""
+    from dgcompat_conformance.certificate import COMMITTED
+
+    doc = json.loads((COMMITTED / committed).read_text())
+    doc.update(fields)
+    return json.dumps(doc)
+
+
 def test_latest_baseline_is_the_newest_passing_certificate(offline: dict[str, Any], tmp_path: Path) -> None:
     certs: Path = offline["certs"]
-    (certs / "0.2.3.post2.json").write_text(json.dumps({"release": "0.2.3.post2", "verdict": "PASS"}))
-    (certs / "gpu-0.2.5.json").write_text(json.dumps({"release": "0.2.5", "verdict": "failed"}))
+    (certs / "0.2.3.post2.json").write_text(_sound("cpu-0.2.3.post2.json"))
+    (certs / "gpu-0.2.5.json").write_text(_sound("gpu-0.1.4.json", release="0.2.5", verdict="failed"))
     (certs / "broken.json").write_text("{")
     assert intake.newest_certified(certs)[0] == "0.2.3.post2"
+    # Certificates are read with the one certificate reader: a document that is not a sound
+    # certificate never counts, whatever verdict it claims.
     (certs / "gpu-0.2.5.json").write_text(json.dumps({"release": "0.2.5", "verdict": "certified"}))
+    version, why = intake.newest_certified(certs)
+    assert version == "0.2.3.post2" and "2 unsound" in why
+    (certs / "gpu-0.2.5.json").write_text(_sound("gpu-0.1.4.json", release="0.2.5", verdict="certified"))
     version, why = intake.newest_certified(certs)
     assert version == "0.2.5" and "gpu-0.2.5.json" in why
     assert intake.newest_certified(tmp_path / "missing")[0] == KNOWN_SGL_DEEP_GEMM[-1]
@@ -426,14 +441,14 @@ def test_index_versions_parses_pip_and_falls_back(monkeypatch: pytest.MonkeyPatc
                                                         "0.3.0rc1, 0.1.4\n", "")
         return subprocess.CompletedProcess(args, 1, "", "ERROR: network is unreachable")
 
-    monkeypatch.setattr(intake, "_pip", pip)
+    monkeypatch.setattr(intake_newest, "_pip", pip)
     assert intake.index_versions() == ["0.3.0rc1", "0.2.5", "0.2.3.post2", "0.1.4"]
     assert intake.newest_on_index() == "0.2.5"  # pre-releases only when nothing else exists
 
     def offline_pip(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
         return subprocess.CompletedProcess(args, 1, "", "ERROR: Could not find a version (network is unreachable)")
 
-    monkeypatch.setattr(intake, "_pip", offline_pip)
+    monkeypatch.setattr(intake_newest, "_pip", offline_pip)
     with pytest.raises(intake.IntakeError, match="cannot resolve the newest sgl-deep-gemm.*--version V"):
         intake.index_versions()
 

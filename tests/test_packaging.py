@@ -52,3 +52,14 @@ def test_wheel_installs_and_runs_doctor(tmp_path: Path) -> None:
     where = subprocess.run([str(py), "-c", "import dgcompat; print(dgcompat.__file__)"], capture_output=True,
                            text=True, timeout=120, env=env, cwd=tmp_path).stdout.strip()
     assert where.startswith(str(env_dir)), f"dgcompat was imported from {where}, not from the installed wheel"
+    # The certification wing ships whole: the intake package, the one wheel cache and certificate
+    # reader, and the committed certificates, which the installed `dgcompat pin` reads and checks.
+    for name in ("dgcompat_conformance/intake/newest.py", "dgcompat_conformance/wheelcache.py",
+                 "dgcompat_conformance/certificate.py", "dgcompat_conformance/certificates/gpu-0.1.4.json"):
+        assert name in names, name
+    proc = subprocess.run([str(py), "-m", "dgcompat", "pin", "--release", "0.1.4"], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    status = proc.stdout.splitlines()[-1]
+    assert status.startswith("# certificates: ") and "cpu-tier: PASS" in status, status
+    assert "gpu: certified on NVIDIA H200" in status, status

@@ -37,10 +37,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return doctor_main(rest)
     if command == "conform":
-        if "--latest" in rest:
-            from .intake import main_latest
-
-            return main_latest([a for a in rest if a != "--latest"])
         from .conform import main as conform_main
 
         return conform_main(rest)

@@ -17,10 +17,12 @@ import argparse
 import importlib.util
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from ._args import positive_int, positive_seconds
 from .harness import certificate
 from .harness.releases import BUNDLED_RELEASES, ReleaseSpec, all_releases, parse_release, spec_from_wheel
 from .harness.runner import RunOptions, run_installed, run_many
@@ -43,17 +45,20 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--bundled", action="store_true",
                       help="the deep_gemm copies bundled in sgl-kernel / sglang-kernel (~500 MB each; with --all: "
                            "in addition)")
-    what.add_argument("--latest", action="store_true", help="the newest sgl-deep-gemm on the index")
+    what.add_argument("--latest", action="store_true",
+                      help="judge the newest sgl-deep-gemm on the index (its own options: dgcompat conform --latest -h)")
     what.add_argument("--reference", action="store_true", help="dgcompat's embedded reference backend")
     what.add_argument("--cpu-tier", action="store_true",
                       help="with the installed deep_gemm: use the stand-ins even when a GPU is present")
     what.add_argument("--list", action="store_true", help="list the releases the CPU tier knows and exit")
     run = p.add_argument_group("how")
     run.add_argument("--out", type=Path, default=Path("conformance-results"), help="certificate folder")
-    run.add_argument("--jobs", "-j", type=int, default=None, help="releases run in parallel (default: CPU count, max 4)")
-    run.add_argument("--timeout", type=float, default=900.0, help="seconds per release before it counts as hung")
+    run.add_argument("--jobs", "-j", type=positive_int, default=None,
+                     help="releases run in parallel (default: CPU count, max 4)")
+    run.add_argument("--timeout", type=positive_seconds, default=900.0,
+                     help="seconds per release before it counts as hung")
     run.add_argument("--arch", default="sm90", choices=("sm90", "sm100"), help="architecture the stand-ins emulate")
-    run.add_argument("--examples", type=int, default=None, help="hypothesis examples per property test")
+    run.add_argument("--examples", type=positive_int, default=None, help="hypothesis examples per property test")
     run.add_argument("-k", dest="keyword", default=None, help="only tests matching this pytest -k expression")
     run.add_argument("--tests", type=Path, action="append", default=None,
                      help="run these test files instead of the suite (harness development)")
@@ -93,8 +98,27 @@ def _print_summary(certs: list[dict[str, Any]], out: Path, seconds: float) -> No
     print(f"\n{passed}/{len(certs)} certified in {seconds:.1f} s; certificates in {out}/")
 
 
+def _writable(out: Path) -> str | None:
+    """Why certificates cannot be written into ``out``, or None."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".dgcompat-probe-"):
+            pass
+    except OSError as exc:
+        return f"cannot write certificates into {out}: {exc.strerror or exc}"
+    return None
+
+
 def main(argv: list[str]) -> int:
-    """Entry point of ``dgcompat conform``; returns the exit status."""
+    """Entry point of ``dgcompat conform``; returns the exit status.
+
+    ``--latest`` hands every other option to :func:`dgcompat_conformance.intake.main_latest`, which
+    has its own (``--version``, ``--baseline``, ``--out``, ``--json``, ...).
+    """
+    if "--latest" in argv:
+        from . import intake
+
+        return intake.main_latest([a for a in argv if a != "--latest"])
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -104,10 +128,6 @@ def main(argv: list[str]) -> int:
         for s in all_releases(bundled=True):
             print(f"{s.id:<28} {s}")
         return 0
-    if args.latest:
-        from .intake import main_latest
-
-        return main_latest([])
     missing = [m for m in ("pytest", "hypothesis") if importlib.util.find_spec(m) is None]
     if missing:
         print(f"dgcompat conform: the conformance suite runs on {' and '.join(missing)}, which "
@@ -118,6 +138,10 @@ def main(argv: list[str]) -> int:
         specs = _selected(args)
     except ValueError as exc:
         print(f"dgcompat conform: {exc}", file=sys.stderr)
+        return 2
+    unwritable = _writable(args.out)
+    if unwritable is not None:
+        print(f"dgcompat conform: error: {unwritable}", file=sys.stderr)
         return 2
     jobs = args.jobs or max(1, min(4, os.cpu_count() or 1))
     opts = RunOptions(out_dir=args.out, timeout=args.timeout, arch=args.arch, tests=args.tests,

@@ -10,9 +10,91 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from typing import Any, Sequence
+from collections.abc import Mapping
+from typing import Any, NamedTuple, Sequence
 
-__all__ = ["main", "collect", "abi_check"]
+__all__ = ["main", "collect", "abi_check", "environment_report"]
+
+
+class EnvVar(NamedTuple):
+    """One environment variable dgcompat reads: its value here and whether that value is accepted."""
+
+    name: str
+    value: str | None
+    """None when unset."""
+    valid: bool
+    accepted: str
+    """The accepted values, in words."""
+    meaning: str
+    """What the value does (or why it is refused)."""
+
+
+_SWITCH = ("", "0", "1")
+
+
+def _switch(value: str, what: str) -> tuple[bool, str]:
+    if value.strip() in _SWITCH:
+        return True, f"{what} {'on' if value.strip() == '1' else 'off'}"
+    return False, f"{value!r} is not 0 or 1"
+
+
+def _backend(value: str) -> tuple[bool, str]:
+    choice = value.strip().lower() or "auto"
+    if choice in ("auto", "deep_gemm", "deep-gemm", "reference"):
+        return True, f"backend {choice}"
+    return False, f"{value!r} is not a backend"
+
+
+def _arch(value: str) -> tuple[bool, str]:
+    from dgcompat.table import arch_family
+
+    text = value.strip().lower()
+    arch = text if text.startswith("sm") else f"sm{text.replace('.', '')}"
+    family = arch_family(arch)
+    if family is None:
+        return False, f"{value!r} is not an architecture dgcompat plans for; it would plan conservatively"
+    return True, f"plan for {arch} ({family} family)"
+
+
+def _cache(value: str) -> tuple[bool, str]:
+    from pathlib import Path
+
+    path = Path(value).expanduser()
+    if path.is_dir() or (not path.exists() and path.parent.is_dir()):
+        return True, f"wheel cache in {path}"
+    return False, f"{value!r} is neither a folder nor creatable"
+
+
+# Accepted values of every DGCOMPAT_* variable; to be replaced by the runtime's own report
+# (dgcompat._env) once it exists, so that doctor and the runtime cannot disagree.
+_KNOWN: dict[str, tuple[str, Any]] = {
+    "DGCOMPAT_BACKEND": ("auto, deep_gemm (deep-gemm) or reference", _backend),
+    "DGCOMPAT_ARCH": ("an SM architecture: sm90, sm90a, sm100, sm100a, sm103, sm110, sm120, sm121 (or 90, 9.0, ...)",
+                      _arch),
+    "DGCOMPAT_ALLOW_TORCH_MISMATCH": ("0 or 1", lambda v: _switch(v, "load a release built for another torch:")),
+    "DGCOMPAT_DEBUG": ("0 or 1", lambda v: _switch(v, "diagnostics on every call:")),
+    "DGCOMPAT_TRUST_SCHEDULES": ("0 or 1", lambda v: _switch(v, "skip the paged-schedule staleness check:")),
+    "DGCOMPAT_CACHE": ("a folder (default ~/.cache/dgcompat)", _cache),
+}
+# Set by the conformance harness for its own children.
+_INTERNAL = ("DGCOMPAT_CONFORMANCE_",)
+
+
+def environment_report(environ: Mapping[str, str] | None = None) -> list[EnvVar]:
+    """Every DGCOMPAT_* variable dgcompat reads (set or not), then any unknown one that is set."""
+    env = os.environ if environ is None else environ
+    out = []
+    for name, (accepted, judge) in _KNOWN.items():
+        value = env.get(name)
+        if value is None:
+            out.append(EnvVar(name, None, True, accepted, "unset (default)"))
+            continue
+        valid, meaning = judge(value)
+        out.append(EnvVar(name, value, valid, accepted, meaning))
+    for name in sorted(env):
+        if name.startswith("DGCOMPAT_") and name not in _KNOWN and not name.startswith(_INTERNAL):
+            out.append(EnvVar(name, env[name], False, "-", "not a variable dgcompat reads (misspelt?)"))
+    return out
 
 def abi_check(timeout: float = 180.0) -> dict[str, Any]:
     """The GPU tier's ABI health check (:func:`dgcompat_conformance.gpu.abi.abi_check`), in a child process.
@@ -51,16 +133,25 @@ def collect(*, run_abi: bool = True) -> dict[str, Any]:
     """Everything doctor prints, as data."""
     from dgcompat import _binding
     from dgcompat._version import __version__
-    from .pins import suggest
+    from dgcompat.detection import release
+    from dgcompat.errors import DgcompatError
     from dgcompat.table import capabilities
 
-    from dgcompat.detection import release
+    from .pins import suggest
 
     rel = release()
     torch_info = _torch_info()
-    caps = capabilities()
+    try:
+        caps_dict: dict[str, Any] = capabilities().as_dict()
+    except DgcompatError as exc:  # e.g. an environment variable the runtime refuses
+        caps_dict = {}
+        problems_early = [f"capabilities: {exc}"]
+    else:
+        problems_early = []
     abi = abi_check() if (run_abi and rel.installed) else None
-    problems = list(rel.problems)
+    problems = list(rel.problems) + problems_early
+    env = environment_report()
+    problems += [f"{v.name}={v.value!r}: {v.meaning} (accepted: {v.accepted})" for v in env if not v.valid]
     if abi is not None and abi["verdict"] not in ("ok", "loads (kernels not checked)"):
         problems.append(f"ABI check: {abi['verdict']}: {abi['detail']}")
     works = rel.installed and rel.torch_ok is not False and (abi is None or abi["verdict"] in
@@ -77,7 +168,8 @@ def collect(*, run_abi: bool = True) -> dict[str, Any]:
         "kernel_wheel": str(rel.kernel_wheel) if rel.kernel_wheel else None,
         "torch": torch_info,
         "abi": abi,
-        "capabilities": caps.as_dict(),
+        "capabilities": caps_dict,
+        "environment": [v._asdict() for v in env],
         "problems": problems,
         "pin": suggest(rel),
         "works": works,
@@ -106,6 +198,10 @@ def _render(data: dict[str, Any]) -> str:
         if key in ("sources", "release"):
             continue
         lines.append(f"  {key:<30} {value!r}")
+    lines += ["", "environment"]
+    for v in data["environment"]:
+        shown = "unset" if v["value"] is None else repr(v["value"])
+        lines.append(f"  {v['name']:<30} {shown:<12} {'ok' if v['valid'] else 'INVALID'}: {v['meaning']}")
     lines.append("")
     if data["problems"]:
         lines.append("problems")

@@ -7,49 +7,40 @@ A pin is only as good as the run behind it, so every line set says which certifi
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
-from dgcompat.detection import EXPECTED_TORCH, KERNEL_FLOOR_WITH_SGL_DEEP_GEMM, SGL_DEEP_GEMM, Release, _expected_torch
+from dgcompat.detection import EXPECTED_TORCH, KERNEL_FLOOR_WITH_SGL_DEEP_GEMM, Release, _expected_torch
 
-__all__ = ["main", "suggest", "certificates", "render_compatibility"]
+from .certificate import COMMITTED, Certificate, CertificateError, load_folder
+from .dists import BUNDLED_RELEASES, DEEP_GEMM_DISTS, SGL_DEEP_GEMM, SGL_DEEP_GEMM_RELEASES, canonical
 
+__all__ = ["main", "suggest", "certificates", "pin_lines", "render_compatibility"]
 
-def _certificate_dirs() -> list[Path]:
-    dirs = [Path(__file__).parent / "certificates"]
-    return [d for d in dirs if d.is_dir()]
-
-
-def certificates(release: str | None = None) -> list[dict[str, Any]]:
-    """The committed certificates (optionally only those of ``release``), newest first."""
-    found = []
-    for d in _certificate_dirs():
-        for path in sorted(d.glob("*.json")):
-            try:
-                data = json.loads(path.read_text())
-            except (OSError, ValueError):
-                continue
-            if release is None or str(data.get("release")) == release:
-                data["_path"] = str(path)
-                found.append(data)
-    found.sort(key=lambda c: str(c.get("timestamp", "")), reverse=True)
-    return found
+SGL = SGL_DEEP_GEMM
 
 
-def _status(release: str) -> str:
-    certs = certificates(release)
+def certificates(release: str | None = None, folder: Path | None = None) -> list[Certificate]:
+    """The certificates in ``folder`` (default: the committed ones), optionally only ``release``'s, newest first.
+
+    Every file is checked against the one certificate schema; an unsound one raises
+    :class:`~dgcompat_conformance.certificate.CertificateError` naming it.
+    """
+    found = load_folder(folder if folder is not None else COMMITTED)
+    return [c for c in found if release is None or c.release == release]
+
+
+def _status(release: str, folder: Path | None = None) -> str:
+    certs = certificates(release, folder)
     if not certs:
         return f"# not certified: run `dgcompat conform --release {release}` (and the GPU tier) first"
     parts = []
     for c in certs:
-        tier = c.get("tier", "?")
-        verdict = c.get("verdict") or ("passed" if not c.get("summary", {}).get("failed") else "failed")
-        device = c.get("device")
-        dev = device.get("name") if isinstance(device, dict) else device
-        parts.append(f"{tier}: {verdict}" + (f" on {dev}" if dev and tier == "gpu" else ""))
+        # Every field printed here passed the schema's one-printable-line check.
+        parts.append(f"{c.tier}: {c.verdict}" + (f" on {c.device}" if c.device and c.tier == "gpu" else ""))
     return "# certificates: " + "; ".join(parts)
 
 
@@ -57,29 +48,30 @@ def _torch_pin(spec: str) -> str:
     return f"torch{spec}"
 
 
-def pin_lines(dist: str, version: Version) -> list[str]:
-    """Requirement lines for ``dist`` at ``version``."""
+def pin_lines(dist: str, version: Version, certificates_dir: Path | None = None) -> list[str]:
+    """Requirement lines for ``dist`` at ``version`` (the comment line names the certificates behind them)."""
+    dist = canonical(dist)
     expected = _expected_torch(dist, version)
     lines = [f"{dist}=={version}"]
     lines.append(_torch_pin(str(expected)) if expected else "# torch: unknown for this release (no fingerprint)")
-    if dist == SGL_DEEP_GEMM:
+    if dist == SGL:
         lines.append(f"sglang-kernel>={KERNEL_FLOOR_WITH_SGL_DEEP_GEMM}")
-    lines.append(_status(str(version)))
+    release_id = str(version) if dist == SGL else f"{dist}-{version}"
+    lines.append(_status(release_id, certificates_dir))
     return lines
 
 
-def suggest(rel: Release) -> list[str]:
+def suggest(rel: Release, certificates_dir: Path | None = None) -> list[str]:
     """Pin lines for the installed stack (or a note when there is nothing to pin)."""
     if rel.dist is None or rel.version is None:
         return ["# no deep_gemm distribution installed; see `dgcompat pin --release VERSION`"]
-    return pin_lines(rel.dist, rel.version)
+    return pin_lines(rel.dist, rel.version, certificates_dir)
 
 
-def _tier_cell(cert: dict[str, Any] | None) -> str:
+def _tier_cell(cert: Certificate | None) -> str:
     if cert is None:
         return "not run"
-    summary = cert.get("summary", {})
-    verdict = str(cert.get("verdict", ""))
+    summary = cert.summary
     counts = f"{summary.get('passed', 0)} passed"
     for key in ("failed", "hang", "error"):
         if summary.get(key):
@@ -87,20 +79,18 @@ def _tier_cell(cert: dict[str, Any] | None) -> str:
     for key in ("xfail", "xfailed"):
         if summary.get(key):
             counts += f", {summary[key]} xfail"
-    if verdict.startswith("incompatible"):
-        return verdict
-    return f"{verdict.lower()} ({counts})"
+    if cert.verdict.startswith("incompatible"):
+        return cert.verdict
+    return f"{cert.verdict.lower()} ({counts})"
 
 
-def render_compatibility() -> str:
-    """docs/compatibility.md: every release x tier, from the committed certificates."""
-    from dgcompat.detection import KNOWN_SGL_DEEP_GEMM
-
-    by_key: dict[tuple[str, str], dict[str, Any]] = {}
-    for cert in certificates():
-        key = (str(cert.get("release")), str(cert.get("tier")))
-        by_key.setdefault(key, cert)
-    gpu_env = next((c for c in certificates() if c.get("tier") == "gpu" and isinstance(c.get("device"), dict)), None)
+def render_compatibility(folder: Path | None = None) -> str:
+    """docs/compatibility.md: every release x tier, from the certificates (default: the committed ones)."""
+    every = certificates(folder=folder)
+    by_key: dict[tuple[str, str], Certificate] = {}
+    for cert in every:
+        by_key.setdefault((cert.release, cert.tier), cert)
+    gpu_env = next((c.data for c in every if c.tier == "gpu" and isinstance(c.data.get("device"), dict)), None)
     lines = [
         "# Compatibility",
         "",
@@ -122,38 +112,59 @@ def render_compatibility() -> str:
         "| release | torch | CPU tier | GPU tier | pin |",
         "|---|---|---|---|---|",
     ]
-    rows: list[tuple[str, str]] = [(SGL_DEEP_GEMM, v) for v in KNOWN_SGL_DEEP_GEMM]
-    rows += [("sgl-kernel", "0.3.21"), ("sglang-kernel", "0.4.0"), ("sglang-kernel", "0.4.1.post1"),
-             ("sglang-kernel", "0.4.2")]
+    rows: list[tuple[str, str]] = [(SGL, v) for v in SGL_DEEP_GEMM_RELEASES]
+    rows += list(BUNDLED_RELEASES)
     for dist, version in rows:
-        release_key = version if dist == SGL_DEEP_GEMM else f"{dist}-{version}"
+        release_key = version if dist == SGL else f"{dist}-{version}"
         torch_spec = _expected_torch(dist, Version(version))
         cpu = by_key.get((release_key, "cpu-tier"))
         gpu = by_key.get((release_key, "gpu"))
-        label = version if dist == SGL_DEEP_GEMM else f"{dist} {version} (bundled)"
+        label = version if dist == SGL else f"{dist} {version} (bundled)"
         pin = f"`{dist}=={version}`" + (f", `torch{torch_spec}`" if torch_spec else "")
         lines.append(f"| {label} | {torch_spec or '?'} | {_tier_cell(cpu)} | {_tier_cell(gpu)} | {pin} |")
     return "\n".join(lines) + "\n"
 
 
+def _usage(parser: argparse.ArgumentParser, message: str) -> int:
+    parser.print_usage(sys.stderr)
+    print(f"{parser.prog}: error: {message}", file=sys.stderr)
+    return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """``dgcompat pin``; 0 on success, 2 for a usage error or an unsound certificate."""
     parser = argparse.ArgumentParser(prog="dgcompat pin", description=__doc__)
     parser.add_argument("--release", help="an sgl-deep-gemm version instead of the installed stack")
-    parser.add_argument("--dist", default=SGL_DEEP_GEMM, help="distribution of --release (default sgl-deep-gemm)")
+    parser.add_argument("--dist", default=SGL, help="distribution of --release (default sgl-deep-gemm)")
     parser.add_argument("--list", action="store_true", help="every release with its torch pairing")
     parser.add_argument("--docs", action="store_true", help="print docs/compatibility.md from the certificates")
-    opts = parser.parse_args(list(argv) if argv is not None else None)
-    if opts.docs:
-        print(render_compatibility(), end="")
-        return 0
-    if opts.list:
-        for dist, releases, torch_spec, why in EXPECTED_TORCH:
-            print(f"{dist:<14} {releases:<28} torch{torch_spec:<10} # {why}")
-        return 0
-    if opts.release:
-        print("\n".join(pin_lines(opts.dist, Version(opts.release))))
-        return 0
-    from dgcompat.detection import release
+    parser.add_argument("--certificates", type=Path, metavar="DIR",
+                        help="certificate folder (default: the certificates shipped with dgcompat_conformance)")
+    try:
+        opts = parser.parse_args(list(argv) if argv is not None else None)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    try:
+        if opts.docs:
+            print(render_compatibility(opts.certificates), end="")
+            return 0
+        if opts.list:
+            for dist, releases, torch_spec, why in EXPECTED_TORCH:
+                print(f"{dist:<14} {releases:<28} torch{torch_spec:<10} # {why}")
+            return 0
+        if opts.release:
+            if canonical(opts.dist) not in DEEP_GEMM_DISTS:
+                return _usage(parser, f"--dist {opts.dist!r}: expected one of {', '.join(DEEP_GEMM_DISTS)}")
+            try:
+                version = Version(opts.release)
+            except InvalidVersion:
+                return _usage(parser, f"--release {opts.release!r} is not a release version (e.g. 0.1.4)")
+            print("\n".join(pin_lines(opts.dist, version, opts.certificates)))
+            return 0
+        from dgcompat.detection import release
 
-    print("\n".join(suggest(release())))
-    return 0
+        print("\n".join(suggest(release(), opts.certificates)))
+        return 0
+    except CertificateError as exc:
+        print(f"dgcompat pin: error: {exc}", file=sys.stderr)
+        return 2

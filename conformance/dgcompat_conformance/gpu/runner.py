@@ -45,22 +45,25 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ..harness.wheels import wheel_sha256
-from .._paths import WING, import_path, wing_root
+from .. import certificate
+from .._args import positive_int
+from ..certificate import CASE_OUTCOMES, SCHEMA, CertificateError
+from ..dists import SGL_DEEP_GEMM, TVM_FFI, canonical
+from ..wheelcache import CacheError, confined, parse_name, sha256_file, verify
+from .._paths import import_path, wing_root
 from . import abi as _abi
 from .cases import CASES
 
 __all__ = [
     "SCHEMA", "OUTCOMES", "certify_release", "environment_info", "find_wheel", "install_release",
-    "load_certificates", "render_markdown", "write_docs", "main",
+    "load_certificates", "write_certificate", "render_markdown", "write_docs", "main",
 ]
 
-SCHEMA = "dgcompat-conformance-certificate/1"
 TIER = "gpu"
-OUTCOMES = ("passed", "failed", "hang", "error", "xfail")
-SGL = "sgl-deep-gemm"
+OUTCOMES = CASE_OUTCOMES
+SGL = SGL_DEEP_GEMM
 
-DEFAULT_OUT = WING / "certificates"
+DEFAULT_OUT = certificate.COMMITTED
 DEFAULT_DOCS = wing_root().parent / "docs" / "compatibility-gpu.md"  # in a checkout
 
 _print_lock = threading.Lock()
@@ -78,31 +81,48 @@ def _short(text: str, limit: int = 800) -> str:
 
 # --- wheels and installs -------------------------------------------------------------------------
 
-def _wheel_prefix(dist: str, version: str) -> str:
-    return re.sub(r"[-_.]+", "_", dist).lower() + "-" + version + "-"
-
-
 def find_wheel(dirs: Sequence[Path], dist: str, version: str) -> Path | None:
-    """The wheel of ``dist==version`` in any of ``dirs`` (searched recursively), or None."""
-    prefix = _wheel_prefix(dist, version)
+    """The wheel of ``dist==version`` in any of ``dirs`` (searched recursively, names read by
+    :func:`packaging.utils.parse_wheel_filename`), or None. A damaged one raises :class:`CacheError`."""
+    from packaging.version import Version
+
+    wanted = Version(version)
     for d in dirs:
         if not d.is_dir():
             continue
-        hits = sorted(p for p in d.rglob("*.whl") if p.name.lower().startswith(prefix))
+        hits = []
+        for p in sorted(d.rglob("*.whl")):
+            try:
+                name, ver = parse_name(p.name)
+            except CacheError:
+                continue
+            if name == canonical(dist) and ver == wanted:
+                hits.append(p)
         if hits:
+            problem = verify(hits[0])
+            if problem is not None:
+                raise CacheError(f"{hits[0]} is {problem}")
             return hits[0]
     return None
 
 
 def tvm_ffi_pin(wheel: Path) -> str | None:
-    """The ``apache-tvm-ffi`` version a wheel's metadata pins (``Requires-Dist: apache-tvm-ffi==X``)."""
+    """The ``apache-tvm-ffi`` version a wheel's metadata pins (``Requires-Dist: apache-tvm-ffi==X``, no extra)."""
+    import importlib.metadata as md
+
+    from packaging.requirements import InvalidRequirement, Requirement
+
     with zipfile.ZipFile(wheel) as zf:
-        meta = next((n for n in zf.namelist() if n.endswith(".dist-info/METADATA")), None)
-        text = zf.read(meta).decode(errors="replace") if meta else ""
-    for line in text.splitlines():
-        m = re.match(r"Requires-Dist:\s*apache[-_]tvm[-_]ffi\s*==\s*([0-9][0-9A-Za-z.]*)\s*(;.*)?$", line)
-        if m and not (m.group(2) and "extra" in m.group(2)):
-            return m.group(1)
+        infos = sorted({n.split("/", 1)[0] for n in zf.namelist() if n.split("/", 1)[0].endswith(".dist-info")})
+        requires = [r for info in infos for r in md.PathDistribution(zipfile.Path(zf, f"{info}/")).requires or []]
+    for text in requires:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        pins = [s.version for s in req.specifier if s.operator == "=="]
+        if canonical(req.name) == TVM_FFI and pins and not (req.marker and "extra" in str(req.marker)):
+            return pins[0]
     return None
 
 
@@ -232,10 +252,8 @@ def _test_entry(rec: dict[str, Any]) -> dict[str, Any]:
 
 
 def summarize(tests: Iterable[dict[str, Any]]) -> dict[str, int]:
-    counts = {k: 0 for k in OUTCOMES}
-    for t in tests:
-        counts[t["outcome"]] += 1
-    return counts
+    """Counts per GPU-case outcome (:data:`~dgcompat_conformance.certificate.CASE_OUTCOMES`)."""
+    return certificate.summarize(tests, CASE_OUTCOMES)
 
 
 def _abi_summary(abi: dict[str, Any], forced: dict[str, Any] | None) -> dict[str, Any]:
@@ -276,14 +294,14 @@ def certify_release(version: str, *, wheel_dirs: Sequence[Path], work: Path, env
             raise RuntimeError(f"no {SGL} {version} wheel in {', '.join(map(str, wheel_dirs))}")
         extra: list[Path] = []
         pin = tvm_ffi_pin(wheel)
-        cert["wheel"] = {"file": wheel.name, "sha256": wheel_sha256(wheel), "apache_tvm_ffi": pin}
+        cert["wheel"] = {"file": wheel.name, "sha256": sha256_file(wheel), "apache_tvm_ffi": pin}
         if pin:
-            tvm = find_wheel(wheel_dirs, "apache-tvm-ffi", pin)
+            tvm = find_wheel(wheel_dirs, TVM_FFI, pin)
             if tvm is None:
                 raise RuntimeError(f"{wheel.name} needs apache-tvm-ffi=={pin}, and no such wheel is in "
                                    f"{', '.join(map(str, wheel_dirs))}")
             extra.append(tvm)
-        folder = work / version
+        folder = confined(work, version)  # install_release empties <folder>/site first
         site = folder / "site"
         install_release(wheel, extra, site, python=python)
         (folder / "jit").mkdir(parents=True, exist_ok=True)
@@ -321,34 +339,9 @@ def certify_release(version: str, *, wheel_dirs: Sequence[Path], work: Path, env
     return cert
 
 
-def certificate_path(out_dir: Path, release: str) -> Path:
-    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in release)
-    return out_dir / f"gpu-{safe}.json"
-
-
 def write_certificate(cert: dict[str, Any], out_dir: Path) -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = certificate_path(out_dir, cert["release"])
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(cert, indent=1, default=str) + "\n")
-    os.replace(tmp, path)
-    return path
-
-
-def check_certificate(cert: dict[str, Any]) -> list[str]:
-    """Problems with a GPU certificate's consistency (empty when sound)."""
-    problems = []
-    for key in ("schema", "tier", "release", "distribution", "binding", "dgcompat_version", "torch", "cuda", "driver",
-                "python", "platform", "device", "timestamp", "abi", "verdict", "tests", "summary"):
-        if key not in cert:
-            problems.append(f"missing field {key!r}")
-    if cert.get("tier") != TIER:
-        problems.append(f"tier is {cert.get('tier')!r}")
-    if any(t.get("outcome") not in OUTCOMES for t in cert.get("tests") or []):
-        problems.append("unknown outcome")
-    elif cert.get("summary") != summarize(cert.get("tests") or []):
-        problems.append("summary does not equal the counts of the tests list")
-    return problems
+    """Check ``cert`` against the one certificate schema and write it atomically (:func:`certificate.write`)."""
+    return certificate.write(cert, out_dir)
 
 
 # --- the compatibility table ---------------------------------------------------------------------
@@ -363,15 +356,11 @@ def _version_key(release: str) -> tuple[Any, ...]:
 
 
 def load_certificates(out_dir: Path = DEFAULT_OUT) -> list[dict[str, Any]]:
-    """Every ``gpu-*.json`` certificate in ``out_dir``, oldest release first."""
-    certs = []
-    for path in sorted(out_dir.glob("gpu-*.json")):
-        try:
-            cert = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if cert.get("tier") == TIER:
-            certs.append(cert)
+    """Every ``gpu-*.json`` certificate in ``out_dir``, checked, oldest release first.
+
+    Raises :class:`~dgcompat_conformance.certificate.CertificateError` naming an unsound file.
+    """
+    certs = [dict(c.data) for c in certificate.load_folder(out_dir, "gpu-*.json") if c.tier == TIER]
     return sorted(certs, key=lambda c: _version_key(str(c.get("release"))))
 
 
@@ -484,7 +473,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--releases", nargs="*", default=[], help="releases to certify with every case")
     p.add_argument("--abi-only", nargs="*", default=[], help="releases to give an ABI verdict only")
     p.add_argument("--cases", default="", help="comma-separated case ids (default: all)")
-    p.add_argument("--jobs", type=int, default=1, help="releases run at the same time")
+    p.add_argument("--jobs", type=positive_int, default=1, help="releases run at the same time")
     p.add_argument("--timeout-scale", type=float, default=1.0, help="multiply every case deadline")
     p.add_argument("--work", type=Path, default=None, help="install and JIT-cache folders (default: a temp folder)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="certificate folder")
@@ -514,6 +503,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not jobs_list:
         print("nothing to do: give --releases and/or --abi-only (or --table)", file=sys.stderr)
         return 2
+    from packaging.version import InvalidVersion, Version
+
+    for version, _abi_only in jobs_list:
+        try:
+            Version(version)
+        except InvalidVersion:
+            print(f"{version!r} is not a release version (e.g. 0.1.4)", file=sys.stderr)
+            return 2
     work = opts.work or Path(tempfile.mkdtemp(prefix="dgcompat-gpu-"))
     env_info = environment_info()
     _say(f"machine: {json.dumps(env_info)}")
@@ -523,7 +520,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         version, abi_only = item
         cert = certify_release(version, wheel_dirs=wheel_dirs, work=work, env_info=env_info, case_ids=case_ids,
                                abi_only=abi_only, timeout_scale=opts.timeout_scale)
-        path = write_certificate(cert, opts.out)
+        try:
+            path = write_certificate(cert, opts.out)
+        except (CertificateError, OSError) as exc:
+            _say(f"== {version}: certificate not written: {exc}")
+            cert["verdict"] = "failed"
+            return cert
         s = cert["summary"]
         _say(f"== {version}: {cert['verdict']}  passed {s['passed']} failed {s['failed']} hang {s['hang']} "
              f"error {s['error']} xfail {s['xfail']}  {cert['seconds']:.0f}s -> {path.name}"

@@ -1,41 +1,17 @@
-"""Conformance certificates: one JSON document per release run, and the summary table.
+"""CPU-tier certificates: building one from a child's result, the progress line and the summary table.
 
-A certificate records what was certified (release, distribution, binding), with what (dgcompat,
-torch, python, platform, device or ``"cpu-tier"``, architecture), when, and every test's outcome.
-Its ``summary`` counts always equal the counts of the ``tests`` list (:func:`check` verifies it).
+The schema, its check, the writer and the reader are :mod:`dgcompat_conformance.certificate`'s
+(one for every tier); they are re-exported here for the harness.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import json
-from collections import Counter
-from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+
+from ..certificate import OUTCOMES, SCHEMA, check, summarize, verdict, write
 
 __all__ = ["SCHEMA", "OUTCOMES", "build", "summarize", "verdict", "check", "write", "render_table", "progress_line"]
-
-SCHEMA = "dgcompat-conformance-certificate/1"
-OUTCOMES = ("passed", "failed", "skipped", "xfailed", "xpassed", "error")
-
-
-def summarize(tests: Iterable[dict[str, Any]]) -> dict[str, int]:
-    """Counts per outcome (every outcome present, zeros included)."""
-    counts = Counter(t["outcome"] for t in tests)
-    unknown = set(counts) - set(OUTCOMES)
-    if unknown:
-        raise ValueError(f"unknown test outcomes {sorted(unknown)}")
-    return {k: int(counts.get(k, 0)) for k in OUTCOMES}
-
-
-def verdict(cert: dict[str, Any]) -> str:
-    """``PASS`` (all tests passed, skipped or xfailed), ``FAIL`` (a test failed) or ``ERROR`` (no run)."""
-    if cert.get("harness_error") or not cert.get("tests"):
-        return "ERROR"
-    s = cert["summary"]
-    if s["error"] or s["failed"] or s["xpassed"]:
-        return "FAIL"
-    return "PASS"
 
 
 def _tests(raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -81,36 +57,6 @@ def build(child: dict[str, Any], *, release: str, distribution: str | None, whee
             cert["harness_traceback"] = child["harness_traceback"]
     cert["verdict"] = verdict(cert)
     return cert
-
-
-def check(cert: dict[str, Any]) -> list[str]:
-    """Problems with a certificate's consistency (empty when it is sound)."""
-    problems = []
-    for key in ("schema", "tier", "release", "distribution", "binding", "dgcompat_version", "torch", "python",
-                "platform", "device", "arch", "timestamp", "tests", "summary"):
-        if key not in cert:
-            problems.append(f"missing field {key!r}")
-    if cert.get("schema") != SCHEMA:
-        problems.append(f"schema is {cert.get('schema')!r}, expected {SCHEMA!r}")
-    try:
-        counted = summarize(cert.get("tests") or [])
-    except (KeyError, ValueError) as exc:
-        return problems + [f"bad tests list: {exc}"]
-    if cert.get("summary") != counted:
-        problems.append(f"summary {cert.get('summary')} does not equal the counts of the tests list {counted}")
-    ids = [t["id"] for t in cert.get("tests") or []]
-    if len(ids) != len(set(ids)):
-        problems.append("duplicate test ids")
-    return problems
-
-
-def write(cert: dict[str, Any], out_dir: Path) -> Path:
-    """Write ``<out_dir>/<release>.json`` and return its path."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in cert["release"])
-    path = out_dir / f"{safe}.json"
-    path.write_text(json.dumps(cert, indent=1, sort_keys=False) + "\n")
-    return path
 
 
 def progress_line(index: int, total: int, cert: dict[str, Any]) -> str:

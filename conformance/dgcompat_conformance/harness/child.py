@@ -290,8 +290,9 @@ def main(argv: list[str] | None = None) -> int:
                 sys.path.insert(0, str(workdir))
                 # The stand-ins replace the native library, so the torch it was built for is moot.
                 os.environ["DGCOMPAT_ALLOW_TORCH_MISMATCH"] = "1"
+                # The parent removes the result's folder even when this process is killed.
                 installed = install(workdir, dist=args.dist, version=args.version, arch=args.arch,
-                                    ffi_returns=args.ffi_returns)
+                                    ffi_returns=args.ffi_returns, scratch=args.out.resolve().parent)
                 result["standins"] = {
                     "library": installed.library.name,
                     "binding": installed.profile.binding,

@@ -675,11 +675,6 @@ _OPS: dict[str, Callable[[Ctx, _Args], Any]] = {
 }
 
 
-def emulated_ops() -> frozenset[str]:
-    """Names of the native functions the stand-in computes (others raise StandInNotEmulated)."""
-    return frozenset(_OPS)
-
-
 def emulate(profile: Profile, state: NativeState, op: str, args: tuple[Any, ...]) -> Any:
     """Run the stand-in of native ``op`` with positional ``args`` (already checked against its signature)."""
     state.calls[op] = state.calls.get(op, 0) + 1

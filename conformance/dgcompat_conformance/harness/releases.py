@@ -11,6 +11,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
+from ..dists import BUNDLED_RELEASES, KERNEL_DISTS, SGL_DEEP_GEMM, SGL_DEEP_GEMM_RELEASES, canonical
+from ..wheelcache import CacheError, parse_name
+
 __all__ = [
     "ReleaseSpec",
     "SGL_DEEP_GEMM",
@@ -21,28 +26,7 @@ __all__ = [
     "spec_from_wheel",
 ]
 
-SGL_DEEP_GEMM = "sgl-deep-gemm"
-
-#: Every sgl-deep-gemm release on PyPI (wheel-matrix.md §2.1).
-SGL_DEEP_GEMM_RELEASES: tuple[str, ...] = (
-    "0.0.1", "0.1.0", "0.1.1", "0.1.2", "0.1.3", "0.1.4", "0.1.4.post1", "0.1.5", "0.1.5.post1",
-    "0.1.5.post2", "0.1.5.post3", "0.1.6", "0.1.7", "0.2.0", "0.2.1", "0.2.1.post1", "0.2.2",
-    "0.2.3", "0.2.3.post1", "0.2.3.post2", "0.2.5",
-)
-
-#: Kernel wheels that bundle a deep_gemm copy (wheel-matrix.md §2.2); ~500 MB each, so opt-in.
-BUNDLED_RELEASES: tuple[tuple[str, str], ...] = (
-    ("sgl-kernel", "0.3.21"),
-    ("sglang-kernel", "0.4.0"),
-    ("sglang-kernel", "0.4.1.post1"),
-    ("sglang-kernel", "0.4.2"),
-)
-
-_KERNEL_DISTS = ("sgl-kernel", "sglang-kernel")
-
-
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+_norm = canonical
 
 
 @dataclass(frozen=True)
@@ -56,7 +40,7 @@ class ReleaseSpec:
     @property
     def bundled(self) -> bool:
         """True for a deep_gemm copy inside sgl-kernel / sglang-kernel."""
-        return _norm(self.dist) in _KERNEL_DISTS
+        return _norm(self.dist) in KERNEL_DISTS
 
     @property
     def id(self) -> str:
@@ -80,27 +64,35 @@ def all_releases(*, bundled: bool = False) -> list[ReleaseSpec]:
     return out
 
 
+def _checked_version(text: str, where: str) -> str:
+    try:
+        Version(text)
+    except InvalidVersion as exc:
+        raise ValueError(f"{where}: {text!r} is not a release version") from exc
+    return text
+
+
 def parse_release(text: str) -> ReleaseSpec:
     """Read ``0.1.4``, ``sgl-deep-gemm==0.1.4``, ``sgl-kernel-0.3.21`` or ``sglang-kernel==0.4.2``."""
     text = text.strip()
     m = re.fullmatch(r"([A-Za-z][A-Za-z0-9_.-]*?)\s*(?:==|-|\s)\s*(\d[0-9A-Za-z.+!]*)", text)
     if m and not text[0].isdigit():
         dist, version = _norm(m.group(1)), m.group(2)
-        if dist not in (SGL_DEEP_GEMM, *_KERNEL_DISTS):
+        if dist not in (SGL_DEEP_GEMM, *KERNEL_DISTS):
             raise ValueError(f"unknown distribution {m.group(1)!r}: expected sgl-deep-gemm, sgl-kernel or sglang-kernel")
-        return ReleaseSpec(dist, version)
+        return ReleaseSpec(dist, _checked_version(version, text))
     if re.fullmatch(r"\d[0-9A-Za-z.+!]*", text):
-        return ReleaseSpec(SGL_DEEP_GEMM, text)
+        return ReleaseSpec(SGL_DEEP_GEMM, _checked_version(text, text))
     raise ValueError(f"cannot read a release from {text!r}: give a version such as 0.1.4 or dist==version")
 
 
 def spec_from_wheel(path: str | Path) -> ReleaseSpec:
-    """The release a wheel file holds, from its file name (``<dist>-<version>-<tags>.whl``)."""
+    """The release a wheel file holds, from its file name (:func:`packaging.utils.parse_wheel_filename`)."""
     p = Path(path)
-    parts = p.name.split("-")
-    if p.suffix != ".whl" or len(parts) < 5:
-        raise ValueError(f"{p.name} is not a wheel file name (<dist>-<version>-<python>-<abi>-<platform>.whl)")
-    dist = _norm(parts[0])
-    if dist not in (SGL_DEEP_GEMM, *_KERNEL_DISTS):
+    try:
+        dist, version = parse_name(p.name)
+    except CacheError as exc:
+        raise ValueError(str(exc)) from exc
+    if dist not in (SGL_DEEP_GEMM, *KERNEL_DISTS):
         raise ValueError(f"{p.name} is a {dist} wheel: only sgl-deep-gemm, sgl-kernel and sglang-kernel hold deep_gemm")
-    return ReleaseSpec(dist, parts[1], p.resolve())
+    return ReleaseSpec(dist, str(version), p.resolve())

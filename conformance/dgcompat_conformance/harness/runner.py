@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import certificate
+from ..certificate import CertificateError
 from .._paths import with_import_path
 from .releases import ReleaseSpec
 from .wheels import FetchError, fetch_wheel, prepare_workdir, wheel_sha256
@@ -99,9 +100,14 @@ def _run_child(release_id: str, cmd: list[str], opts: RunOptions, out_json: Path
     child: dict[str, Any] = {}
     if out_json.is_file():
         try:
-            child = json.loads(out_json.read_text())
-        except json.JSONDecodeError as exc:
+            loaded = json.loads(out_json.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             err = err or f"unreadable child result: {exc}"
+        else:
+            if isinstance(loaded, dict):
+                child = loaded
+            else:
+                err = err or f"the child's result is a JSON {type(loaded).__name__}, not an object"
     elif err is None:
         err = f"child wrote no result (see {log})"
     return child, err
@@ -127,9 +133,19 @@ def run_release(spec: ReleaseSpec, opts: RunOptions) -> dict[str, Any]:
                              wall_seconds=round(time.perf_counter() - t0, 2))
     if cert.get("tier") == "cpu-tier" and cert.get("device") is None:
         cert["device"] = "cpu-tier"
-    if opts.write_certificates:
-        certificate.write(cert, opts.out_dir)
+    _write(cert, opts)
     return cert
+
+
+def _write(cert: dict[str, Any], opts: RunOptions) -> None:
+    """Write ``cert`` (when asked to); a failure is recorded in it, so the other releases still run."""
+    if not opts.write_certificates:
+        return
+    try:
+        certificate.write(cert, opts.out_dir)
+    except (OSError, CertificateError) as exc:
+        cert["harness_error"] = f"certificate not written: {exc}"
+        cert["verdict"] = "ERROR"
 
 
 def run_installed(opts: RunOptions, *, reference: bool = False, force_standins: bool = False) -> dict[str, Any]:
@@ -158,8 +174,7 @@ def run_installed(opts: RunOptions, *, reference: bool = False, force_standins: 
                              wall_seconds=round(time.perf_counter() - t0, 2))
     if reference:
         cert["binding"] = "reference"
-    if opts.write_certificates:
-        certificate.write(cert, opts.out_dir)
+    _write(cert, opts)
     return cert
 
 

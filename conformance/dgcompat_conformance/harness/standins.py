@@ -26,6 +26,7 @@ import atexit
 import importlib.abc
 import importlib.machinery
 import os
+import shutil
 import sys
 import tempfile
 import types
@@ -309,8 +310,13 @@ def _schedule_balance(flavor: str, version: str) -> str:
         return "tail"
 
 
-def install(workdir: Path, *, dist: str, version: str, arch: str = "sm90", ffi_returns: str = "torch") -> Installed:
-    """Put the stand-ins for the release unpacked in ``workdir`` in place (call before ``import deep_gemm``)."""
+def install(workdir: Path, *, dist: str, version: str, arch: str = "sm90", ffi_returns: str = "torch",
+            scratch: Path | None = None) -> Installed:
+    """Put the stand-ins for the release unpacked in ``workdir`` in place (call before ``import deep_gemm``).
+
+    The empty ``CUDA_HOME`` folder is made in ``scratch`` (default: the temporary folder) and
+    removed when the process exits.
+    """
     lib, flavor = native_library(workdir)
     era, ops = read_ops(lib)
     if flavor == "bundled":
@@ -319,7 +325,8 @@ def install(workdir: Path, *, dist: str, version: str, arch: str = "sm90", ffi_r
     profile = Profile(dist=dist, version=version, flavor=flavor, binding=era, arch=arch, device_sms=device_sms,
                       schedule_balance=_schedule_balance(flavor, version), ffi_returns=ffi_returns)
     state = NativeState(num_sms=device_sms)
-    cuda_home = Path(tempfile.mkdtemp(prefix="dgcompat-cuda-home-"))
+    cuda_home = Path(tempfile.mkdtemp(prefix="dgcompat-cuda-home-", dir=scratch))
+    atexit.register(shutil.rmtree, cuda_home, ignore_errors=True)
     installed = Installed(profile, state, lib, ops, cuda_home)
 
     # find_cuda_home() asserts a toolkit exists (wheel-matrix.md §1 item 7); an empty folder

@@ -176,13 +176,8 @@ def to_json(surface: Mapping[str, Any], indent: int | None = 2) -> str:
 
 
 def resolve_wheel(version: str, *, download: bool = True) -> Path:
-    """The wheel of ``sgl-deep-gemm==version`` from the cache, downloading it if missing."""
-    cached = find_cached_wheel(version)
-    if cached is not None:
-        return cached
-    if not download:
-        raise SurfaceError(f"{DIST_NAME}=={version} is not in {wheel_dir()}")
-    return download_wheel(version)
+    """The verified wheel of ``sgl-deep-gemm==version`` from the cache, downloading it if missing or corrupt."""
+    return download_wheel(version, download=download)
 
 
 def _cache_file(wheel: Path, sha256: str) -> Path:

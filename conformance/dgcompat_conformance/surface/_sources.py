@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import email.parser
-import hashlib
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
+import importlib.metadata as md
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from dgcompat.errors import DgcompatError
+
+from .. import wheelcache
+from ..dists import SGL_DEEP_GEMM, canonical
+from ..wheelcache import cache_root, sha256_file, wheel_dir
 
 __all__ = [
     "SurfaceError",
@@ -33,7 +31,7 @@ __all__ = [
     "sha256_file",
 ]
 
-DIST_NAME = "sgl-deep-gemm"
+DIST_NAME = SGL_DEEP_GEMM
 PACKAGE = "deep_gemm"
 
 
@@ -59,26 +57,6 @@ class ReleaseFiles:
     notes: list[str] = field(default_factory=list)
 
 
-def cache_root() -> Path:
-    """``$DGCOMPAT_CACHE``, else ``~/.cache/dgcompat``."""
-    env = os.environ.get("DGCOMPAT_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "dgcompat"
-
-
-def wheel_dir() -> Path:
-    """Where wheels are kept (``<cache>/wheels``)."""
-    return cache_root() / "wheels"
-
-
-def sha256_file(path: Path) -> str:
-    """Hex SHA-256 of a file."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _parse_version(version: str) -> Version:
     try:
         return Version(version)
@@ -88,46 +66,17 @@ def _parse_version(version: str) -> Version:
 
 def find_cached_wheel(version: str, directory: Path | None = None, dist: str = DIST_NAME) -> Path | None:
     """The cached wheel of ``dist==version`` in ``directory`` (default: :func:`wheel_dir`), or None."""
-    wanted = _parse_version(version)
-    folder = directory or wheel_dir()
-    if not folder.is_dir():
-        return None
-    hits: list[Path] = []
-    for path in folder.iterdir():
-        if path.suffix != ".whl":
-            continue
-        try:
-            name, ver, _build, _tags = parse_wheel_filename(path.name)
-        except InvalidWheelFilename:
-            continue
-        if name == canonicalize_name(dist) and ver == wanted:
-            hits.append(path)
-    return sorted(hits)[0] if hits else None
+    return wheelcache.find(dist, _parse_version(version), directory)
 
 
-def download_wheel(version: str, directory: Path | None = None, dist: str = DIST_NAME, timeout: float = 900.0) -> Path:
-    """``pip download --no-deps <dist>==<version>`` into ``directory``; the wheel path."""
+def download_wheel(version: str, directory: Path | None = None, dist: str = DIST_NAME, timeout: float = 900.0, *,
+                   download: bool = True) -> Path:
+    """The verified wheel of ``dist==version`` from the cache, fetched (again, when corrupt) unless not ``download``."""
     _parse_version(version)
-    folder = directory or wheel_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    # Download into a private folder so a concurrent reader never sees a half-written wheel.
-    with tempfile.TemporaryDirectory(dir=folder, prefix=".download-") as tmp:
-        cmd = [
-            sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-            "--only-binary=:all:", "--platform", "manylinux2014_x86_64", "-d", tmp, f"{dist}=={version}",
-        ]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise SurfaceError(f"pip download {dist}=={version} failed: {exc}") from exc
-        wheels = [p for p in Path(tmp).iterdir() if p.suffix == ".whl"]
-        if proc.returncode != 0 or not wheels:
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-            raise SurfaceError(f"pip download {dist}=={version} failed (exit {proc.returncode}): {' | '.join(tail)}")
-        target = folder / wheels[0].name
-        if not target.exists():
-            shutil.move(str(wheels[0]), str(target))
-    return target
+    try:
+        return wheelcache.fetch(dist, version, directory=directory, download=download, timeout=timeout)
+    except wheelcache.CacheError as exc:
+        raise SurfaceError(str(exc)) from exc
 
 
 def _in_package(path: str) -> bool:
@@ -136,11 +85,29 @@ def _in_package(path: str) -> bool:
     return len(parts) >= 2 and parts[0] == PACKAGE and parts[1] != "include"
 
 
-def _pick_metadata(candidates: Iterable[tuple[str, str, str | None]]) -> str | None:
-    """From ``(dist-info name, METADATA text, RECORD/top_level text)``, the one owning deep_gemm."""
-    items = list(candidates)
-    for _name, metadata, owner_text in items:
-        if owner_text and (f"{PACKAGE}/__init__.py" in owner_text or owner_text.split() == [PACKAGE] or PACKAGE in owner_text.split()):
+def _owns_package(dist: md.Distribution) -> bool:
+    """True when ``dist``'s RECORD (read by :attr:`importlib.metadata.Distribution.files`) or top_level.txt
+    lists the deep_gemm package."""
+    try:
+        files = dist.files or []
+        top_level = (dist.read_text("top_level.txt") or "").split()
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False  # an unreadable RECORD claims nothing
+    return PACKAGE in top_level or any(f.parts == (PACKAGE, "__init__.py") for f in files)
+
+
+def _pick_metadata(candidates: Iterable[md.Distribution]) -> str | None:
+    """The METADATA text of the candidate dist-info that owns deep_gemm (the only one, when just one)."""
+    items = []
+    for dist in candidates:
+        try:
+            text = dist.read_text("METADATA")
+        except (OSError, UnicodeDecodeError):
+            text = None
+        if text is not None:
+            items.append((dist, text))
+    for dist, metadata in items:
+        if _owns_package(dist):
             return metadata
     return items[0][1] if len(items) == 1 else None
 
@@ -162,19 +129,12 @@ def read_wheel(path: Path) -> ReleaseFiles:
                 sources[name] = zf.read(name).decode("utf-8", "replace")
             elif name.endswith(".so"):
                 shared[name] = zf.read(name)
-        metas: list[tuple[str, str, str | None]] = []
-        for name in names:
-            parts = name.split("/")
-            if len(parts) == 2 and parts[0].endswith(".dist-info") and parts[1] == "METADATA":
-                owner = None
-                for extra in ("RECORD", "top_level.txt"):
-                    member = f"{parts[0]}/{extra}"
-                    if member in names:
-                        owner = (owner or "") + zf.read(member).decode("utf-8", "replace")
-                metas.append((parts[0], zf.read(name).decode("utf-8", "replace"), owner))
+        infos = sorted({n.split("/", 1)[0] for n in names if n.split("/", 1)[0].endswith(".dist-info")})
+        # A dist-info inside the archive, read through importlib.metadata as an installed one would be.
+        metadata = _pick_metadata(md.PathDistribution(zipfile.Path(zf, f"{info}/")) for info in infos)
     if f"{PACKAGE}/__init__.py" not in sources:
         raise SurfaceError(f"{path}: the wheel has no {PACKAGE}/__init__.py")
-    return ReleaseFiles("wheel", path.name, sha256_file(path), sources, shared, _pick_metadata(metas))
+    return ReleaseFiles("wheel", path.name, sha256_file(path), sources, shared, metadata)
 
 
 def read_folder(path: Path) -> ReleaseFiles:
@@ -195,16 +155,8 @@ def read_folder(path: Path) -> ReleaseFiles:
             sources[rel] = file.read_text("utf-8", "replace")
         elif file.suffix == ".so":
             shared[rel] = file.read_bytes()
-    metas: list[tuple[str, str, str | None]] = []
-    for info in sorted(root.glob("*.dist-info")):
-        meta = info / "METADATA"
-        if not meta.is_file():
-            continue
-        owner = "".join(
-            (info / extra).read_text("utf-8", "replace") for extra in ("RECORD", "top_level.txt") if (info / extra).is_file()
-        )
-        metas.append((info.name, meta.read_text("utf-8", "replace"), owner or None))
-    return ReleaseFiles("folder", pkg.resolve().parent.name, None, sources, shared, _pick_metadata(metas))
+    metadata = _pick_metadata(md.PathDistribution(info) for info in sorted(root.glob("*.dist-info")))
+    return ReleaseFiles("folder", pkg.resolve().parent.name, None, sources, shared, metadata)
 
 
 def parse_metadata(text: str | None) -> tuple[dict[str, str] | None, list[str]]:
@@ -213,6 +165,6 @@ def parse_metadata(text: str | None) -> tuple[dict[str, str] | None, list[str]]:
         return None, []
     msg = email.parser.Parser().parsestr(text, headersonly=True)
     name, version = msg.get("Name"), msg.get("Version")
-    release = {"name": str(canonicalize_name(name)), "version": str(version)} if name and version else None
+    release = {"name": canonical(name), "version": str(version)} if name and version else None
     requires = [str(r).strip() for r in msg.get_all("Requires-Dist") or []]
     return release, requires

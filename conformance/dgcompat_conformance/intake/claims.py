@@ -1,0 +1,254 @@
+"""What a surface claims about each capability, and where the capability table disagrees with it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from dgcompat.detection import KNOWN_SGL_DEEP_GEMM, Release, _expected_torch
+from dgcompat.table import Capabilities, compute, lookup
+
+from ..dists import canonical
+from ._surface import SGL, _BUNDLING, Surface, _first_present, _param, _params, _record, _returned_op, _schema_result
+
+__all__ = ["SURFACE_CLAIMS", "NOT_SURFACE_VISIBLE", "release_of", "capabilities_of", "check_table", "check_torch"]
+
+
+def _claim_compile_mode(s: Surface) -> bool:
+    return _record(s, "set_compile_mode") is not None
+
+
+def _claim_pdl(s: Surface) -> str | None:
+    if _record(s, "set_pdl") is not None:
+        return "top-level"
+    if "set_pdl" in (s.get("native") or {}):
+        return "native"
+    return None
+
+
+def _contiguous(s: Surface) -> Mapping[str, Any] | None:
+    # dgcompat falls back to the fp8_fp4 name where the fp8 alias is missing (moe._bind_contiguous).
+    return _record(s, "m_grouped_fp8_gemm_nt_contiguous") or _record(s, "m_grouped_fp8_fp4_gemm_nt_contiguous")
+
+
+def _claim_contiguous_layout_param(s: Surface) -> str | None:
+    params = _params(_contiguous(s))
+    return str(params[3].get("name")) if len(params) > 3 and params[3].get("name") is not None else None
+
+
+def _claim_ensure_zero_padding_position(s: Surface) -> int | None:
+    found = _param(_contiguous(s), "ensure_zero_padding")
+    return None if found is None else found[0]
+
+
+def _claim_bf16_grouped_contiguous(s: Surface) -> bool:
+    return _record(s, "m_grouped_bf16_gemm_nt_contiguous") is not None
+
+
+def _claim_bf16_grouped_masked(s: Surface) -> bool:
+    return _record(s, "m_grouped_bf16_gemm_nt_masked") is not None
+
+
+def _claim_masked_gemm(s: Surface) -> str | None:
+    return _first_present(s, "m_grouped_fp8_gemm_nt_masked", "fp8_m_grouped_gemm_nt_masked")
+
+
+def _masked(s: Surface) -> Mapping[str, Any] | None:
+    name = _claim_masked_gemm(s)
+    return None if name is None else _record(s, name)
+
+
+def _claim_masked_overlap(s: Surface) -> bool:
+    return _param(_masked(s), "enable_overlap") is not None
+
+
+def _claim_masked_returns(s: Surface) -> str | None:
+    rec = _masked(s)
+    if rec is None:
+        return None
+    op = _returned_op(rec)
+    if op is not None:
+        return _schema_result(s, op, rec)
+    return "none" if rec.get("returns") == "None" else "native-result"
+
+
+def _claim_mqa_logits(s: Surface) -> str | None:
+    # The probe order of the table: fp8_mqa_logits wins where both exist.
+    return _first_present(s, "fp8_mqa_logits", "fp8_fp4_mqa_logits")
+
+
+def _mqa(s: Surface) -> Mapping[str, Any] | None:
+    name = _claim_mqa_logits(s)
+    return None if name is None else _record(s, name)
+
+
+def _claim_mqa_clean_logits(s: Surface) -> str | None:
+    rec = _mqa(s)
+    if rec is None:
+        return None
+    return "native" if _param(rec, "clean_logits") is not None else "emulated"
+
+
+def _claim_mqa_max_seqlen_k(s: Surface) -> str | None:
+    rec = _mqa(s)
+    if rec is None:
+        return None
+    found = _param(rec, "max_seqlen_k")
+    if found is None:
+        return "absent"
+    return "required" if found[1].get("default") is None else "optional"
+
+
+def _claim_paged_mqa_logits(s: Surface) -> str | None:
+    return _first_present(s, "fp8_paged_mqa_logits", "fp8_fp4_paged_mqa_logits")
+
+
+def _claim_paged_clean_logits_arg(s: Surface) -> str | None:
+    name = _claim_paged_mqa_logits(s)
+    found = _param(_record(s, name), "clean_logits") if name else None
+    if found is None:
+        return "absent"
+    return "required" if found[1].get("default") is None else "optional"
+
+
+def _claim_collapsed_strides(s: Surface) -> bool:
+    return s.get("binding") == "tvm-ffi"
+
+
+def _claim_raw_ffi_returns(s: Surface) -> bool:
+    name = _claim_paged_mqa_logits(s)
+    rec = None if name is None else _record(s, name)
+    # 0.2.0+ wraps the paged result with _from_dlpack_if_needed; before, the tvm-ffi object came back.
+    return s.get("binding") == "tvm-ffi" and rec is not None and _returned_op(rec) is not None
+
+
+def _claim_transform_sf_is_sfa(s: Surface) -> str | None:
+    found = _param(_record(s, "transform_sf_into_required_layout"), "is_sfa")
+    if found is None:
+        return None
+    return "optional" if found[1].get("default") == "None" else "bool"
+
+
+#: Capability -> what a surface says about it (the same vocabulary as :class:`~dgcompat.table.Capabilities`).
+SURFACE_CLAIMS: Mapping[str, Callable[[Surface], Any]] = {
+    "compile_mode": _claim_compile_mode,
+    "pdl": _claim_pdl,
+    "contiguous_layout_param": _claim_contiguous_layout_param,
+    "ensure_zero_padding_position": _claim_ensure_zero_padding_position,
+    "bf16_grouped_contiguous": _claim_bf16_grouped_contiguous,
+    "bf16_grouped_masked": _claim_bf16_grouped_masked,
+    "masked_gemm": _claim_masked_gemm,
+    "masked_overlap": _claim_masked_overlap,
+    "masked_returns": _claim_masked_returns,
+    "mqa_logits": _claim_mqa_logits,
+    "mqa_clean_logits": _claim_mqa_clean_logits,
+    "mqa_max_seqlen_k": _claim_mqa_max_seqlen_k,
+    "paged_mqa_logits": _claim_paged_mqa_logits,
+    "paged_clean_logits_arg": _claim_paged_clean_logits_arg,
+    "collapsed_strides": _claim_collapsed_strides,
+    "raw_ffi_returns": _claim_raw_ffi_returns,
+    "transform_sf_is_sfa": _claim_transform_sf_is_sfa,
+}
+
+#: Capabilities a surface cannot show, and why (they are certified by the conformance tiers instead).
+NOT_SURFACE_VISIBLE: Mapping[str, str] = {
+    "paged_context_lens": "the 2-D lengths requirement is a host-side assert inside the native library, not part "
+                          "of any signature",
+    "paged_clean_logits": "dgcompat's own policy (it always masks paged logits itself); the assert that forbids "
+                          "clean_logits with 2-D lengths is inside the native library",
+    "paged_native_next_n": "architecture-dependent: which next_n the compiled kernels and their host asserts accept "
+                           "(per SM family)",
+    "paged_heads": "architecture-dependent: the head counts the kernel templates are instantiated for",
+    "bare_tensor_pairs": "decided inside the private function _parse_tensor_or_tuple (torch.Tensor(...) vs "
+                         "torch.tensor); the surface records public names only, not the bodies of private functions",
+}
+
+
+def release_of(surface: Surface) -> Release:
+    """The :class:`~dgcompat.detection.Release` a surface describes (from its METADATA).
+
+    sgl-deep-gemm releases are matched as themselves; sgl-kernel / sglang-kernel as the copy
+    they bundle. Raises :class:`ValueError` for a surface without a release name and version.
+    """
+    info = surface.get("release") or {}
+    name, text = info.get("name"), info.get("version")
+    if not name or not text:
+        raise ValueError("the surface names no release (no dist-info METADATA): the table cannot be matched")
+    dist = canonical(str(name))
+    try:
+        version = Version(str(text))
+    except InvalidVersion as exc:
+        raise ValueError(f"the surface's release version {text!r} is not a version") from exc
+    if dist == SGL:
+        source = "sgl-deep-gemm"
+    elif dist in _BUNDLING:
+        source = "bundled"
+    else:
+        source = "upstream"
+    return Release(dist=dist, version=version, source=source, binding=str(surface.get("binding") or "unknown"),
+                   location=None, expected_torch=_expected_torch(dist, version), torch=None, torch_ok=None,
+                   kernel_wheel=None, known=dist != SGL or str(version) in KNOWN_SGL_DEEP_GEMM)
+
+
+def capabilities_of(surface: Surface, *, arch: str = "sm90") -> Capabilities:
+    """What the table answers for the release a surface describes (table only, no probes)."""
+    return compute(release_of(surface), backend="deep_gemm", arch=arch)
+
+
+def _label(surface: Surface) -> str:
+    info = surface.get("release") or {}
+    if info.get("version"):
+        return f"{info.get('name')} {info.get('version')}"
+    return str((surface.get("source") or {}).get("name") or "?")
+
+
+def _table_row(capability: str, rel: Release) -> str:
+    # The same (distribution, version) the table matches for this release (table._effective).
+    dist, version = (rel.dist or SGL, rel.version) if rel.source != "upstream" else (SGL, Version(KNOWN_SGL_DEEP_GEMM[-1]))
+    try:
+        row = lookup(capability, dist, version)
+    except KeyError:
+        return f"{capability} (no row)"
+    return f"Row({capability!r}, {row.dist!r}, {row.releases or 'all'!r}, value={row.value!r})"
+
+
+def _mismatches(surface: Surface, arch: str) -> list[tuple[str, Any, Any, str]]:
+    rel = release_of(surface)
+    caps = compute(rel, backend="deep_gemm", arch=arch)
+    out = []
+    for name, claim in SURFACE_CLAIMS.items():
+        said = claim(surface)
+        table = getattr(caps, name)
+        if said != table:
+            out.append((name, table, said, _table_row(name, rel)))
+    return out
+
+
+def check_table(surface: Surface, *, arch: str = "sm90") -> list[str]:
+    """Where the capability table disagrees with ``surface``; empty when every claim agrees.
+
+    For each capability in :data:`SURFACE_CLAIMS`, the answer of
+    :func:`dgcompat.table.compute` (release from the surface's METADATA, backend ``deep_gemm``,
+    ``arch``, no probes: the table's own answer) is compared with what the surface says.
+    """
+    label = _label(surface)
+    return [f"{name}: {row} answers {table!r} for {label}, but the surface says {said!r}"
+            for name, table, said, row in _mismatches(surface, arch)]
+
+
+def check_torch(surface: Surface) -> list[str]:
+    """Where ``EXPECTED_TORCH`` disagrees with the torch the native library was built against."""
+    rel = release_of(surface)
+    built = surface.get("torch_build")
+    if rel.expected_torch is None or not built:
+        return []
+    try:
+        ok = Version(str(built)) in rel.expected_torch
+    except InvalidVersion:
+        return [f"{_label(surface)}: unreadable torch build {built!r}"]
+    if ok:
+        return []
+    return [f"EXPECTED_TORCH pairs {_label(surface)} with torch{rel.expected_torch}, but its native library was "
+            f"built against torch {built}"]

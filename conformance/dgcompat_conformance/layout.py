@@ -1,0 +1,196 @@
+"""The two wings at a glance: lines, modules and import floors (``python -m dgcompat_conformance.layout``).
+
+An import floor is the length of the longest chain of intra-project imports ``a -> b -> c`` a
+module's top-level code sets off (counted in modules, the first one included); imports inside
+functions run later and are left out. Modules that import each other (a cycle) count as one floor
+and are listed. Everything is read from the source with :mod:`ast`; nothing is imported.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["Wing", "wings", "module_imports", "read_wing", "render"]
+
+_HERE = Path(__file__).resolve().parent
+
+
+@dataclass
+class Wing:
+    """One wing: its modules, their top-level imports of project modules, and the numbers."""
+
+    name: str
+    root: Path
+    modules: dict[str, Path] = field(default_factory=dict)
+    imports: dict[str, set[str]] = field(default_factory=dict)
+    lines: int = 0
+
+    def floor(self, project: dict[str, set[str]]) -> tuple[int, list[str]]:
+        """(floors, the longest chain) over ``project``'s import graph, starting in this wing."""
+        comp = _components(project)
+        best: dict[int, tuple[int, list[str]]] = {}
+
+        def longest(c: int) -> tuple[int, list[str]]:
+            if c in best:
+                return best[c]
+            best[c] = (1, [])  # guards a re-entry; components form a DAG, so it is never read
+            members = sorted(m for m, k in comp.items() if k == c)
+            nxt = {comp[t] for m in members for t in project.get(m, ()) if t in comp and comp[t] != c}
+            tail = max((longest(n) for n in nxt), key=lambda x: x[0], default=(0, []))
+            label = members[0] if len(members) == 1 else "{" + ", ".join(members) + "}"
+            best[c] = (tail[0] + 1, [label, *tail[1]])
+            return best[c]
+
+        starts = {comp[m] for m in self.modules}
+        return max((longest(c) for c in starts), key=lambda x: x[0], default=(0, []))
+
+    def cycles(self) -> list[list[str]]:
+        """Groups of this wing's modules that import each other at import time."""
+        comp = _components(self.imports)
+        groups: dict[int, list[str]] = {}
+        for m, c in comp.items():
+            if m in self.modules:
+                groups.setdefault(c, []).append(m)
+        return sorted(sorted(g) for g in groups.values() if len(g) > 1)
+
+
+def _module_name(root: Path, path: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _top_level(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """Imports that run when the module is imported (not inside functions, not under TYPE_CHECKING)."""
+    found: list[ast.Import | ast.ImportFrom] = []
+
+    def walk(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                found.append(node)
+            elif isinstance(node, ast.If):
+                test = node.test
+                if not (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING"):
+                    walk(node.body)
+                walk(node.orelse)
+            elif isinstance(node, (ast.Try, ast.With)):
+                walk(node.body)
+                for handler in getattr(node, "handlers", []):
+                    walk(handler.body)
+
+    walk(tree.body)
+    return found
+
+
+def module_imports(path: Path, name: str, known: set[str], *, top_level_only: bool = True) -> set[str]:
+    """The project modules (of ``known``) that module ``name`` at ``path`` imports."""
+    tree = ast.parse(path.read_text("utf-8"), str(path))
+    nodes = _top_level(tree) if top_level_only else [n for n in ast.walk(tree)
+                                                       if isinstance(n, (ast.Import, ast.ImportFrom))]
+    is_pkg = path.name == "__init__.py"
+    out: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        else:
+            if node.level:
+                base_parts = name.split(".")
+                drop = node.level - (1 if is_pkg else 0)
+                base_parts = base_parts[: len(base_parts) - drop] if drop else base_parts
+                base = ".".join(base_parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+        for t in targets:
+            while t and t not in known:
+                t = t.rpartition(".")[0]
+            if t and t != name:
+                out.add(t)
+    return out
+
+
+def read_wing(name: str, root: Path, package: str) -> Wing:
+    """Every module of ``package`` (its folder is ``root / package``)."""
+    wing = Wing(name, root / package)
+    for path in sorted((root / package).rglob("*.py")):
+        wing.modules[_module_name(root, path)] = path
+        wing.lines += len(path.read_text("utf-8").splitlines())
+    return wing
+
+
+def wings() -> tuple[Wing, Wing]:
+    """(the runtime ``dgcompat``, the certification wing ``dgcompat_conformance``), their imports resolved."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("dgcompat")
+    if spec is None or spec.origin is None:
+        raise RuntimeError("dgcompat is not importable")
+    runtime = read_wing("runtime", Path(spec.origin).resolve().parent.parent, "dgcompat")
+    tooling = read_wing("certification", _HERE.parent, "dgcompat_conformance")
+    known = set(runtime.modules) | set(tooling.modules)
+    for wing in (runtime, tooling):
+        wing.imports = {m: module_imports(p, m, known) for m, p in wing.modules.items()}
+    return runtime, tooling
+
+
+def _components(graph: dict[str, set[str]]) -> dict[str, int]:
+    """Strongly connected components (Tarjan), module -> component number."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    comp: dict[str, int] = {}
+    counter = [0, 0]
+    nodes = set(graph) | {t for ts in graph.values() for t in ts}
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * len(nodes) + 100))
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp[w] = counter[1]
+                if w == v:
+                    break
+            counter[1] += 1
+
+    for v in sorted(nodes):
+        if v not in index:
+            visit(v)
+    return comp
+
+
+def render() -> str:
+    """The numbers, as text."""
+    runtime, tooling = wings()
+    project = {**runtime.imports, **tooling.imports}
+    lines = []
+    for wing in (runtime, tooling):
+        floors, chain = wing.floor(project)
+        own, own_chain = wing.floor({m: {t for t in ts if t in wing.modules} for m, ts in wing.imports.items()})
+        lines.append(f"{wing.name} wing ({wing.root.name}): {len(wing.modules)} modules, {wing.lines} lines")
+        lines.append(f"  import floors, within the wing: {own}: {' -> '.join(own_chain)}")
+        lines.append(f"  import floors, whole project:   {floors}: {' -> '.join(chain)}")
+        cycles = wing.cycles()
+        lines.append("  import cycles: " + ("; ".join(" <-> ".join(c) for c in cycles) if cycles else "none"))
+    back = sorted({f"{m} -> {t}" for m, ts in runtime.imports.items() for t in ts if t in tooling.modules})
+    lines.append("runtime -> certification imports: " + (", ".join(back) if back else "none"))
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(render())
