@@ -5,6 +5,11 @@ imports deep_gemm once and binds; later calls never come here. The backend is ch
 ``DGCOMPAT_BACKEND``: ``auto`` (default: the installed deep_gemm), ``deep_gemm`` or
 ``reference`` (the pure-torch backend, for machines without deep_gemm or a GPU).
 
+A failed load is remembered with the environment it was tried under (``DGCOMPAT_BACKEND``,
+``DGCOMPAT_ALLOW_TORCH_MISMATCH``) and retried once that environment changes, so setting
+``DGCOMPAT_BACKEND=reference`` after a failed lookup takes effect. A successful load is final
+(deep_gemm cannot be unloaded).
+
 Binding is one mechanism, :class:`Slots`: each adapter module declares ``_B = Slots(name=binder,
 ...)`` and its stable functions read ``_B.name``. The first read runs the binder under the lock
 and stores the result as a plain instance attribute, so every later read is an ordinary attribute
@@ -17,26 +22,32 @@ import importlib
 import os
 import threading
 from types import ModuleType
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
+from . import _env
 from .errors import DeepGemmUnavailableError, IncompatibleBuildError
 from .detection import release
 
-__all__ = ["lock", "Slots", "backend_name", "load", "loaded_module", "reset", "register_reset"]
+if TYPE_CHECKING:
+    from ._calls import UpstreamCall
+
+__all__ = ["lock", "Slots", "backend_name", "load", "loaded_module", "upstream", "find_upstream", "reset",
+           "register_reset"]
 
 lock = threading.RLock()
 _module: ModuleType | None = None
-_failure: BaseException | None = None
+_failure: tuple[tuple[str, str], BaseException] | None = None  # (environment it was tried under, error)
 _resets: list[Callable[[], None]] = []
 
 
 def backend_name() -> str:
-    """``"deep_gemm"``, ``"reference"`` or ``"none"`` (nothing installed and nothing chosen)."""
-    choice = os.environ.get("DGCOMPAT_BACKEND", "auto").strip().lower() or "auto"
-    if choice == "reference":
-        return "reference"
-    if choice in ("deep_gemm", "deep-gemm"):
-        return "deep_gemm"
+    """``"deep_gemm"``, ``"reference"`` or ``"none"`` (nothing installed and nothing chosen).
+
+    Raises :class:`~dgcompat.errors.ConfigurationError` for an unknown ``DGCOMPAT_BACKEND``.
+    """
+    choice = _env.backend()
+    if choice != "auto":
+        return choice
     return "deep_gemm" if release().installed else "none"
 
 
@@ -53,7 +64,7 @@ def _import_deep_gemm() -> ModuleType:
             "install a certified pairing (see `dgcompat pin`) or set DGCOMPAT_BACKEND=reference to run on "
             "dgcompat's pure-torch reference backend"
         )
-    if rel.torch_ok is False and os.environ.get("DGCOMPAT_ALLOW_TORCH_MISMATCH") != "1":
+    if rel.torch_ok is False and not _env.allow_torch_mismatch():
         raise IncompatibleBuildError(
             f"{rel.label} is incompatible with torch {rel.torch} (built for torch{rel.expected_torch}): its native "
             f"library would fail to load or mis-read every tensor. Install torch{rel.expected_torch}, or a "
@@ -70,15 +81,20 @@ def _import_deep_gemm() -> ModuleType:
 
 
 def load() -> ModuleType:
-    """Import and return the backend module (cached; thread-safe; failures are cached too)."""
+    """Import and return the backend module (cached; thread-safe).
+
+    A failure is cached until the environment that decides the backend changes.
+    """
     global _module, _failure
     if _module is not None:
         return _module
     with lock:
         if _module is not None:
             return _module
-        if _failure is not None:
-            raise _failure
+        tried_under = _environment()
+        if _failure is not None and _failure[0] == tried_under:
+            raise _failure[1]
+        _failure = None
         name = backend_name()
         try:
             if name == "reference":
@@ -88,10 +104,47 @@ def load() -> ModuleType:
         except BaseException as exc:
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
-            _failure = exc
+            _failure = (tried_under, exc)
             raise
         _module = module
         return module
+
+
+def _attribute(module: Any, symbol: str) -> Any:
+    """``deep_gemm.a.b`` / ``_C.op`` on the loaded backend module, or None."""
+    path = symbol[len("deep_gemm."):] if symbol.startswith("deep_gemm.") else symbol
+    obj = module
+    for part in path.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def find_upstream(call: UpstreamCall) -> Callable[..., Any] | None:
+    """The callable ``call`` declares (or the first of its alternatives present) on the backend, or None.
+
+    Loads the backend (binding time only).
+    """
+    module = load()
+    for symbol in (call.symbol, *call.alternatives):
+        found = _attribute(module, symbol)
+        if found is not None:
+            return found
+    return None
+
+
+def upstream(call: UpstreamCall) -> Callable[..., Any]:
+    """Like :func:`find_upstream`, but a missing callable is an :class:`IncompatibleBuildError`."""
+    found = find_upstream(call)
+    if found is None:
+        names = " / ".join((call.symbol, *call.alternatives))
+        raise IncompatibleBuildError(f"{call.caller}(): the installed deep_gemm ({release().label}) has no {names}")
+    return found
+
+
+def _environment() -> tuple[str, str]:
+    return (os.environ.get("DGCOMPAT_BACKEND", ""), os.environ.get("DGCOMPAT_ALLOW_TORCH_MISMATCH", ""))
 
 
 class Slots:

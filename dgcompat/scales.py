@@ -10,11 +10,11 @@ storage was allocated with that layout) and is bound only for releases that need
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from . import _binding
-from ._checks import as_torch, bad, tensor, translate, unsupported
+from ._calls import UpstreamCall
+from ._checks import as_torch, bad, tensor, translate
 
 if TYPE_CHECKING:
     import torch
@@ -22,11 +22,21 @@ if TYPE_CHECKING:
 __all__ = [
     "get_tma_aligned_size", "ceil_to_ue8m0", "get_mn_major_tma_aligned_tensor",
     "get_mn_major_tma_aligned_packed_ue8m0_tensor", "transform_sf_into_required_layout", "transform_scale_ue8m0",
-    "restore_tma_strides",
+    "restore_tma_strides", "CALLS",
 ]
 
-_B = SimpleNamespace()
-_binding.register_reset(_B.__dict__.clear)
+#: The upstream calls of this module (see :mod:`dgcompat._calls`).
+CALLS: tuple[UpstreamCall, ...] = (
+    UpstreamCall("deep_gemm.transform_sf_into_required_layout", "dgcompat.transform_sf_into_required_layout",
+                 ("sf", "mn", "k", "recipe", "num_groups", "is_sfa"), uses_result=True),
+    UpstreamCall("deep_gemm.get_mn_major_tma_aligned_tensor", "dgcompat.get_mn_major_tma_aligned_tensor", ("*",),
+                 uses_result=True, passthrough=True,
+                 alternatives=("deep_gemm.utils.layout.get_mn_major_tma_aligned_tensor",)),
+    UpstreamCall("deep_gemm.get_mn_major_tma_aligned_packed_ue8m0_tensor",
+                 "dgcompat.get_mn_major_tma_aligned_packed_ue8m0_tensor", ("*",), uses_result=True, passthrough=True,
+                 alternatives=("deep_gemm.utils.layout.get_mn_major_tma_aligned_packed_ue8m0_tensor",)),
+)
+_TRANSFORM, _MN_MAJOR, _MN_MAJOR_PACKED = CALLS
 
 
 def get_tma_aligned_size(x: int, element_size: int) -> int:
@@ -76,28 +86,18 @@ def restore_tma_strides(sf: torch.Tensor) -> torch.Tensor:
     return sf.as_strided(tuple(sf.shape), want)
 
 
-def _bind(name: str, *, repair: bool) -> Callable[..., Any]:
+def _bind_layout(call: UpstreamCall) -> Callable[..., Any]:
+    """The upstream layout function; where results lose their TMA strides (table row ``collapsed_strides``)
+    wrapped to restore them."""
     from .table import capabilities
 
-    with _binding.lock:
-        impl = getattr(_B, name, None)
-        if impl is not None:
-            return impl
-        mod = _binding.load()
-        target = getattr(mod, name, None)
-        if target is None:
-            layout = getattr(getattr(mod, "utils", None), "layout", None)
-            target = getattr(layout, name, None)
-        if target is None:
-            impl = unsupported(name, name)
-        elif repair and capabilities().collapsed_strides:
-            def repaired(sf: Any) -> Any:
-                return _repair_copy(sf, as_torch(target(sf)))
-            impl = repaired
-        else:
-            impl = target
-        setattr(_B, name, impl)
-        return impl
+    target = _binding.upstream(call)
+    if not capabilities().collapsed_strides:
+        return target
+
+    def repaired(sf: Any) -> Any:
+        return _repair_copy(sf, as_torch(target(sf)))
+    return repaired
 
 
 def _repair_copy(sf: Any, out: Any) -> Any:
@@ -119,11 +119,7 @@ def _check_sf(fn: str, sf: Any) -> None:
 def get_mn_major_tma_aligned_tensor(sf: torch.Tensor) -> torch.Tensor:
     """float32 ``(mn, k)`` / ``(g, mn, k)`` scales -> same values, MN-major, strides ``(1, aligned_mn)``."""
     try:
-        impl = _B.get_mn_major_tma_aligned_tensor
-    except AttributeError:
-        impl = _bind("get_mn_major_tma_aligned_tensor", repair=True)
-    try:
-        return impl(sf)
+        return _B.get_mn_major_tma_aligned_tensor(sf)
     except Exception as exc:
         translate("get_mn_major_tma_aligned_tensor", exc, _check_sf, "get_mn_major_tma_aligned_tensor", sf)
 
@@ -132,11 +128,7 @@ def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor) -> torch.Tens
     """float32 ``(mn, k)`` / ``(g, mn, k)`` power-of-two scales -> int32 ``(.., mn, ceil(k/4))``: four UE8M0
     bytes per int32, MN-major, strides ``(1, aligned_mn)`` even when ``ceil(k/4) == 1``."""
     try:
-        impl = _B.get_mn_major_tma_aligned_packed_ue8m0_tensor
-    except AttributeError:
-        impl = _bind("get_mn_major_tma_aligned_packed_ue8m0_tensor", repair=True)
-    try:
-        return impl(sf)
+        return _B.get_mn_major_tma_aligned_packed_ue8m0_tensor(sf)
     except Exception as exc:
         translate("get_mn_major_tma_aligned_packed_ue8m0_tensor", exc, _check_sf,
                   "get_mn_major_tma_aligned_packed_ue8m0_tensor", sf)
@@ -154,14 +146,11 @@ def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe:
     fn = "transform_sf_into_required_layout"
     # deep_gemm asserts this pairing in its own host code, except the bundled copies, whose plain-bool
     # is_sfa would silently read None as "b's scales": check it here so every release agrees.
-    if isinstance(recipe, (tuple, list)) and (len(recipe) == 3) == (is_sfa is None):
+    if isinstance(recipe, (tuple, list)) and ((len(recipe) == 3) == (is_sfa is None)
+                                              or not isinstance(is_sfa, (bool, type(None)))):
         raise bad(fn, "is_sfa", "True or False with a 3-element recipe, None with a 2-element one", is_sfa)
     try:
-        impl = _B.transform_sf_into_required_layout
-    except AttributeError:
-        impl = _bind_transform()
-    try:
-        return impl(sf, mn, k, tuple(recipe), num_groups, is_sfa)
+        return _B.transform_sf_into_required_layout(sf, mn, k, tuple(recipe), num_groups, is_sfa)
     except Exception as exc:
         translate(fn, exc, _diagnose_transform, sf, recipe, num_groups, is_sfa)
 
@@ -178,30 +167,29 @@ def _diagnose_transform(sf: Any, recipe: Any, num_groups: Any, is_sfa: Any) -> N
 
 
 def _bind_transform() -> Callable[..., Any]:
+    """``impl(sf, mn, k, recipe, num_groups, is_sfa)``, called positionally on every release."""
     from .table import capabilities
 
-    with _binding.lock:
-        mod = _binding.load()
-        caps = capabilities()
-        if caps.backend == "reference":
-            ref = mod.transform_sf_into_required_layout
+    caps = capabilities()
+    target = _binding.upstream(_TRANSFORM)
+    call = target
+    if caps.transform_sf_is_sfa == "bool":
+        # The bundled schema takes int[] and a plain bool: None must not reach it.
+        def call(sf: Any, mn: int, k: int, recipe: tuple[int, ...], num_groups: Any, is_sfa: Any) -> Any:
+            return target(sf, mn, k, list(recipe), num_groups, bool(is_sfa))
+    if not caps.collapsed_strides:
+        return call
 
-            def impl(sf: Any, mn: int, k: int, recipe: tuple[int, ...], num_groups: Any, is_sfa: Any) -> Any:
-                return ref(sf, mn, k, recipe, num_groups=num_groups, is_sfa=is_sfa)
-        else:
-            target = mod.transform_sf_into_required_layout
-            as_bool = caps.transform_sf_is_sfa == "bool"
-            repair = caps.collapsed_strides
+    def repaired(sf: Any, mn: int, k: int, recipe: tuple[int, ...], num_groups: Any, is_sfa: Any) -> Any:
+        return _repair_copy(sf, as_torch(call(sf, mn, k, recipe, num_groups, is_sfa)))
+    return repaired
 
-            def impl(sf: Any, mn: int, k: int, recipe: tuple[int, ...], num_groups: Any, is_sfa: Any) -> Any:
-                if as_bool:
-                    # The bundled schema types is_sfa as a plain bool: None must not reach it.
-                    out = target(sf, mn, k, list(recipe), num_groups, bool(is_sfa))
-                else:
-                    out = target(sf, mn, k, recipe, num_groups, is_sfa)
-                return _repair_copy(sf, as_torch(out)) if repair else out
-        _B.transform_sf_into_required_layout = impl
-        return impl
+
+_B = _binding.Slots(
+    transform_sf_into_required_layout=_bind_transform,
+    get_mn_major_tma_aligned_tensor=lambda: _bind_layout(_MN_MAJOR),
+    get_mn_major_tma_aligned_packed_ue8m0_tensor=lambda: _bind_layout(_MN_MAJOR_PACKED),
+)
 
 
 def transform_scale_ue8m0(sf: torch.Tensor, mn: int) -> torch.Tensor:

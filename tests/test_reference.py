@@ -455,7 +455,7 @@ def test_fp8_gemm_nt(data: st.DataObject) -> None:
     n = data.draw(st.integers(1, 260), label="n")
     k = data.draw(st.sampled_from([128, 256, 384, 200]), label="k")
     out_dtype = data.draw(st.sampled_from([torch.float32, torch.bfloat16]), label="out_dtype")
-    use_c = data.draw(st.booleans(), label="use_c")
+    use_c = data.draw(st.booleans(), label="use_c") and out_dtype == torch.float32  # D = C + AB is float32
     ue8m0 = data.draw(st.booleans(), label="ue8m0")
     b_per_row = data.draw(st.booleans(), label="b_per_row")
     nk = ceil_div(k, 128)
@@ -524,7 +524,8 @@ def test_bf16_gemm_nt(data: st.DataObject) -> None:
     out_dtype = data.draw(st.sampled_from([torch.float32, torch.bfloat16]), label="out_dtype")
     a = randn(gen, m, k).to(torch.bfloat16)
     b = randn(gen, n, k).to(torch.bfloat16)
-    c = randn(gen, m, n) if data.draw(st.booleans(), label="use_c") else None
+    use_c = data.draw(st.booleans(), label="use_c") and out_dtype == torch.float32  # D = C + AB is float32
+    c = randn(gen, m, n) if use_c else None
     d = torch.zeros(m, n, dtype=out_dtype)
     R.bf16_gemm_nt(a, b, d, c=c)
     a64, b64 = a.double(), b.double()
@@ -596,7 +597,7 @@ def test_grouped_masked(data: st.DataObject) -> None:
     use_fp8 = data.draw(st.booleans(), label="fp8")
     counts = data.draw(st.lists(st.integers(0, m_max), min_size=g, max_size=g), label="masked_m")
     masked_m = torch.tensor(counts, dtype=torch.int32)
-    d = torch.full((g, m_max, n), SENTINEL, dtype=torch.float32)
+    d = torch.full((g, m_max, n), SENTINEL, dtype=torch.bfloat16)  # every release writes grouped d in bf16
     if use_fp8:
         a, b = rand_fp8(gen, g, m_max, k), rand_fp8(gen, g, n, k)
         sfa, sfb = rand_scale(gen, g, m_max, k // 128), rand_scale(gen, g, ceil_div(n, 128), k // 128)
@@ -610,7 +611,8 @@ def test_grouped_masked(data: st.DataObject) -> None:
         assert bool((d[grp, count:] == SENTINEL).all())
         if count:
             want = a64[grp, :count] @ b64[grp].T
-            assert_within(d[grp, :count], want, fp32_gemm_bound(a64[grp, :count], b64[grp]))
+            bound = fp32_gemm_bound(a64[grp, :count], b64[grp]) + want.abs() * 2.0**-8
+            assert_within(d[grp, :count], want, bound)
 
 
 def test_grouped_masked_rejects() -> None:
