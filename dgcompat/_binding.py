@@ -148,34 +148,50 @@ def _environment() -> tuple[str, str]:
 
 
 class Slots:
-    """Bound upstream callables of one adapter module, each bound on first read.
+    """Bound upstream callables of one adapter module, each bound on first use.
 
-    ``Slots(fp8_gemm_nt=_bind_fp8)``: reading ``slots.fp8_gemm_nt`` the first time calls
-    ``_bind_fp8()`` under :data:`lock` and caches what it returns in the instance ``__dict__``;
-    later reads never reach :meth:`__getattr__`. A binder that raises caches nothing (the next
-    call binds again, so a fixed environment is picked up).
+    ``Slots(fp8_gemm_nt=_bind_fp8)``: until it is bound, ``slots.fp8_gemm_nt`` is a stand-in that on
+    its first call runs ``_bind_fp8()`` under :data:`lock`, stores the result as the plain instance
+    attribute (replacing itself) and forwards that first call; every later ``slots.fp8_gemm_nt(...)``
+    is an ordinary attribute hit on an instance without ``__getattr__`` (which the interpreter's
+    attribute cache serves), followed by the upstream call itself. Slots whose value is read rather
+    than called (it may be None) go through :meth:`bound`. A binder that raises caches nothing (the
+    next call binds again, so a fixed environment is picked up).
     """
 
     def __init__(self, **binders: Callable[[], Any]) -> None:
-        object.__setattr__(self, "_binders", binders)
+        self.__dict__["_binders"] = binders
+        self.__dict__["_unbound"] = {}
+        self.clear()
         _SLOTS.append(self)
 
-    def __getattr__(self, name: str) -> Any:  # only on a miss
-        binder = self.__dict__["_binders"].get(name)
-        if binder is None:
-            raise AttributeError(name)
-        with lock:
-            if name in self.__dict__:
-                return self.__dict__[name]
-            value = binder()
-            self.__dict__[name] = value
+    if TYPE_CHECKING:  # the slots are instance attributes set at run time
+        def __getattr__(self, name: str) -> Any: ...
+
+    def bound(self, name: str) -> Any:
+        """The bound value of slot ``name`` (binds it first if needed)."""
+        value = self.__dict__[name]
+        if value is not self.__dict__["_unbound"][name]:
             return value
+        with lock:
+            value = self.__dict__[name]
+            if value is self.__dict__["_unbound"][name]:
+                value = self.__dict__["_binders"][name]()
+                self.__dict__[name] = value
+            return value
+
+    def _first_call(self, name: str) -> Callable[..., Any]:
+        def first_call(*args: Any, **kwargs: Any) -> Any:
+            return self.bound(name)(*args, **kwargs)
+        first_call.__name__ = f"unbound_{name}"
+        return first_call
 
     def clear(self) -> None:
         """Forget every bound value (the binders stay)."""
-        binders = self.__dict__["_binders"]
-        self.__dict__.clear()
-        self.__dict__["_binders"] = binders
+        unbound = self.__dict__["_unbound"]
+        for name in self.__dict__["_binders"]:
+            unbound[name] = self._first_call(name)
+            self.__dict__[name] = unbound[name]
 
 
 _SLOTS: list[Slots] = []

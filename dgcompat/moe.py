@@ -239,7 +239,9 @@ def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
 def m_grouped_fp8_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor],
                                  d: torch.Tensor, masked_m: torch.Tensor, expected_m: int, *,
                                  recipe: Recipe | None = None,
-                                 overlap: MaskedOverlap | None = None) -> tuple[int, int] | None:
+                                 overlap: MaskedOverlap | None = None, max_block_n: int = 256,
+                                 enable_overlap: bool = False,
+                                 signal: torch.Tensor | None = None) -> tuple[int, int] | None:
     """Grouped FP8 GEMM over per-expert slabs: for each group ``g`` only rows ``[0, masked_m[g])``.
 
     - ``a``: ``(fp8 (G, M_max, K), sfa float32 (G, M_max, ceil(K/128)))``; ``b``: ``(fp8 (G, N, K),
@@ -247,9 +249,13 @@ def m_grouped_fp8_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[
       ``expected_m``: typical rows per group (a tuning hint).
     - Returns None, or ``(block_m, threshold)`` when ``overlap`` is given (bundled copies only; elsewhere
       :class:`~dgcompat.errors.UnsupportedFeatureError`).
+    - ``enable_overlap=True, signal=..., max_block_n=...`` are the bundled copies' own keywords for the same
+      launch: they mean ``overlap=MaskedOverlap(signal, max_block_n=max_block_n)``. Without
+      ``enable_overlap`` the other two change nothing, as upstream.
     """
-    if overlap is not None:
-        return _masked_overlap(a, b, d, masked_m, expected_m, recipe, overlap)
+    if overlap is not None or enable_overlap:
+        return _masked_overlap(a, b, d, masked_m, expected_m, recipe,
+                               overlap if overlap is not None else _raw_overlap(signal, max_block_n))
     try:
         _B.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, expected_m, recipe=recipe)
     except Exception as exc:
@@ -261,6 +267,15 @@ def m_grouped_fp8_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[
 fp8_m_grouped_gemm_nt_masked = m_grouped_fp8_gemm_nt_masked
 
 
+def _raw_overlap(signal: Any, max_block_n: Any) -> MaskedOverlap:
+    fn = "m_grouped_fp8_gemm_nt_masked"
+    if signal is None:
+        raise bad(fn, "signal", "the signal tensor when enable_overlap=True", signal)
+    if isinstance(max_block_n, bool) or not isinstance(max_block_n, int) or max_block_n <= 0:
+        raise bad(fn, "max_block_n", "a positive int", max_block_n)
+    return MaskedOverlap(signal, max_block_n=max_block_n)
+
+
 def _masked_overlap(a: Any, b: Any, d: Any, masked_m: Any, expected_m: Any, recipe: Any,
                     overlap: MaskedOverlap) -> tuple[int, int]:
     from .runtime import num_sms
@@ -268,7 +283,7 @@ def _masked_overlap(a: Any, b: Any, d: Any, masked_m: Any, expected_m: Any, reci
     fn = "m_grouped_fp8_gemm_nt_masked"
     if not isinstance(overlap, MaskedOverlap):
         raise bad(fn, "overlap", "None or a dgcompat.MaskedOverlap", overlap)
-    impl = _B.overlapped
+    impl = _B.bound("overlapped")
     try:
         with num_sms(overlap.num_sms):
             result = impl(a, b, d, masked_m, expected_m, recipe=recipe, max_block_n=overlap.max_block_n,

@@ -73,6 +73,7 @@ import torch
 from torch import Tensor
 
 from dgcompat.errors import BadArgumentError
+from dgcompat.scales import ceil_to_ue8m0
 
 __all__ = [
     "SPLIT_KV",
@@ -217,6 +218,11 @@ def set_num_sms(new_num_sms: int) -> None:
     _RUNTIME["num_sms"] = n
 
 
+def reset_runtime() -> None:
+    """Forget :func:`set_num_sms` / :func:`set_pdl` (the process state a fresh deep_gemm starts with)."""
+    _RUNTIME.update(num_sms=None, pdl=0)
+
+
 def set_pdl(enable: bool) -> None:
     _RUNTIME["pdl"] = int(bool(enable))
 
@@ -227,21 +233,6 @@ def get_pdl() -> bool:
 
 def get_mk_alignment_for_contiguous_layout() -> int:
     return MK_ALIGNMENT
-
-
-def ceil_to_ue8m0(x: Tensor) -> Tensor:
-    """Round scales up to a power of two (the values a UE8M0 byte can hold).
-
-    ``x``: floating tensor of any shape. Returns float32 of the same shape holding
-    ``2 ** ceil(log2(|x|))``, computed on the bits: the biased exponent is incremented when any
-    mantissa bit is set and clamped to ``[1, 254]``, so zero and subnormals map to ``2**-126`` and
-    infinities to ``2**127`` (as DeepGEMM's ``ceil_to_ue8m0``).
-    """
-    x = _need_tensor("ceil_to_ue8m0", "x", x)
-    _need_float("ceil_to_ue8m0", "x", x)
-    bits = x.abs().to(torch.float32).contiguous().view(torch.int32)
-    exp = ((bits >> 23) & 0xFF) + ((bits & 0x7FFFFF) != 0).to(torch.int32)
-    return (exp.clamp(1, 254) << 23).view(torch.float32)
 
 
 def get_tma_aligned_size(x: int, element_size: int) -> int:
@@ -377,6 +368,7 @@ def transform_sf_into_required_layout(
     recipe: Recipe,
     num_groups: Optional[int] = None,
     is_sfa: Optional[bool] = None,
+    disable_ue8m0_cast: bool = False,
     *,
     use_ue8m0: bool = False,
 ) -> Tensor:
@@ -388,6 +380,9 @@ def transform_sf_into_required_layout(
     ``gran_n`` for SFB), or ``(gran_mn, gran_k)`` without ``is_sfa``. A float32 ``sf`` with
     ``ceil(mn/128)`` rows is also accepted where the recipe asks for granularity 1 (it is then
     broadcast along MN).
+
+    ``disable_ue8m0_cast`` is upstream's flag: accepted (a no-op) on the float32 path, refused with
+    ``use_ue8m0`` (the UE8M0 path asserts it is False).
 
     Returns:
 
@@ -401,6 +396,11 @@ def transform_sf_into_required_layout(
     """
     fn = "transform_sf_into_required_layout"
     sf = _need_tensor(fn, "sf", sf)
+    if not isinstance(disable_ue8m0_cast, bool):
+        raise BadArgumentError(fn, "disable_ue8m0_cast", "a bool", _desc(disable_ue8m0_cast))
+    if use_ue8m0 and disable_ue8m0_cast:
+        # The UE8M0 (SM100) path asserts `not disable_ue8m0_cast`.
+        raise BadArgumentError(fn, "disable_ue8m0_cast", "False where scales are packed as UE8M0", "True")
     _need_int(fn, "mn", mn)
     _need_int(fn, "k", k)
     gran_mn, gran_k = _parse_recipe(fn, recipe, is_sfa)

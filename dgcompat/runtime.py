@@ -130,7 +130,7 @@ def set_pdl(enabled: bool = True) -> bool:
     """
     if not isinstance(enabled, bool):
         raise bad("set_pdl", "enabled", "a bool", enabled)
-    setter = _B.set_pdl
+    setter = _B.bound("set_pdl")
     if setter is None:
         return False
     setter(enabled)
@@ -139,7 +139,7 @@ def set_pdl(enabled: bool = True) -> bool:
 
 def get_pdl() -> bool | None:
     """The PDL switch's state, or None where the release has none."""
-    getter = _B.get_pdl
+    getter = _B.bound("get_pdl")
     return None if getter is None else bool(getter())
 
 
@@ -152,7 +152,7 @@ def compile_mode(mode: int = 1) -> Iterator[None]:
     """
     if isinstance(mode, bool) or not isinstance(mode, int):
         raise bad("compile_mode", "mode", "an int", mode)
-    getter, setter = _B.get_compile_mode, _B.set_compile_mode
+    getter, setter = _B.bound("get_compile_mode"), _B.bound("set_compile_mode")
     if getter is None or setter is None:
         yield
         return

@@ -195,10 +195,12 @@ ROWS: tuple[Row, ...] = (
         "paged MQA kernels are instantiated for these head counts", "DeepGEMM kernel templates",
         "the kernels take any head count"),
     # --- returned tensors ----------------------------------------------------------------------
+    # Informative: whether strides collapse depends on the torch build too, so scales.py checks every
+    # returned scale instead of trusting this row.
     Row("collapsed_strides", SGL, "<0.2.3", True,
         "results cross DLPack (at::toDLPack), which rewrites the stride of size-1 dims on some torch builds",
-        "sgl-deep-gemm's tvm-ffi binding", _FFI_ERA_END),
-    Row("collapsed_strides", ANY, "", False, "at::Tensor returned directly", "-", "never"),
+        "sgl-deep-gemm's tvm-ffi binding", _FFI_ERA_END, informative=True),
+    Row("collapsed_strides", ANY, "", False, "at::Tensor returned directly", "-", "never", informative=True),
     Row("raw_ffi_returns", SGL, "<0.2.0", True, "wrappers return the raw tvm-ffi result",
         "0.2.0 added _from_dlpack_if_needed", "0.2.0 is the minimum"),
     Row("raw_ffi_returns", ANY, "", False, "torch.Tensor", "-", "never"),
@@ -383,9 +385,7 @@ UPSTREAM_IDENTITY: Mapping[str, tuple[str, Any] | None] = MappingProxyType({
     # The stable signature names the 4th parameter m_indices (and takes it by keyword).
     "m_grouped_fp8_gemm_nt_contiguous": ("contiguous_layout_param", "m_indices"),
     "m_grouped_bf16_gemm_nt_contiguous": ("contiguous_layout_param", "m_indices"),
-    # dgcompat repairs collapsed strides on what these return.
-    "get_mn_major_tma_aligned_tensor": ("collapsed_strides", False),
-    "get_mn_major_tma_aligned_packed_ue8m0_tensor": ("collapsed_strides", False),
+    # Not the layout functions: dgcompat checks their results for collapsed strides on every release.
 })
 
 

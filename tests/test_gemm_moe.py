@@ -161,3 +161,24 @@ def test_layout_mistakes_name_the_argument(fake_release: Callable[[str], Any], m
             with pytest.raises(dgcompat.BadArgumentError) as info:
                 call()
             assert info.value.argument == argument, (argument, str(info.value))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_raw_overlap_keywords_take_the_overlap_path(fake_release: Callable[[str], Any], family: str) -> None:
+    fake_release(family)
+    aq, bq = _fp8_operands(2, 64, 128, 128)
+    d = torch.zeros(2, 64, 128, dtype=torch.bfloat16)
+    masked_m = torch.tensor([3, 64], dtype=torch.int32)
+    signal = torch.zeros(4, dtype=torch.int32)
+    # Without enable_overlap the raw keywords change nothing (as upstream).
+    assert dgcompat.m_grouped_fp8_gemm_nt_masked(aq, bq, d, masked_m, 8, max_block_n=128, signal=signal) is None
+    assert int(signal.sum()) == 0
+    if family == "bundled":
+        got = dgcompat.fp8_m_grouped_gemm_nt_masked(aq, bq, d, masked_m, 8, max_block_n=128, enable_overlap=True,
+                                                    signal=signal)
+        assert got == (64, 3) and int(signal.sum()) == 4
+        with pytest.raises(dgcompat.BadArgumentError, match="signal"):
+            dgcompat.m_grouped_fp8_gemm_nt_masked(aq, bq, d, masked_m, 8, enable_overlap=True)
+    else:
+        with pytest.raises(dgcompat.UnsupportedFeatureError, match="overlap"):
+            dgcompat.m_grouped_fp8_gemm_nt_masked(aq, bq, d, masked_m, 8, enable_overlap=True, signal=signal)
