@@ -11,9 +11,11 @@ A failed load is remembered with the environment it was tried under (``DGCOMPAT_
 (deep_gemm cannot be unloaded).
 
 Binding is one mechanism, :class:`Slots`: each adapter module declares ``_B = Slots(name=binder,
-...)`` and its stable functions read ``_B.name``. The first read runs the binder under the lock
-and stores the result as a plain instance attribute, so every later read is an ordinary attribute
-hit (no ``try``, no call, no lock); :func:`reset` empties every slot.
+...)`` and its stable functions call ``_B.name(...)``. The first call runs the binder under the
+lock and stores the result as a plain instance attribute, so every later call is an ordinary
+attribute hit (no ``try``, no extra call, no lock) followed by the upstream call; :func:`reset`
+unbinds every slot. :func:`upstream` resolves a declared :class:`~dgcompat._calls.UpstreamCall`
+(or its alternatives) on the loaded module.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from ._checks import bad, k_major, pair, same_device, tensor, translate
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["fp8_gemm_nt", "bf16_gemm_nt", "CALLS"]
+__all__ = ["fp8_gemm_nt", "bf16_gemm_nt"]
 
 Recipe = Sequence[int]
 
@@ -83,7 +83,7 @@ def _diagnose_common(fn: str, a: Any, b: Any, d: Any, c: Any) -> None:
     same_device(fn, "d", d, a=a, b=b, c=c)
 
 
-def fp8_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, *,
+def fp8_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor,
                 c: torch.Tensor | None = None, recipe: Recipe | None = None) -> None:
     """``d = a @ b.T (+ c)`` with block-scaled FP8 operands, written into ``d``.
 
@@ -100,7 +100,7 @@ def fp8_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, tor
         translate("fp8_gemm_nt", exc, _diagnose_fp8, a, b, d, c, recipe)
 
 
-def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, *, c: torch.Tensor | None = None) -> None:
+def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Tensor | None = None) -> None:
     """``d = a @ b.T (+ c)`` in BF16: ``a`` ``(M, K)``, ``b`` ``(N, K)`` bfloat16 K-major, ``d`` ``(M, N)``
     bfloat16 or float32, ``c`` optional ``(M, N)`` float32."""
     try:

@@ -210,7 +210,7 @@ def _rows(a: Any) -> int:
 # --- the stable functions ---------------------------------------------------------------------
 
 def m_grouped_fp8_gemm_nt_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor],
-                                     d: torch.Tensor, m_indices: torch.Tensor, *,
+                                     d: torch.Tensor, m_indices: torch.Tensor,
                                      recipe: Recipe | None = None) -> None:
     """Grouped FP8 GEMM over rows tagged by expert: ``d[i] = a[i] @ b[m_indices[i]].T``.
 
@@ -237,8 +237,8 @@ def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
 
 
 def m_grouped_fp8_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor],
-                                 d: torch.Tensor, masked_m: torch.Tensor, expected_m: int, *,
-                                 recipe: Recipe | None = None,
+                                 d: torch.Tensor, masked_m: torch.Tensor, expected_m: int,
+                                 recipe: Recipe | None = None, *,
                                  overlap: MaskedOverlap | None = None, max_block_n: int = 256,
                                  enable_overlap: bool = False,
                                  signal: torch.Tensor | None = None) -> tuple[int, int] | None:

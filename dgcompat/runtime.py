@@ -16,7 +16,7 @@ from .errors import DgcompatError
 
 __all__ = [
     "is_available", "get_num_sms", "set_num_sms", "num_sms", "set_pdl", "get_pdl", "compile_mode",
-    "get_mk_alignment_for_contiguous_layout", "CALLS",
+    "get_mk_alignment_for_contiguous_layout",
 ]
 
 #: The upstream calls of this module (see :mod:`dgcompat._calls`).

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 __all__ = [
     "get_tma_aligned_size", "ceil_to_ue8m0", "get_mn_major_tma_aligned_tensor",
     "get_mn_major_tma_aligned_packed_ue8m0_tensor", "transform_sf_into_required_layout", "transform_scale_ue8m0",
-    "restore_tma_strides", "CALLS",
+    "restore_tma_strides",
 ]
 
 #: The upstream calls of this module (see :mod:`dgcompat._calls`).

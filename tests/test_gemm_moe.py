@@ -182,3 +182,17 @@ def test_raw_overlap_keywords_take_the_overlap_path(fake_release: Callable[[str]
     else:
         with pytest.raises(dgcompat.UnsupportedFeatureError, match="overlap"):
             dgcompat.m_grouped_fp8_gemm_nt_masked(aq, bq, d, masked_m, 8, enable_overlap=True, signal=signal)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_upstream_positions_are_accepted(fake_release: Callable[[str], Any], family: str) -> None:
+    fake_release(family)
+    aq, bq = R.per_token_cast_to_fp8(torch.randn(8, 256)), R.per_block_cast_to_fp8(torch.randn(128, 256))
+    d, ref = torch.empty(8, 128, dtype=torch.bfloat16), torch.empty(8, 128, dtype=torch.bfloat16)
+    dgcompat.fp8_gemm_nt(aq, bq, d, None, (1, 128, 128))  # (a, b, d, c, recipe) as every release
+    R.fp8_gemm_nt(aq, bq, ref)
+    assert _rel_err(d, ref) < 1e-2
+    gq, gb = _fp8_operands(2, 64, 128, 128)
+    md = torch.zeros(2, 64, 128, dtype=torch.bfloat16)
+    assert dgcompat.m_grouped_fp8_gemm_nt_masked(gq, gb, md, torch.ones(2, dtype=torch.int32), 1,
+                                                 (1, 128, 128)) is None
