@@ -19,6 +19,7 @@ from ._version import __version__
 from .errors import (
     BadArgumentError,
     DeepGemmUnavailableError,
+    ConfigurationError,
     DgcompatError,
     IncompatibleBuildError,
     KernelError,
@@ -80,7 +81,7 @@ _SUBMODULES = ("utils", "reference", "errors", "detection", "table", "runtime", 
 __all__ = sorted([
     "__version__", "resolve", "reset", "passthrough_names",
     "DgcompatError", "BadArgumentError", "UnsupportedFeatureError", "ScheduleMismatchError",
-    "IncompatibleBuildError", "DeepGemmUnavailableError", "KernelError",
+    "IncompatibleBuildError", "DeepGemmUnavailableError", "KernelError", "ConfigurationError",
     *_LAZY,
 ])
 
@@ -129,9 +130,10 @@ def passthrough_names() -> list[str]:
 def resolve(name: str) -> Callable[..., Any]:
     """The callable behind ``dgcompat.<name>`` on this install.
 
-    Where the installed function already matches the stable contract this is the upstream object
-    itself (call it directly to pay nothing; its errors are then deep_gemm's own). Otherwise it is
-    dgcompat's function. Binds (imports deep_gemm) if needed.
+    Where the installed function already matches the stable contract (the table's
+    :data:`~dgcompat.table.UPSTREAM_IDENTITY`) this is the upstream object itself (call it directly
+    to pay nothing; its errors are then deep_gemm's own). Otherwise it is dgcompat's function.
+    Binds (imports deep_gemm) if needed.
     """
     from . import _binding
     from .table import capabilities
@@ -141,23 +143,10 @@ def resolve(name: str) -> Callable[..., Any]:
     stable = __getattr__(name)
     if not callable(stable) or isinstance(stable, type):
         return stable
-    module = _binding.load()
-    caps = capabilities()
-    upstream = getattr(module, name, None)
+    upstream = getattr(_binding.load(), name, None)
     if upstream is None:
         return stable
-    identical = {
-        "fp8_gemm_nt": True,
-        "bf16_gemm_nt": True,
-        "get_num_sms": True,
-        "set_num_sms": caps.backend != "reference",
-        "m_grouped_fp8_gemm_nt_contiguous": caps.contiguous_layout_param == "m_indices" or caps.backend == "reference",
-        "m_grouped_bf16_gemm_nt_contiguous": caps.contiguous_layout_param == "m_indices" or caps.backend == "reference",
-        "m_grouped_bf16_gemm_nt_masked": True,
-        "get_mn_major_tma_aligned_tensor": not caps.collapsed_strides,
-        "get_mn_major_tma_aligned_packed_ue8m0_tensor": not caps.collapsed_strides,
-    }.get(name, False)
-    return upstream if identical else stable
+    return upstream if capabilities().identical_to_upstream(name) else stable
 
 
 def reset() -> None:

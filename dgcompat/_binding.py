@@ -5,10 +5,17 @@ imports deep_gemm once and binds; later calls never come here. The backend is ch
 ``DGCOMPAT_BACKEND``: ``auto`` (default: the installed deep_gemm), ``deep_gemm`` or
 ``reference`` (the pure-torch backend, for machines without deep_gemm or a GPU).
 
+A failed load is remembered with the environment it was tried under (``DGCOMPAT_BACKEND``,
+``DGCOMPAT_ALLOW_TORCH_MISMATCH``) and retried once that environment changes, so setting
+``DGCOMPAT_BACKEND=reference`` after a failed lookup takes effect. A successful load is final
+(deep_gemm cannot be unloaded).
+
 Binding is one mechanism, :class:`Slots`: each adapter module declares ``_B = Slots(name=binder,
-...)`` and its stable functions read ``_B.name``. The first read runs the binder under the lock
-and stores the result as a plain instance attribute, so every later read is an ordinary attribute
-hit (no ``try``, no call, no lock); :func:`reset` empties every slot.
+...)`` and its stable functions call ``_B.name(...)``. The first call runs the binder under the
+lock and stores the result as a plain instance attribute, so every later call is an ordinary
+attribute hit (no ``try``, no extra call, no lock) followed by the upstream call; :func:`reset`
+unbinds every slot. :func:`upstream` resolves a declared :class:`~dgcompat._calls.UpstreamCall`
+(or its alternatives) on the loaded module.
 """
 
 from __future__ import annotations
@@ -17,26 +24,32 @@ import importlib
 import os
 import threading
 from types import ModuleType
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
+from . import _env
 from .errors import DeepGemmUnavailableError, IncompatibleBuildError
 from .detection import release
 
-__all__ = ["lock", "Slots", "backend_name", "load", "loaded_module", "reset", "register_reset"]
+if TYPE_CHECKING:
+    from ._calls import UpstreamCall
+
+__all__ = ["lock", "Slots", "backend_name", "load", "loaded_module", "upstream", "find_upstream", "reset",
+           "register_reset"]
 
 lock = threading.RLock()
 _module: ModuleType | None = None
-_failure: BaseException | None = None
+_failure: tuple[tuple[str, str], BaseException] | None = None  # (environment it was tried under, error)
 _resets: list[Callable[[], None]] = []
 
 
 def backend_name() -> str:
-    """``"deep_gemm"``, ``"reference"`` or ``"none"`` (nothing installed and nothing chosen)."""
-    choice = os.environ.get("DGCOMPAT_BACKEND", "auto").strip().lower() or "auto"
-    if choice == "reference":
-        return "reference"
-    if choice in ("deep_gemm", "deep-gemm"):
-        return "deep_gemm"
+    """``"deep_gemm"``, ``"reference"`` or ``"none"`` (nothing installed and nothing chosen).
+
+    Raises :class:`~dgcompat.errors.ConfigurationError` for an unknown ``DGCOMPAT_BACKEND``.
+    """
+    choice = _env.backend()
+    if choice != "auto":
+        return choice
     return "deep_gemm" if release().installed else "none"
 
 
@@ -53,7 +66,7 @@ def _import_deep_gemm() -> ModuleType:
             "install a certified pairing (see `dgcompat pin`) or set DGCOMPAT_BACKEND=reference to run on "
             "dgcompat's pure-torch reference backend"
         )
-    if rel.torch_ok is False and os.environ.get("DGCOMPAT_ALLOW_TORCH_MISMATCH") != "1":
+    if rel.torch_ok is False and not _env.allow_torch_mismatch():
         raise IncompatibleBuildError(
             f"{rel.label} is incompatible with torch {rel.torch} (built for torch{rel.expected_torch}): its native "
             f"library would fail to load or mis-read every tensor. Install torch{rel.expected_torch}, or a "
@@ -70,15 +83,20 @@ def _import_deep_gemm() -> ModuleType:
 
 
 def load() -> ModuleType:
-    """Import and return the backend module (cached; thread-safe; failures are cached too)."""
+    """Import and return the backend module (cached; thread-safe).
+
+    A failure is cached until the environment that decides the backend changes.
+    """
     global _module, _failure
     if _module is not None:
         return _module
     with lock:
         if _module is not None:
             return _module
-        if _failure is not None:
-            raise _failure
+        tried_under = _environment()
+        if _failure is not None and _failure[0] == tried_under:
+            raise _failure[1]
+        _failure = None
         name = backend_name()
         try:
             if name == "reference":
@@ -88,41 +106,94 @@ def load() -> ModuleType:
         except BaseException as exc:
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
-            _failure = exc
+            _failure = (tried_under, exc)
             raise
         _module = module
         return module
 
 
-class Slots:
-    """Bound upstream callables of one adapter module, each bound on first read.
+def _attribute(module: Any, symbol: str) -> Any:
+    """``deep_gemm.a.b`` / ``_C.op`` on the loaded backend module, or None."""
+    path = symbol[len("deep_gemm."):] if symbol.startswith("deep_gemm.") else symbol
+    obj = module
+    for part in path.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
 
-    ``Slots(fp8_gemm_nt=_bind_fp8)``: reading ``slots.fp8_gemm_nt`` the first time calls
-    ``_bind_fp8()`` under :data:`lock` and caches what it returns in the instance ``__dict__``;
-    later reads never reach :meth:`__getattr__`. A binder that raises caches nothing (the next
-    call binds again, so a fixed environment is picked up).
+
+def find_upstream(call: UpstreamCall) -> Callable[..., Any] | None:
+    """The callable ``call`` declares (or the first of its alternatives present) on the backend, or None.
+
+    Loads the backend (binding time only).
+    """
+    module = load()
+    for symbol in (call.symbol, *call.alternatives):
+        found = _attribute(module, symbol)
+        if found is not None:
+            return found
+    return None
+
+
+def upstream(call: UpstreamCall) -> Callable[..., Any]:
+    """Like :func:`find_upstream`, but a missing callable is an :class:`IncompatibleBuildError`."""
+    found = find_upstream(call)
+    if found is None:
+        names = " / ".join((call.symbol, *call.alternatives))
+        raise IncompatibleBuildError(f"{call.caller}(): the installed deep_gemm ({release().label}) has no {names}")
+    return found
+
+
+def _environment() -> tuple[str, str]:
+    return (os.environ.get("DGCOMPAT_BACKEND", ""), os.environ.get("DGCOMPAT_ALLOW_TORCH_MISMATCH", ""))
+
+
+class Slots:
+    """Bound upstream callables of one adapter module, each bound on first use.
+
+    ``Slots(fp8_gemm_nt=_bind_fp8)``: until it is bound, ``slots.fp8_gemm_nt`` is a stand-in that on
+    its first call runs ``_bind_fp8()`` under :data:`lock`, stores the result as the plain instance
+    attribute (replacing itself) and forwards that first call; every later ``slots.fp8_gemm_nt(...)``
+    is an ordinary attribute hit on an instance without ``__getattr__`` (which the interpreter's
+    attribute cache serves), followed by the upstream call itself. Slots whose value is read rather
+    than called (it may be None) go through :meth:`bound`. A binder that raises caches nothing (the
+    next call binds again, so a fixed environment is picked up).
     """
 
     def __init__(self, **binders: Callable[[], Any]) -> None:
-        object.__setattr__(self, "_binders", binders)
+        self.__dict__["_binders"] = binders
+        self.__dict__["_unbound"] = {}
+        self.clear()
         _SLOTS.append(self)
 
-    def __getattr__(self, name: str) -> Any:  # only on a miss
-        binder = self.__dict__["_binders"].get(name)
-        if binder is None:
-            raise AttributeError(name)
-        with lock:
-            if name in self.__dict__:
-                return self.__dict__[name]
-            value = binder()
-            self.__dict__[name] = value
+    if TYPE_CHECKING:  # the slots are instance attributes set at run time
+        def __getattr__(self, name: str) -> Any: ...
+
+    def bound(self, name: str) -> Any:
+        """The bound value of slot ``name`` (binds it first if needed)."""
+        value = self.__dict__[name]
+        if value is not self.__dict__["_unbound"][name]:
             return value
+        with lock:
+            value = self.__dict__[name]
+            if value is self.__dict__["_unbound"][name]:
+                value = self.__dict__["_binders"][name]()
+                self.__dict__[name] = value
+            return value
+
+    def _first_call(self, name: str) -> Callable[..., Any]:
+        def first_call(*args: Any, **kwargs: Any) -> Any:
+            return self.bound(name)(*args, **kwargs)
+        first_call.__name__ = f"unbound_{name}"
+        return first_call
 
     def clear(self) -> None:
         """Forget every bound value (the binders stay)."""
-        binders = self.__dict__["_binders"]
-        self.__dict__.clear()
-        self.__dict__["_binders"] = binders
+        unbound = self.__dict__["_unbound"]
+        for name in self.__dict__["_binders"]:
+            unbound[name] = self._first_call(name)
+            self.__dict__[name] = unbound[name]
 
 
 _SLOTS: list[Slots] = []

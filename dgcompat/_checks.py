@@ -73,6 +73,17 @@ def pair(fn: str, arg: str, x: Any, *, data_dtypes: tuple[str, ...] = FP8_DTYPE_
     return data, sf
 
 
+def k_major(fn: str, arg: str, x: Any, *, what: str = "K-major (stride(-1) == 1)") -> None:
+    """Innermost dimension contiguous, as the kernels' TMA descriptors need (a size-1 one has any stride)."""
+    if x.dim() and x.stride(-1) != 1 and x.shape[-1] != 1:
+        raise bad(fn, arg, what, x, hint="pass a .contiguous() tensor (a transposed view is not accepted)")
+
+
+def contiguous(fn: str, arg: str, x: Any) -> None:
+    if not x.is_contiguous():
+        raise bad(fn, arg, "a contiguous tensor", x, hint="pass x.contiguous()")
+
+
 def same_device(fn: str, ref_name: str, ref: Any, **others: Any) -> None:
     dev = ref.device
     for name, t in others.items():
@@ -80,10 +91,10 @@ def same_device(fn: str, ref_name: str, ref: Any, **others: Any) -> None:
             raise bad(fn, name, f"on {dev} like '{ref_name}'", t)
 
 
-def unsupported(fn: str, what: str) -> Callable[..., Any]:
+def unsupported(fn: str, what: str, *, hint: str | None = None) -> Callable[..., Any]:
     """A stand-in bound where the release lacks ``what``: every call raises UnsupportedFeatureError."""
     def refuse(*_args: Any, **_kw: Any) -> Any:
-        raise UnsupportedFeatureError(fn, what, release_label())
+        raise UnsupportedFeatureError(fn, what, release_label(), hint=hint)
     return refuse
 
 

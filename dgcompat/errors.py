@@ -19,6 +19,7 @@ __all__ = [
     "IncompatibleBuildError",
     "DeepGemmUnavailableError",
     "KernelError",
+    "ConfigurationError",
 ]
 
 
@@ -88,3 +89,17 @@ class KernelError(DgcompatError):
 
     The upstream exception is chained as ``__cause__``.
     """
+
+
+class ConfigurationError(DgcompatError, ValueError):
+    """A ``DGCOMPAT_*`` environment variable holds a value dgcompat does not know.
+
+    Attributes: ``variable``, ``value``, ``accepted`` (the values it takes).
+    """
+
+    def __init__(self, variable: str, value: str, accepted: tuple[str, ...]) -> None:
+        self.variable = variable
+        self.value = value
+        self.accepted = accepted
+        super().__init__(f"environment variable {variable}={value!r} is not understood; "
+                         f"accepted values: {', '.join(accepted)} (or unset)")

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from . import _binding
-from ._checks import bad, pair, same_device, tensor, translate
+from ._calls import UpstreamCall
+from ._checks import bad, k_major, pair, same_device, tensor, translate
 
 if TYPE_CHECKING:
     import torch
@@ -21,27 +22,16 @@ __all__ = ["fp8_gemm_nt", "bf16_gemm_nt"]
 Recipe = Sequence[int]
 
 
-def _bind(name: str) -> Callable[..., Any]:
-    """The upstream function, called positionally as ``(a, b, d, c[, recipe])``: every release has
-    these parameters in these positions. The reference backend takes them by keyword."""
-    target = getattr(_binding.load(), name)
-    if _binding.backend_name() == "reference":
-        return _keyword_adapter(target, name)
-    return target
+#: The upstream calls of this module (see :mod:`dgcompat._calls`): every release takes these
+#: parameters in these positions, so the upstream function is called as is, and
+#: :func:`dgcompat.resolve` may hand it out itself.
+CALLS: tuple[UpstreamCall, ...] = (
+    UpstreamCall("deep_gemm.fp8_gemm_nt", "dgcompat.fp8_gemm_nt", ("a", "b", "d", "c", "recipe"), passthrough=True),
+    UpstreamCall("deep_gemm.bf16_gemm_nt", "dgcompat.bf16_gemm_nt", ("a", "b", "d", "c"), passthrough=True),
+)
+_FP8, _BF16 = CALLS
 
-
-def _keyword_adapter(target: Callable[..., Any], name: str) -> Callable[..., Any]:
-    if name == "fp8_gemm_nt":
-        def fp8(a: Any, b: Any, d: Any, c: Any = None, recipe: Any = None) -> Any:
-            return target(a, b, d, c=c, recipe=recipe)
-        return fp8
-
-    def bf16(a: Any, b: Any, d: Any, c: Any = None) -> Any:
-        return target(a, b, d, c=c)
-    return bf16
-
-
-_B = _binding.Slots(fp8_gemm_nt=lambda: _bind("fp8_gemm_nt"), bf16_gemm_nt=lambda: _bind("bf16_gemm_nt"))
+_B = _binding.Slots(fp8_gemm_nt=lambda: _binding.upstream(_FP8), bf16_gemm_nt=lambda: _binding.upstream(_BF16))
 
 
 def _check_recipe(fn: str, recipe: Any) -> None:
@@ -81,14 +71,19 @@ def _diagnose_common(fn: str, a: Any, b: Any, d: Any, c: Any) -> None:
         raise bad(fn, "b", f"(N, K={k}) like a's K", b)
     if tuple(d.shape) != (m, n):
         raise bad(fn, "d", f"shape (M, N) = ({m}, {n})", d)
+    k_major(fn, "a", a)
+    k_major(fn, "b", b)
+    k_major(fn, "d", d, what="N-major (d.stride(-1) == 1)")
     if c is not None:
-        tensor(fn, "c", c, dims=(2,), dtypes=("float32", "bfloat16"))
+        # D = C + A @ B accumulates in float32 on every release.
+        tensor(fn, "c", c, dims=(2,), dtypes=("float32",))
         if tuple(c.shape) != (m, n):
             raise bad(fn, "c", f"None or shape ({m}, {n})", c)
+        tensor(fn, "d", d, dtypes=("float32",), what="a float32 tensor when c is given")
     same_device(fn, "d", d, a=a, b=b, c=c)
 
 
-def fp8_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, *,
+def fp8_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor,
                 c: torch.Tensor | None = None, recipe: Recipe | None = None) -> None:
     """``d = a @ b.T (+ c)`` with block-scaled FP8 operands, written into ``d``.
 
@@ -105,7 +100,7 @@ def fp8_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, tor
         translate("fp8_gemm_nt", exc, _diagnose_fp8, a, b, d, c, recipe)
 
 
-def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, *, c: torch.Tensor | None = None) -> None:
+def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Tensor | None = None) -> None:
     """``d = a @ b.T (+ c)`` in BF16: ``a`` ``(M, K)``, ``b`` ``(N, K)`` bfloat16 K-major, ``d`` ``(M, N)``
     bfloat16 or float32, ``c`` optional ``(M, N)`` float32."""
     try:

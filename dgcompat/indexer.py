@@ -592,3 +592,34 @@ def _diagnose_paged(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table:
     rows = weights.shape[0]
     if weights.shape[1] != h:
         raise bad(fn, "weights", f"(B*next_n={rows}, H={h})", weights)
+
+
+# --- the upstream calls of this module (see dgcompat._calls) -------------------------------------
+
+from ._calls import UpstreamCall  # noqa: E402  (kept with the declarations it builds)
+
+_MQA_ROW_POSITIONAL: tuple[tuple[str, str, tuple[Any, ...]], ...] = (
+    # _bind_mqa: (.., clean) without max_seqlen_k, (.., clean, max_k) natively, (.., max_k) emulated.
+    ("clean_logits", "mqa_clean_logits", ("native",)),
+    ("max_seqlen_k", "mqa_max_seqlen_k", ("required", "optional")),
+)
+_MQA_POSITIONAL = ("q", "kv", "weights", "ks|cu_seq_len_k_start", "ke|cu_seq_len_k_end")
+_PAGED_POSITIONAL = ("q", "kv_cache|fused_kv_cache", "weights", "context_lens", "block_table", "schedule_meta",
+                     "max_context_len")
+
+CALLS: tuple[UpstreamCall, ...] = (
+    UpstreamCall("deep_gemm.fp8_mqa_logits", "dgcompat.fp8_mqa_logits", _MQA_POSITIONAL,
+                 row_positional=_MQA_ROW_POSITIONAL, uses_result=True, selected_by=("mqa_logits", "fp8_mqa_logits")),
+    UpstreamCall("deep_gemm.fp8_fp4_mqa_logits", "dgcompat.fp8_mqa_logits", _MQA_POSITIONAL,
+                 row_positional=_MQA_ROW_POSITIONAL, uses_result=True,
+                 selected_by=("mqa_logits", "fp8_fp4_mqa_logits")),
+    # The fp8 name gets clean_logits=False at #7 only where it has no default (dgcompat masks itself);
+    # the fp8_fp4 name gets a (q, None) pair.
+    UpstreamCall("deep_gemm.fp8_paged_mqa_logits", "dgcompat.fp8_paged_mqa_logits", _PAGED_POSITIONAL,
+                 row_positional=(("clean_logits", "paged_clean_logits_arg", ("required",)),),
+                 uses_result=True, selected_by=("paged_mqa_logits", "fp8_paged_mqa_logits")),
+    UpstreamCall("deep_gemm.fp8_fp4_paged_mqa_logits", "dgcompat.fp8_paged_mqa_logits", _PAGED_POSITIONAL,
+                 uses_result=True, selected_by=("paged_mqa_logits", "fp8_fp4_paged_mqa_logits")),
+    UpstreamCall("deep_gemm.get_paged_mqa_logits_metadata", "dgcompat.get_paged_mqa_logits_metadata",
+                 ("context_lens", "block_kv", "num_sms"), uses_result=True),
+)

@@ -13,14 +13,13 @@ What hides behind one signature here:
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from . import _binding
-from ._checks import bad, pair, release_label, same_device, tensor, translate, unsupported
-from .errors import BadArgumentError, DgcompatError, UnsupportedFeatureError
+from . import _binding, _env
+from ._calls import UpstreamCall
+from ._checks import bad, contiguous, k_major, pair, release_label, same_device, tensor, translate, unsupported
+from .errors import BadArgumentError, DgcompatError
 
 if TYPE_CHECKING:
     import torch
@@ -30,10 +29,31 @@ __all__ = [
     "fp8_m_grouped_gemm_nt_masked", "m_grouped_bf16_gemm_nt_contiguous", "m_grouped_bf16_gemm_nt_masked",
 ]
 
-_B = SimpleNamespace()
-_binding.register_reset(_B.__dict__.clear)
-
 Recipe = Sequence[int]
+
+_CONTIGUOUS = ("a", "b", "d", "grouped_layout|m_indices")
+_MASKED = ("a", "b", "d", "masked_m", "expected_m")
+
+#: The upstream calls of this module (see :mod:`dgcompat._calls`). The layout tensor always goes by
+#: position (m_indices / grouped_layout), the recipe by keyword.
+CALLS: tuple[UpstreamCall, ...] = (
+    UpstreamCall("deep_gemm.m_grouped_fp8_gemm_nt_contiguous", "dgcompat.m_grouped_fp8_gemm_nt_contiguous",
+                 _CONTIGUOUS, ("recipe",)),
+    UpstreamCall("deep_gemm.m_grouped_bf16_gemm_nt_contiguous", "dgcompat.m_grouped_bf16_gemm_nt_contiguous",
+                 _CONTIGUOUS, selected_by=("bf16_grouped_contiguous", True)),
+    UpstreamCall("deep_gemm.m_grouped_fp8_gemm_nt_masked", "dgcompat.m_grouped_fp8_gemm_nt_masked", _MASKED,
+                 ("recipe",), selected_by=("masked_gemm", "m_grouped_fp8_gemm_nt_masked")),
+    UpstreamCall("deep_gemm.fp8_m_grouped_gemm_nt_masked", "dgcompat.m_grouped_fp8_gemm_nt_masked", _MASKED,
+                 ("recipe",), selected_by=("masked_gemm", "fp8_m_grouped_gemm_nt_masked")),
+    # The overlapped (signal) launch of the bundled copies reads the (block_m, threshold) result.
+    UpstreamCall("deep_gemm.m_grouped_fp8_gemm_nt_masked", "dgcompat.m_grouped_fp8_gemm_nt_masked", _MASKED,
+                 ("recipe", "max_block_n", "enable_overlap", "signal"), uses_result=True,
+                 selected_by=("masked_overlap", True)),
+    UpstreamCall("deep_gemm.m_grouped_bf16_gemm_nt_masked", "dgcompat.m_grouped_bf16_gemm_nt_masked", _MASKED,
+                 passthrough=True, selected_by=("bf16_grouped_masked", True),
+                 alternatives=("deep_gemm.bf16_m_grouped_gemm_nt_masked",)),
+)
+_CONTIG_FP8, _CONTIG_BF16, _MASKED_FP8, _MASKED_FP8_ALIAS, _MASKED_OVERLAP, _MASKED_BF16 = CALLS
 
 
 @dataclass(frozen=True)
@@ -49,42 +69,39 @@ class MaskedOverlap:
     max_block_n: int = 256
 
 
-def _debug() -> bool:
-    return os.environ.get("DGCOMPAT_DEBUG", "") not in ("", "0")
-
-
-def _bind_contiguous(kind: str) -> Callable[..., Any]:
+def _selected(calls: tuple[UpstreamCall, ...], what: str, name: str, hint: str | None = None) -> Callable[..., Any]:
+    """The upstream function of the first declaration the table selects for this release, else a stand-in
+    raising UnsupportedFeatureError."""
     from .table import capabilities
 
-    name = f"m_grouped_{kind}_gemm_nt_contiguous"
-    with _binding.lock:
-        impl = getattr(_B, name, None)
-        if impl is None:
-            mod = _binding.load()
-            present = kind == "fp8" or capabilities().bf16_grouped_contiguous
-            impl = getattr(mod, name) if present else unsupported(name, "the grouped contiguous GEMM")
-            if _debug():
-                impl = _with_value_checks_contiguous(name, impl)
-            setattr(_B, name, impl)
-        return impl
+    caps = capabilities()
+    for call in calls:
+        if call.in_effect(caps):
+            return _binding.upstream(call)
+    return unsupported(name, what, hint=hint)
 
 
-def _bind_masked(kind: str) -> Callable[..., Any]:
-    from .table import capabilities
+def _bind_contiguous(call: UpstreamCall) -> Callable[..., Any]:
+    name = call.caller.removeprefix("dgcompat.")
+    impl = _selected((call,), "the grouped contiguous GEMM", name)
+    return _with_value_checks_contiguous(name, impl) if _env.debug() else impl
 
-    name = f"m_grouped_{kind}_gemm_nt_masked"
-    with _binding.lock:
-        impl = getattr(_B, name, None)
-        if impl is None:
-            caps = capabilities()
-            # The table's probed answer names the function this release has (or None).
-            upstream = caps.masked_gemm if kind == "fp8" else (name if caps.bf16_grouped_masked else None)
-            mod = _binding.load()
-            impl = getattr(mod, upstream) if upstream else unsupported(name, "the grouped masked GEMM")
-            if _debug():
-                impl = _with_value_checks_masked(name, impl)
-            setattr(_B, name, impl)
-        return impl
+
+def _bind_masked(calls: tuple[UpstreamCall, ...]) -> Callable[..., Any]:
+    name = calls[0].caller.removeprefix("dgcompat.")
+    impl = _selected(calls, "the grouped masked GEMM", name)
+    return _with_value_checks_masked(name, impl) if _env.debug() else impl
+
+
+_B = _binding.Slots(
+    m_grouped_fp8_gemm_nt_contiguous=lambda: _bind_contiguous(_CONTIG_FP8),
+    m_grouped_bf16_gemm_nt_contiguous=lambda: _bind_contiguous(_CONTIG_BF16),
+    m_grouped_fp8_gemm_nt_masked=lambda: _bind_masked((_MASKED_FP8, _MASKED_FP8_ALIAS)),
+    m_grouped_bf16_gemm_nt_masked=lambda: _bind_masked((_MASKED_BF16,)),
+    overlapped=lambda: _selected((_MASKED_OVERLAP,), "overlap (enable_overlap/max_block_n/signal)",
+                                 "m_grouped_fp8_gemm_nt_masked",
+                                 "only the deep_gemm bundled in sgl-kernel / sglang-kernel<=0.4.2 has it"),
+)
 
 
 # --- opt-in value checks (DGCOMPAT_DEBUG=1): they read device values, i.e. synchronize ----------
@@ -134,6 +151,8 @@ def _diagnose_contiguous(fn: str, a: Any, b: Any, d: Any, m_indices: Any, fp8: b
         raise bad(fn, "d", f"shape (M_total, N) = ({m}, {n})", d)
     if m_indices.shape[0] != m:
         raise bad(fn, "m_indices", f"one expert id per row of a: shape ({m},)", m_indices)
+    _layouts(fn, a_data, b_data, d)
+    contiguous(fn, "m_indices", m_indices)
     same_device(fn, "d", d, a=a_data, b=b_data, m_indices=m_indices)
     try:
         align = get_mk_alignment_for_contiguous_layout()
@@ -162,9 +181,17 @@ def _diagnose_masked(fn: str, a: Any, b: Any, d: Any, masked_m: Any, expected_m:
         raise bad(fn, "d", f"shape (G, M_max, N) = ({g}, {m}, {b_data.shape[1]})", d)
     if masked_m.shape[0] != g:
         raise bad(fn, "masked_m", f"one row count per group: shape ({g},)", masked_m)
-    if isinstance(expected_m, bool) or not isinstance(expected_m, int) or expected_m < 0:
-        raise bad(fn, "expected_m", "a non-negative int (typical rows per group)", expected_m)
+    if isinstance(expected_m, bool) or not isinstance(expected_m, int) or expected_m < 1:
+        raise bad(fn, "expected_m", "a positive int (typical rows per group)", expected_m)
+    _layouts(fn, a_data, b_data, d)
+    contiguous(fn, "masked_m", masked_m)
     same_device(fn, "d", d, a=a_data, b=b_data, masked_m=masked_m)
+
+
+def _layouts(fn: str, a_data: Any, b_data: Any, d: Any) -> None:
+    k_major(fn, "a", a_data)
+    k_major(fn, "b", b_data)
+    k_major(fn, "d", d, what="N-major (d.stride(-1) == 1)")
 
 
 def _contiguous_failed(fn: str, exc: BaseException, a: Any, b: Any, d: Any, m_indices: Any, fp8: bool) -> None:
@@ -183,7 +210,7 @@ def _rows(a: Any) -> int:
 # --- the stable functions ---------------------------------------------------------------------
 
 def m_grouped_fp8_gemm_nt_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor],
-                                     d: torch.Tensor, m_indices: torch.Tensor, *,
+                                     d: torch.Tensor, m_indices: torch.Tensor,
                                      recipe: Recipe | None = None) -> None:
     """Grouped FP8 GEMM over rows tagged by expert: ``d[i] = a[i] @ b[m_indices[i]].T``.
 
@@ -194,11 +221,7 @@ def m_grouped_fp8_gemm_nt_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tu
     An empty ``a`` (M_total == 0) is a no-op on every release.
     """
     try:
-        impl = _B.m_grouped_fp8_gemm_nt_contiguous
-    except AttributeError:
-        impl = _bind_contiguous("fp8")
-    try:
-        impl(a, b, d, m_indices, recipe=recipe)
+        _B.m_grouped_fp8_gemm_nt_contiguous(a, b, d, m_indices, recipe=recipe)
     except Exception as exc:
         _contiguous_failed("m_grouped_fp8_gemm_nt_contiguous", exc, a, b, d, m_indices, True)
 
@@ -208,19 +231,17 @@ def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
     """BF16 version of :func:`m_grouped_fp8_gemm_nt_contiguous`: ``a`` ``(M_total, K)``, ``b`` ``(G, N, K)``
     bfloat16, ``d`` ``(M_total, N)`` bfloat16, ``m_indices`` int32 ``(M_total,)``."""
     try:
-        impl = _B.m_grouped_bf16_gemm_nt_contiguous
-    except AttributeError:
-        impl = _bind_contiguous("bf16")
-    try:
-        impl(a, b, d, m_indices)
+        _B.m_grouped_bf16_gemm_nt_contiguous(a, b, d, m_indices)
     except Exception as exc:
         _contiguous_failed("m_grouped_bf16_gemm_nt_contiguous", exc, a, b, d, m_indices, False)
 
 
 def m_grouped_fp8_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor],
-                                 d: torch.Tensor, masked_m: torch.Tensor, expected_m: int, *,
-                                 recipe: Recipe | None = None,
-                                 overlap: MaskedOverlap | None = None) -> tuple[int, int] | None:
+                                 d: torch.Tensor, masked_m: torch.Tensor, expected_m: int,
+                                 recipe: Recipe | None = None, *,
+                                 overlap: MaskedOverlap | None = None, max_block_n: int = 256,
+                                 enable_overlap: bool = False,
+                                 signal: torch.Tensor | None = None) -> tuple[int, int] | None:
     """Grouped FP8 GEMM over per-expert slabs: for each group ``g`` only rows ``[0, masked_m[g])``.
 
     - ``a``: ``(fp8 (G, M_max, K), sfa float32 (G, M_max, ceil(K/128)))``; ``b``: ``(fp8 (G, N, K),
@@ -228,15 +249,15 @@ def m_grouped_fp8_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[
       ``expected_m``: typical rows per group (a tuning hint).
     - Returns None, or ``(block_m, threshold)`` when ``overlap`` is given (bundled copies only; elsewhere
       :class:`~dgcompat.errors.UnsupportedFeatureError`).
+    - ``enable_overlap=True, signal=..., max_block_n=...`` are the bundled copies' own keywords for the same
+      launch: they mean ``overlap=MaskedOverlap(signal, max_block_n=max_block_n)``. Without
+      ``enable_overlap`` the other two change nothing, as upstream.
     """
-    if overlap is not None:
-        return _masked_overlap(a, b, d, masked_m, expected_m, recipe, overlap)
+    if overlap is not None or enable_overlap:
+        return _masked_overlap(a, b, d, masked_m, expected_m, recipe,
+                               overlap if overlap is not None else _raw_overlap(signal, max_block_n))
     try:
-        impl = _B.m_grouped_fp8_gemm_nt_masked
-    except AttributeError:
-        impl = _bind_masked("fp8")
-    try:
-        impl(a, b, d, masked_m, expected_m, recipe=recipe)
+        _B.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, expected_m, recipe=recipe)
     except Exception as exc:
         translate("m_grouped_fp8_gemm_nt_masked", exc, _diagnose_masked, "m_grouped_fp8_gemm_nt_masked", a, b, d,
                   masked_m, expected_m, True)
@@ -246,18 +267,23 @@ def m_grouped_fp8_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[
 fp8_m_grouped_gemm_nt_masked = m_grouped_fp8_gemm_nt_masked
 
 
+def _raw_overlap(signal: Any, max_block_n: Any) -> MaskedOverlap:
+    fn = "m_grouped_fp8_gemm_nt_masked"
+    if signal is None:
+        raise bad(fn, "signal", "the signal tensor when enable_overlap=True", signal)
+    if isinstance(max_block_n, bool) or not isinstance(max_block_n, int) or max_block_n <= 0:
+        raise bad(fn, "max_block_n", "a positive int", max_block_n)
+    return MaskedOverlap(signal, max_block_n=max_block_n)
+
+
 def _masked_overlap(a: Any, b: Any, d: Any, masked_m: Any, expected_m: Any, recipe: Any,
                     overlap: MaskedOverlap) -> tuple[int, int]:
-    from .table import capabilities
     from .runtime import num_sms
 
     fn = "m_grouped_fp8_gemm_nt_masked"
     if not isinstance(overlap, MaskedOverlap):
         raise bad(fn, "overlap", "None or a dgcompat.MaskedOverlap", overlap)
-    if not capabilities().masked_overlap:
-        raise UnsupportedFeatureError(fn, "overlap (enable_overlap/max_block_n/signal)", release_label(),
-                                      hint="only the deep_gemm bundled in sgl-kernel / sglang-kernel<=0.4.2 has it")
-    impl = _bind_masked("fp8")
+    impl = _B.bound("overlapped")
     try:
         with num_sms(overlap.num_sms):
             result = impl(a, b, d, masked_m, expected_m, recipe=recipe, max_block_n=overlap.max_block_n,
@@ -275,11 +301,7 @@ def m_grouped_bf16_gemm_nt_masked(a: torch.Tensor, b: torch.Tensor, d: torch.Ten
     """BF16 version of :func:`m_grouped_fp8_gemm_nt_masked` (no overlap): ``a`` ``(G, M_max, K)``, ``b``
     ``(G, N, K)`` bfloat16, ``d`` ``(G, M_max, N)`` bfloat16, ``masked_m`` int32 ``(G,)``."""
     try:
-        impl = _B.m_grouped_bf16_gemm_nt_masked
-    except AttributeError:
-        impl = _bind_masked("bf16")
-    try:
-        impl(a, b, d, masked_m, expected_m)
+        _B.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected_m)
     except Exception as exc:
         translate("m_grouped_bf16_gemm_nt_masked", exc, _diagnose_masked, "m_grouped_bf16_gemm_nt_masked", a, b, d,
                   masked_m, expected_m, False)

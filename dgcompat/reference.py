@@ -73,6 +73,7 @@ import torch
 from torch import Tensor
 
 from dgcompat.errors import BadArgumentError
+from dgcompat.scales import ceil_to_ue8m0
 
 __all__ = [
     "SPLIT_KV",
@@ -187,20 +188,43 @@ def _need_float(fn: str, name: str, t: Tensor) -> None:
 
 #: Row alignment of the contiguous grouped layout (deep_gemm's value on SM90 and SM100).
 MK_ALIGNMENT = 128
-_RUNTIME = {"num_sms": 132, "pdl": False}
+#: The SM count of the device the reference models when CUDA is not initialized (an H200's).
+DEVICE_SMS = 132
+_RUNTIME: dict[str, Optional[int]] = {"num_sms": None, "pdl": 0}
+
+
+def device_sms() -> int:
+    """The device's SM count: the current CUDA device's once CUDA is initialized, else :data:`DEVICE_SMS`.
+
+    Never initializes CUDA itself.
+    """
+    if torch.cuda.is_initialized():
+        return int(torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count)
+    return DEVICE_SMS
 
 
 def get_num_sms() -> int:
-    """SMs a launch would use: the current CUDA device's count, else an H200's 132, unless set."""
-    return int(_RUNTIME["num_sms"])
+    """SMs a launch would use: :func:`device_sms` unless :func:`set_num_sms` set fewer."""
+    n = _RUNTIME["num_sms"]
+    return device_sms() if n is None else n
 
 
 def set_num_sms(new_num_sms: int) -> None:
-    _RUNTIME["num_sms"] = _need_int("set_num_sms", "new_num_sms", new_num_sms, minimum=1)
+    """Limit launches to ``new_num_sms`` SMs: ``1 <= new_num_sms <= device_sms()``, as deep_gemm asserts."""
+    n = _need_int("set_num_sms", "new_num_sms", new_num_sms, minimum=1)
+    limit = device_sms()
+    if n > limit:
+        raise BadArgumentError("set_num_sms", "new_num_sms", f"at most the device's {limit} SMs", repr(n))
+    _RUNTIME["num_sms"] = n
+
+
+def reset_runtime() -> None:
+    """Forget :func:`set_num_sms` / :func:`set_pdl` (the process state a fresh deep_gemm starts with)."""
+    _RUNTIME.update(num_sms=None, pdl=0)
 
 
 def set_pdl(enable: bool) -> None:
-    _RUNTIME["pdl"] = bool(enable)
+    _RUNTIME["pdl"] = int(bool(enable))
 
 
 def get_pdl() -> bool:
@@ -209,21 +233,6 @@ def get_pdl() -> bool:
 
 def get_mk_alignment_for_contiguous_layout() -> int:
     return MK_ALIGNMENT
-
-
-def ceil_to_ue8m0(x: Tensor) -> Tensor:
-    """Round scales up to a power of two (the values a UE8M0 byte can hold).
-
-    ``x``: floating tensor of any shape. Returns float32 of the same shape holding
-    ``2 ** ceil(log2(|x|))``, computed on the bits: the biased exponent is incremented when any
-    mantissa bit is set and clamped to ``[1, 254]``, so zero and subnormals map to ``2**-126`` and
-    infinities to ``2**127`` (as DeepGEMM's ``ceil_to_ue8m0``).
-    """
-    x = _need_tensor("ceil_to_ue8m0", "x", x)
-    _need_float("ceil_to_ue8m0", "x", x)
-    bits = x.abs().to(torch.float32).contiguous().view(torch.int32)
-    exp = ((bits >> 23) & 0xFF) + ((bits & 0x7FFFFF) != 0).to(torch.int32)
-    return (exp.clamp(1, 254) << 23).view(torch.float32)
 
 
 def get_tma_aligned_size(x: int, element_size: int) -> int:
@@ -328,6 +337,8 @@ def _unpack_ue8m0(sf: Tensor, num_k_blocks: int) -> Tensor:
 
 def _parse_recipe(fn: str, recipe: object, is_sfa: Optional[bool]) -> Tuple[int, int]:
     """Return (gran_mn, gran_k) of a transform recipe."""
+    if is_sfa is not None and not isinstance(is_sfa, bool):
+        raise BadArgumentError(fn, "is_sfa", "None, True or False", _desc(is_sfa))
     if not isinstance(recipe, (tuple, list)) or len(recipe) not in (2, 3):
         raise BadArgumentError(fn, "recipe", "a (gran_m, gran_n, gran_k) or (gran_mn, gran_k) tuple", _desc(recipe))
     for v in recipe:
@@ -355,9 +366,10 @@ def transform_sf_into_required_layout(
     mn: int,
     k: int,
     recipe: Recipe,
-    *,
     num_groups: Optional[int] = None,
     is_sfa: Optional[bool] = None,
+    disable_ue8m0_cast: bool = False,
+    *,
     use_ue8m0: bool = False,
 ) -> Tensor:
     """Bring scale factors into the layout deep_gemm's GEMMs consume.
@@ -368,6 +380,9 @@ def transform_sf_into_required_layout(
     ``gran_n`` for SFB), or ``(gran_mn, gran_k)`` without ``is_sfa``. A float32 ``sf`` with
     ``ceil(mn/128)`` rows is also accepted where the recipe asks for granularity 1 (it is then
     broadcast along MN).
+
+    ``disable_ue8m0_cast`` is upstream's flag: accepted (a no-op) on the float32 path, refused with
+    ``use_ue8m0`` (the UE8M0 path asserts it is False).
 
     Returns:
 
@@ -381,6 +396,11 @@ def transform_sf_into_required_layout(
     """
     fn = "transform_sf_into_required_layout"
     sf = _need_tensor(fn, "sf", sf)
+    if not isinstance(disable_ue8m0_cast, bool):
+        raise BadArgumentError(fn, "disable_ue8m0_cast", "a bool", _desc(disable_ue8m0_cast))
+    if use_ue8m0 and disable_ue8m0_cast:
+        # The UE8M0 (SM100) path asserts `not disable_ue8m0_cast`.
+        raise BadArgumentError(fn, "disable_ue8m0_cast", "False where scales are packed as UE8M0", "True")
     _need_int(fn, "mn", mn)
     _need_int(fn, "k", k)
     gran_mn, gran_k = _parse_recipe(fn, recipe, is_sfa)
@@ -597,24 +617,34 @@ def _fp8_operand(
     return _dequant(fn, name, data, sf, gran_mn=gran_mn, gran_k=gran_k, strict_gran=gran_mn is not None)
 
 
-def _check_out(fn: str, d: object, shape: Tuple[int, ...], device: torch.device) -> Tensor:
+def _check_out(fn: str, d: object, shape: Tuple[int, ...], device: torch.device, *, grouped: bool = False) -> Tensor:
+    """``d`` as every release takes it: N-major (``stride(-1) == 1``), bfloat16 (or float32 for the dense GEMMs)."""
     d = _need_tensor(fn, "d", d)
-    _need_dtype(fn, "d", d, (torch.bfloat16, torch.float32))
+    _need_dtype(fn, "d", d, (torch.bfloat16,) if grouped else (torch.bfloat16, torch.float32))
     _need_shape(fn, "d", d, shape)
     _need_device(fn, "d", d, device)
+    if d.stride(-1) != 1 and d.shape[-1] != 1:
+        raise BadArgumentError(fn, "d", "N-major (d.stride(-1) == 1)", f"{_desc(d)} with strides {tuple(d.stride())}")
     return d
+
+
+def _need_contiguous(fn: str, name: str, t: Tensor) -> None:
+    if not t.is_contiguous():
+        raise BadArgumentError(fn, name, "a contiguous tensor", f"{_desc(t)} with strides {tuple(t.stride())}")
 
 
 def _gemm_into(fn: str, a32: Tensor, b32: Tensor, d: Tensor, c: Optional[Tensor]) -> None:
     m, n = a32.shape[0], b32.shape[0]
     if a32.shape[1] != b32.shape[1]:
         raise BadArgumentError(fn, "b", f"K = {a32.shape[1]} columns", f"K = {b32.shape[1]}")
-    _check_out(fn, d, (m, n), a32.device)
+    d = _check_out(fn, d, (m, n), a32.device)
     out = a32 @ b32.T
     if c is not None:
+        # D = C + A @ B accumulates in float32: both are float32 then.
         c = _need_tensor(fn, "c", c)
-        _need_float(fn, "c", c)
+        _need_dtype(fn, "c", c, (torch.float32,))
         _need_shape(fn, "c", c, (m, n))
+        _need_dtype(fn, "d", d, (torch.float32,))
         _need_device(fn, "c", c, a32.device)
         out = out + c.to(torch.float32)
     d.copy_(out)
@@ -624,7 +654,6 @@ def fp8_gemm_nt(
     a: Tuple[Tensor, Tensor],
     b: Tuple[Tensor, Tensor],
     d: Tensor,
-    *,
     c: Optional[Tensor] = None,
     recipe: Optional[Tuple[int, int, int]] = None,
 ) -> None:
@@ -646,7 +675,7 @@ def fp8_gemm_nt(
     _gemm_into(fn, a32, b32, d, c)
 
 
-def bf16_gemm_nt(a: Tensor, b: Tensor, d: Tensor, *, c: Optional[Tensor] = None) -> None:
+def bf16_gemm_nt(a: Tensor, b: Tensor, d: Tensor, c: Optional[Tensor] = None) -> None:
     """``d = a @ b.T (+ c)`` with float32 accumulation.
 
     ``a``: ``(M, K)`` bfloat16, ``b``: ``(N, K)`` bfloat16, ``d``: ``(M, N)`` bfloat16 or float32,
@@ -670,9 +699,10 @@ def _grouped_contiguous(fn: str, a32: Tensor, b32: Tensor, d: object, m_indices:
     g, n, kb = b32.shape
     if kb != k:
         raise BadArgumentError(fn, "b", f"K = {k} columns", f"K = {kb}")
-    d = _check_out(fn, d, (m, n), a32.device)
+    d = _check_out(fn, d, (m, n), a32.device, grouped=True)
     idx = _need_int_tensor(fn, "m_indices", m_indices)
     _need_shape(fn, "m_indices", idx, (m,))
+    _need_contiguous(fn, "m_indices", idx)
     _need_device(fn, "m_indices", idx, a32.device)
     if m % MK_ALIGNMENT:
         raise BadArgumentError(fn, "a", f"a row count that is a multiple of {MK_ALIGNMENT} (each expert's rows "
@@ -696,11 +726,12 @@ def _grouped_masked(fn: str, a32: Tensor, b32: Tensor, d: object, masked_m: obje
         raise BadArgumentError(fn, "b", f"{g} groups", f"{gb} groups")
     if kb != k:
         raise BadArgumentError(fn, "b", f"K = {k} columns", f"K = {kb}")
-    d = _check_out(fn, d, (g, m_max, n), a32.device)
+    d = _check_out(fn, d, (g, m_max, n), a32.device, grouped=True)
     mm = _need_int_tensor(fn, "masked_m", masked_m)
     _need_shape(fn, "masked_m", mm, (g,))
+    _need_contiguous(fn, "masked_m", mm)
     _need_device(fn, "masked_m", mm, a32.device)
-    _need_int(fn, "expected_m", expected_m)
+    _need_int(fn, "expected_m", expected_m, minimum=1)
     mm64 = mm.to(torch.int64)
     if g and bool(((mm64 < 0) | (mm64 > m_max)).any()):
         raise BadArgumentError(fn, "masked_m", f"values in [0, {m_max}]", f"values in [{int(mm64.min())}, {int(mm64.max())}]")
@@ -716,7 +747,6 @@ def m_grouped_fp8_gemm_nt_contiguous(
     b: Tuple[Tensor, Tensor],
     d: Tensor,
     m_indices: Tensor,
-    *,
     recipe: Optional[Tuple[int, int, int]] = None,
 ) -> None:
     """Grouped FP8 GEMM, groups laid out contiguously along M.
@@ -740,7 +770,6 @@ def m_grouped_fp8_gemm_nt_masked(
     d: Tensor,
     masked_m: Tensor,
     expected_m: int,
-    *,
     recipe: Optional[Tuple[int, int, int]] = None,
 ) -> None:
     """Grouped FP8 GEMM with a per-group row count.
@@ -843,7 +872,7 @@ def fp8_mqa_logits(
     _need_dtype(fn, "kv[1]", k_scale, (torch.float32,))
     _need_shape(fn, "kv[1]", k_scale, (nk,))
     weights = _need_tensor(fn, "weights", weights)
-    _need_float(fn, "weights", weights)
+    _need_dtype(fn, "weights", weights, (torch.float32,))
     _need_shape(fn, "weights", weights, (nq, h))
     ks = _need_int_tensor(fn, "ks", ks)
     ke = _need_int_tensor(fn, "ke", ke)

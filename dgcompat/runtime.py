@@ -7,20 +7,67 @@ context managers restore the previous value on exit (also on error).
 from __future__ import annotations
 
 from contextlib import contextmanager
-from types import SimpleNamespace
 from typing import Any, Callable, Iterator
 
 from . import _binding
-from ._checks import bad, release_label
-from .errors import DgcompatError, IncompatibleBuildError
+from ._calls import UpstreamCall
+from ._checks import bad, translate
+from .errors import DgcompatError
 
 __all__ = [
     "is_available", "get_num_sms", "set_num_sms", "num_sms", "set_pdl", "get_pdl", "compile_mode",
     "get_mk_alignment_for_contiguous_layout",
 ]
 
-_B = SimpleNamespace()
-_binding.register_reset(_B.__dict__.clear)
+#: The upstream calls of this module (see :mod:`dgcompat._calls`).
+CALLS: tuple[UpstreamCall, ...] = (
+    UpstreamCall("deep_gemm.get_mk_alignment_for_contiguous_layout", "dgcompat.get_mk_alignment_for_contiguous_layout",
+                 uses_result=True, alternatives=("deep_gemm.get_m_alignment_for_contiguous_layout",)),
+    UpstreamCall("deep_gemm.get_num_sms", "dgcompat.get_num_sms", uses_result=True, passthrough=True),
+    UpstreamCall("deep_gemm.set_num_sms", "dgcompat.set_num_sms", ("*",), passthrough=True),
+    UpstreamCall("deep_gemm.set_pdl", "dgcompat.set_pdl", ("*",), selected_by=("pdl", "top-level")),
+    UpstreamCall("deep_gemm.get_pdl", "dgcompat.get_pdl", uses_result=True, selected_by=("pdl", "top-level")),
+    UpstreamCall("_C.set_pdl", "dgcompat.set_pdl", ("*",), selected_by=("pdl", "native")),
+    UpstreamCall("_C.get_pdl", "dgcompat.get_pdl", uses_result=True, selected_by=("pdl", "native")),
+    UpstreamCall("deep_gemm.set_compile_mode", "dgcompat.compile_mode", ("*",), selected_by=("compile_mode", True),
+                 optional=True),
+    UpstreamCall("deep_gemm.get_compile_mode", "dgcompat.compile_mode", uses_result=True,
+                 selected_by=("compile_mode", True), optional=True),
+)
+_ALIGNMENT, _GET_SMS, _SET_SMS, _SET_PDL, _GET_PDL, _SET_PDL_C, _GET_PDL_C, _SET_MODE, _GET_MODE = CALLS
+
+
+def _selected(*calls: UpstreamCall) -> Callable[..., Any] | None:
+    """The upstream function of the first declaration the table selects for this release, or None."""
+    from .table import capabilities
+
+    caps = capabilities()
+    for call in calls:
+        if call.in_effect(caps):
+            return _binding.find_upstream(call) if call.optional else _binding.upstream(call)
+    return None
+
+
+def _device_sms() -> int:
+    """The device's SM count (failure path only: CUDA is initialized by then, or the reference's model)."""
+    import torch
+
+    from .reference import DEVICE_SMS
+
+    if torch.cuda.is_available():
+        return int(torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count)
+    return DEVICE_SMS
+
+
+_B = _binding.Slots(
+    get_num_sms=lambda: _binding.upstream(_GET_SMS),
+    set_num_sms=lambda: _binding.upstream(_SET_SMS),
+    set_pdl=lambda: _selected(_SET_PDL, _SET_PDL_C),
+    get_pdl=lambda: _selected(_GET_PDL, _GET_PDL_C),
+    set_compile_mode=lambda: _selected(_SET_MODE),
+    get_compile_mode=lambda: _selected(_GET_MODE),
+    mk_alignment=lambda: _binding.upstream(_ALIGNMENT),
+)
 
 
 def is_available() -> bool:
@@ -35,35 +82,28 @@ def is_available() -> bool:
     return True
 
 
-def _mod() -> Any:
-    return _binding.load()
-
-
-def _bind_num_sms() -> tuple[Callable[[], int], Callable[[int], None]]:
-    mod = _mod()
-    getter, setter = mod.get_num_sms, mod.set_num_sms
-    _B.get_num_sms, _B.set_num_sms = getter, setter
-    return getter, setter
-
-
 def get_num_sms() -> int:
     """The number of SMs deep_gemm's kernels use (the device's count unless set)."""
-    try:
-        getter = _B.get_num_sms
-    except AttributeError:
-        getter = _bind_num_sms()[0]
-    return int(getter())
+    return int(_B.get_num_sms())
 
 
-def set_num_sms(n: int) -> None:
-    """Limit deep_gemm's kernels to ``n`` SMs (process-wide). Prefer the :func:`num_sms` context."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise bad("set_num_sms", "n", "a positive int", n)
+def set_num_sms(new_num_sms: int) -> None:
+    """Limit deep_gemm's kernels to ``new_num_sms`` SMs, at most the device's count (process-wide).
+
+    Prefer the :func:`num_sms` context.
+    """
+    if isinstance(new_num_sms, bool) or not isinstance(new_num_sms, int) or new_num_sms < 1:
+        raise bad("set_num_sms", "new_num_sms", "a positive int", new_num_sms)
     try:
-        setter = _B.set_num_sms
-    except AttributeError:
-        setter = _bind_num_sms()[1]
-    setter(n)
+        _B.set_num_sms(new_num_sms)
+    except Exception as exc:
+        translate("set_num_sms", exc, _diagnose_num_sms, new_num_sms)
+
+
+def _diagnose_num_sms(n: int) -> None:
+    limit = _device_sms()
+    if n > limit:
+        raise bad("set_num_sms", "new_num_sms", f"at most the device's {limit} SMs", n)
 
 
 @contextmanager
@@ -80,38 +120,27 @@ def num_sms(n: int | None) -> Iterator[None]:
         set_num_sms(previous)
 
 
-def _pdl_functions() -> tuple[Callable[[bool], Any], Callable[[], bool]] | None:
-    from .table import capabilities
-
-    mod = _mod()
-    where = capabilities().pdl
-    if where == "top-level":
-        return mod.set_pdl, mod.get_pdl
-    if where == "native":
-        return mod._C.set_pdl, mod._C.get_pdl
-    return None
-
-
 def set_pdl(enabled: bool = True) -> bool:
     """Turn programmatic dependent launch on or off; True if the release has a switch and it was set.
 
     Uses ``deep_gemm.set_pdl`` (sgl-deep-gemm >= 0.1.4), the native ``_C.set_pdl`` where only that
-    exists (0.1.1-0.1.3), and returns False where there is none (bundled copies, 0.0.1/0.1.0).
+    exists (0.1.1-0.1.3), and returns False where there is none (bundled copies, 0.0.1/0.1.0): the
+    table's ``pdl`` row decides.
     Call it after the worker's CUDA device is set; dgcompat never calls it on its own.
     """
     if not isinstance(enabled, bool):
         raise bad("set_pdl", "enabled", "a bool", enabled)
-    fns = _pdl_functions()
-    if fns is None:
+    setter = _B.bound("set_pdl")
+    if setter is None:
         return False
-    fns[0](enabled)
+    setter(enabled)
     return True
 
 
 def get_pdl() -> bool | None:
     """The PDL switch's state, or None where the release has none."""
-    fns = _pdl_functions()
-    return None if fns is None else bool(fns[1]())
+    getter = _B.bound("get_pdl")
+    return None if getter is None else bool(getter())
 
 
 @contextmanager
@@ -123,13 +152,10 @@ def compile_mode(mode: int = 1) -> Iterator[None]:
     """
     if isinstance(mode, bool) or not isinstance(mode, int):
         raise bad("compile_mode", "mode", "an int", mode)
-    from .table import capabilities
-
-    mod = _mod()
-    if not capabilities().compile_mode:
+    getter, setter = _B.bound("get_compile_mode"), _B.bound("set_compile_mode")
+    if getter is None or setter is None:
         yield
         return
-    getter, setter = mod.get_compile_mode, mod.set_compile_mode
     previous = int(getter())
     setter(mode)
     try:
@@ -143,21 +169,4 @@ def get_mk_alignment_for_contiguous_layout() -> int:
 
     Always an ``int`` (native bindings may return other integer types).
     """
-    try:
-        fn = _B.mk_alignment
-    except AttributeError:
-        mod = _mod()
-        fn = getattr(mod, "get_mk_alignment_for_contiguous_layout", None)
-        if fn is None:
-            fn = getattr(mod, "get_m_alignment_for_contiguous_layout", None)
-        if fn is None:
-            raise IncompatibleBuildError(
-                f"get_mk_alignment_for_contiguous_layout(): deep_gemm {release_label()} has neither "
-                "get_mk_alignment_for_contiguous_layout nor get_m_alignment_for_contiguous_layout"
-            )
-        _B.mk_alignment = fn
-    value = fn()
-    if isinstance(value, (tuple, list)):
-        value = value[0]
-    return int(value)
-
+    return int(_B.mk_alignment())

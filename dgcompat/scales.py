@@ -1,20 +1,22 @@
 """FP8 scale-factor layouts: TMA alignment, MN-major transposition, UE8M0 packing.
 
 DeepGEMM asserts ``sf.stride(-1) == get_tma_aligned_size(mn, sf.element_size())`` on pre-transformed
-scales. In the tvm-ffi releases (sgl-deep-gemm < 0.2.3) returned tensors cross DLPack, and some torch
+scales. Where returned tensors cross DLPack (the tvm-ffi releases, sgl-deep-gemm < 0.2.3), some torch
 builds rewrite the stride of a size-1 dimension to 1 on the way (pytorch#83158); a packed UE8M0
-scale with K <= 512 has exactly such a trailing dimension, and the next GEMM then asserts. Every
-scale returned here therefore carries the TMA-aligned strides; the repair is metadata-only (the
-storage was allocated with that layout) and is bound only for releases that need it.
+scale with K <= 512 has exactly such a trailing dimension, and the next GEMM then asserts. Whether
+it happens depends on the torch build as well as the release, so every scale returned here is
+checked (a read of its shape, and of its strides when a dimension has size 1) and re-strided to
+the TMA-aligned layout where it came back collapsed, on every release. The repair is metadata-only
+(the storage was allocated with that layout).
 """
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from . import _binding
-from ._checks import as_torch, bad, tensor, translate, unsupported
+from ._calls import UpstreamCall
+from ._checks import as_torch, bad, tensor, translate
 
 if TYPE_CHECKING:
     import torch
@@ -25,8 +27,18 @@ __all__ = [
     "restore_tma_strides",
 ]
 
-_B = SimpleNamespace()
-_binding.register_reset(_B.__dict__.clear)
+#: The upstream calls of this module (see :mod:`dgcompat._calls`).
+CALLS: tuple[UpstreamCall, ...] = (
+    UpstreamCall("deep_gemm.transform_sf_into_required_layout", "dgcompat.transform_sf_into_required_layout",
+                 ("sf", "mn", "k", "recipe", "num_groups", "is_sfa", "disable_ue8m0_cast"), uses_result=True),
+    UpstreamCall("deep_gemm.get_mn_major_tma_aligned_tensor", "dgcompat.get_mn_major_tma_aligned_tensor", ("*",),
+                 uses_result=True, passthrough=True,
+                 alternatives=("deep_gemm.utils.layout.get_mn_major_tma_aligned_tensor",)),
+    UpstreamCall("deep_gemm.get_mn_major_tma_aligned_packed_ue8m0_tensor",
+                 "dgcompat.get_mn_major_tma_aligned_packed_ue8m0_tensor", ("*",), uses_result=True, passthrough=True,
+                 alternatives=("deep_gemm.utils.layout.get_mn_major_tma_aligned_packed_ue8m0_tensor",)),
+)
+_TRANSFORM, _MN_MAJOR, _MN_MAJOR_PACKED = CALLS
 
 
 def get_tma_aligned_size(x: int, element_size: int) -> int:
@@ -41,15 +53,22 @@ def get_tma_aligned_size(x: int, element_size: int) -> int:
 
 
 def ceil_to_ue8m0(x: torch.Tensor) -> torch.Tensor:
-    """Round float32 scales up to powers of two (the values UE8M0 can hold): ``2 ** ceil(log2(|x|))``.
+    """Round scales up to the powers of two a UE8M0 byte holds, as the engines' (and DeepGEMM's) function does.
 
-    UE8M0 packing keeps only the exponent byte, so a scale that is not a power of two must be rounded
-    first (rounding up keeps the quantized values in range).
+    ``x``: a floating tensor of any shape; returns float32 of the same shape. Computed on the bits of
+    ``|x|`` in float32: the biased exponent goes up by one when any mantissa bit is set and is clamped to
+    ``[1, 254]``, so 0 and subnormals give ``2**-126`` and values above ``2**127`` (3e38, inf) give
+    ``2**127``. UE8M0 packing keeps only the exponent byte, so a scale must be rounded first (rounding up
+    keeps the quantized values in range). This is the project's only implementation (the reference
+    backend uses it too).
     """
     import torch
 
-    tensor("ceil_to_ue8m0", "x", x, dtypes=("float32",))
-    return torch.pow(2.0, torch.ceil(torch.log2(x.abs())))
+    if not isinstance(x, torch.Tensor) or not x.dtype.is_floating_point:
+        raise bad("ceil_to_ue8m0", "x", "a floating-point tensor", x)
+    bits = x.abs().to(torch.float32).contiguous().view(torch.int32)
+    exponent = ((bits >> 23) & 0xFF) + ((bits & 0x7FFFFF) != 0).to(torch.int32)
+    return (exponent.clamp(1, 254) << 23).view(torch.float32)
 
 
 def restore_tma_strides(sf: torch.Tensor) -> torch.Tensor:
@@ -76,28 +95,13 @@ def restore_tma_strides(sf: torch.Tensor) -> torch.Tensor:
     return sf.as_strided(tuple(sf.shape), want)
 
 
-def _bind(name: str, *, repair: bool) -> Callable[..., Any]:
-    from .table import capabilities
+def _bind_layout(call: UpstreamCall) -> Callable[..., Any]:
+    """The upstream layout function, its result checked for collapsed strides (see the module docstring)."""
+    target = _binding.upstream(call)
 
-    with _binding.lock:
-        impl = getattr(_B, name, None)
-        if impl is not None:
-            return impl
-        mod = _binding.load()
-        target = getattr(mod, name, None)
-        if target is None:
-            layout = getattr(getattr(mod, "utils", None), "layout", None)
-            target = getattr(layout, name, None)
-        if target is None:
-            impl = unsupported(name, name)
-        elif repair and capabilities().collapsed_strides:
-            def repaired(sf: Any) -> Any:
-                return _repair_copy(sf, as_torch(target(sf)))
-            impl = repaired
-        else:
-            impl = target
-        setattr(_B, name, impl)
-        return impl
+    def repaired(sf: Any) -> Any:
+        return _repair_copy(sf, target(sf))
+    return repaired
 
 
 def _repair_copy(sf: Any, out: Any) -> Any:
@@ -107,8 +111,9 @@ def _repair_copy(sf: Any, out: Any) -> Any:
     scale on SM90); that tensor's strides are the caller's and are checked by other rules, so only
     a fresh allocation (which deep_gemm made TMA-aligned) is re-strided.
     """
-    if out.data_ptr() == sf.data_ptr():
-        return out
+    out = as_torch(out)
+    if 1 not in out.shape or out.data_ptr() == sf.data_ptr():
+        return out  # only the stride of a size-1 dimension can have been rewritten
     return restore_tma_strides(out)
 
 
@@ -119,11 +124,7 @@ def _check_sf(fn: str, sf: Any) -> None:
 def get_mn_major_tma_aligned_tensor(sf: torch.Tensor) -> torch.Tensor:
     """float32 ``(mn, k)`` / ``(g, mn, k)`` scales -> same values, MN-major, strides ``(1, aligned_mn)``."""
     try:
-        impl = _B.get_mn_major_tma_aligned_tensor
-    except AttributeError:
-        impl = _bind("get_mn_major_tma_aligned_tensor", repair=True)
-    try:
-        return impl(sf)
+        return _B.get_mn_major_tma_aligned_tensor(sf)
     except Exception as exc:
         translate("get_mn_major_tma_aligned_tensor", exc, _check_sf, "get_mn_major_tma_aligned_tensor", sf)
 
@@ -132,36 +133,32 @@ def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor) -> torch.Tens
     """float32 ``(mn, k)`` / ``(g, mn, k)`` power-of-two scales -> int32 ``(.., mn, ceil(k/4))``: four UE8M0
     bytes per int32, MN-major, strides ``(1, aligned_mn)`` even when ``ceil(k/4) == 1``."""
     try:
-        impl = _B.get_mn_major_tma_aligned_packed_ue8m0_tensor
-    except AttributeError:
-        impl = _bind("get_mn_major_tma_aligned_packed_ue8m0_tensor", repair=True)
-    try:
-        return impl(sf)
+        return _B.get_mn_major_tma_aligned_packed_ue8m0_tensor(sf)
     except Exception as exc:
         translate("get_mn_major_tma_aligned_packed_ue8m0_tensor", exc, _check_sf,
                   "get_mn_major_tma_aligned_packed_ue8m0_tensor", sf)
 
 
-def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe: Sequence[int], *,
-                                      num_groups: int | None = None, is_sfa: bool | None = None) -> torch.Tensor:
+def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe: Sequence[int],
+                                      num_groups: int | None = None, is_sfa: bool | None = None,
+                                      disable_ue8m0_cast: bool = False) -> torch.Tensor:
     """Bring scales into the layout the GEMMs of this release and architecture read.
 
     ``sf`` float32 ``(mn or ceil(mn/128), ceil(k/128))`` (``(num_groups, ...)`` when grouped); ``recipe``
     ``(gran_m, gran_n, gran_k)`` (then ``is_sfa`` says which operand) or ``(gran_mn, gran_k)``. Returns
     MN-major TMA-aligned float32 per-row scales (SM90), or packed UE8M0 int32 (SM100). A scale that already
     has the required layout (e.g. a 128x128 block scale of ``b`` on SM90) comes back as the same tensor.
+    ``disable_ue8m0_cast``: keep float32 where the architecture would pack UE8M0 (every release has it;
+    SM100 releases refuse it). The parameters are in upstream's positions.
     """
     fn = "transform_sf_into_required_layout"
     # deep_gemm asserts this pairing in its own host code, except the bundled copies, whose plain-bool
     # is_sfa would silently read None as "b's scales": check it here so every release agrees.
-    if isinstance(recipe, (tuple, list)) and (len(recipe) == 3) == (is_sfa is None):
+    if isinstance(recipe, (tuple, list)) and ((len(recipe) == 3) == (is_sfa is None)
+                                              or not isinstance(is_sfa, (bool, type(None)))):
         raise bad(fn, "is_sfa", "True or False with a 3-element recipe, None with a 2-element one", is_sfa)
     try:
-        impl = _B.transform_sf_into_required_layout
-    except AttributeError:
-        impl = _bind_transform()
-    try:
-        return impl(sf, mn, k, tuple(recipe), num_groups, is_sfa)
+        return _B.transform_sf_into_required_layout(sf, mn, k, tuple(recipe), num_groups, is_sfa, disable_ue8m0_cast)
     except Exception as exc:
         translate(fn, exc, _diagnose_transform, sf, recipe, num_groups, is_sfa)
 
@@ -178,30 +175,29 @@ def _diagnose_transform(sf: Any, recipe: Any, num_groups: Any, is_sfa: Any) -> N
 
 
 def _bind_transform() -> Callable[..., Any]:
+    """``impl(sf, mn, k, recipe, num_groups, is_sfa, disable_ue8m0_cast)``: every release has these parameters
+    in these positions; the result is checked for collapsed strides."""
     from .table import capabilities
 
-    with _binding.lock:
-        mod = _binding.load()
-        caps = capabilities()
-        if caps.backend == "reference":
-            ref = mod.transform_sf_into_required_layout
+    target = _binding.upstream(_TRANSFORM)
+    if capabilities().transform_sf_is_sfa == "bool":
+        # The bundled schema takes int[] and a plain bool: None must not reach it.
+        def bundled(sf: Any, mn: int, k: int, recipe: tuple[int, ...], num_groups: Any, is_sfa: Any,
+                    disable_ue8m0_cast: bool) -> Any:
+            return _repair_copy(sf, target(sf, mn, k, list(recipe), num_groups, bool(is_sfa), disable_ue8m0_cast))
+        return bundled
 
-            def impl(sf: Any, mn: int, k: int, recipe: tuple[int, ...], num_groups: Any, is_sfa: Any) -> Any:
-                return ref(sf, mn, k, recipe, num_groups=num_groups, is_sfa=is_sfa)
-        else:
-            target = mod.transform_sf_into_required_layout
-            as_bool = caps.transform_sf_is_sfa == "bool"
-            repair = caps.collapsed_strides
+    def repaired(sf: Any, mn: int, k: int, recipe: tuple[int, ...], num_groups: Any, is_sfa: Any,
+                 disable_ue8m0_cast: bool) -> Any:
+        return _repair_copy(sf, target(sf, mn, k, recipe, num_groups, is_sfa, disable_ue8m0_cast))
+    return repaired
 
-            def impl(sf: Any, mn: int, k: int, recipe: tuple[int, ...], num_groups: Any, is_sfa: Any) -> Any:
-                if as_bool:
-                    # The bundled schema types is_sfa as a plain bool: None must not reach it.
-                    out = target(sf, mn, k, list(recipe), num_groups, bool(is_sfa))
-                else:
-                    out = target(sf, mn, k, recipe, num_groups, is_sfa)
-                return _repair_copy(sf, as_torch(out)) if repair else out
-        _B.transform_sf_into_required_layout = impl
-        return impl
+
+_B = _binding.Slots(
+    transform_sf_into_required_layout=_bind_transform,
+    get_mn_major_tma_aligned_tensor=lambda: _bind_layout(_MN_MAJOR),
+    get_mn_major_tma_aligned_packed_ue8m0_tensor=lambda: _bind_layout(_MN_MAJOR_PACKED),
+)
 
 
 def transform_scale_ue8m0(sf: torch.Tensor, mn: int) -> torch.Tensor:

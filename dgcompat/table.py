@@ -10,31 +10,40 @@ imported, :func:`capabilities` replaces their answer with a probe of the live mo
 only a fallback before import and for planning). Rows of kind ``"behaviour"`` are what a probe
 cannot see (argument positions, layouts, return values) and are authoritative.
 
-Architecture-dependent answers are keyed by family (``sm90``, ``sm100``, ``sm120``). The current
-CUDA device decides, unless ``DGCOMPAT_ARCH`` (``sm90``, ``sm100``, ...) overrides it.
+Architecture-dependent answers are keyed by family (``sm90``, ``sm100``, ``sm120``, and
+``other`` for any other or unknown architecture). The current CUDA device decides once CUDA is
+initialized (never before: see :func:`current_arch`), unless ``DGCOMPAT_ARCH`` overrides it.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 import sys
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from . import _env
+from ._env import ARCHES
 from .detection import KNOWN_SGL_DEEP_GEMM, Release, release
 
-__all__ = ["Row", "ROWS", "Capabilities", "capabilities", "current_arch", "arch_family", "rows_for", "reset"]
+__all__ = ["Row", "ROWS", "Capabilities", "UPSTREAM_IDENTITY", "capabilities", "current_arch", "arch_family",
+           "rows_for", "reset"]
 
 SGL = "sgl-deep-gemm"
 SK = "sgl-kernel"
 SGK = "sglang-kernel"
+#: One family for the DeepGEMM copies bundled in sgl-kernel and sglang-kernel<=0.4.2: a row with
+#: this dist matches both distributions.
+BUNDLED = "bundled"
+BUNDLED_DISTS = (SK, SGK)
 REF = "reference"
 ANY = "*"
+#: Key of a per-architecture value used for any other (or an unknown) architecture.
+OTHER_ARCH = "other"
 
 
 @dataclass(frozen=True)
@@ -42,7 +51,7 @@ class Row:
     """One version-gated behaviour."""
 
     capability: str
-    dist: str  # "sgl-deep-gemm", "sgl-kernel", "sglang-kernel", "reference" or "*"
+    dist: str  # "sgl-deep-gemm", "sgl-kernel", "sglang-kernel", "bundled" (both), "reference" or "*"
     releases: str  # PEP 440 specifier over that distribution's version; "" = every release
     value: Any
     upstream: str  # what the upstream call looks like there
@@ -50,9 +59,13 @@ class Row:
     drop_when: str  # when the row can be deleted
     kind: str = "behaviour"  # "behaviour" (version gate) or "presence" (verified by probe after import)
     probe: str | None = None  # for presence rows: attribute path on deep_gemm, "a|b" = first present
+    probe_values: Mapping[str, Any] | None = None
+    """For presence rows whose answer is not the name found: found path -> value (absent -> None)."""
+    informative: bool = False
+    """No adapter reads the answer: it documents a difference (and the intake checks it against surfaces)."""
 
     def matches(self, dist: str, version: Version | None) -> bool:
-        if self.dist not in (ANY, dist):
+        if self.dist not in (ANY, dist) and not (self.dist == BUNDLED and dist in BUNDLED_DISTS):
             return False
         if not self.releases:
             return True
@@ -60,28 +73,32 @@ class Row:
 
 
 _FFI_ERA_END = "0.2.3 (TORCH_LIBRARY binding) became the minimum"
+# Where the PDL switch lives: a Python function at top level, or only the native op.
+_PDL_PROBE: Mapping[str, Any] = MappingProxyType({"set_pdl": "top-level", "_C.set_pdl": "native"})
 
 ROWS: tuple[Row, ...] = (
     # --- runtime knobs -------------------------------------------------------------------------
-    Row("compile_mode", SK, "", True, "deep_gemm.get/set_compile_mode(int)", "bundled DeepGEMM snapshot exports them",
-        "sgl-kernel bundles are unsupported", "presence", "set_compile_mode"),
-    Row("compile_mode", SGK, "", True, "deep_gemm.get/set_compile_mode(int)", "bundled DeepGEMM snapshot exports them",
-        "sglang-kernel<=0.4.2 bundles are unsupported", "presence", "set_compile_mode"),
+    Row("compile_mode", BUNDLED, "", True, "deep_gemm.get/set_compile_mode(int)",
+        "bundled DeepGEMM snapshot exports them", "bundles are unsupported", "presence", "set_compile_mode"),
     Row("compile_mode", ANY, "", False, "absent", "sgl-deep-gemm: 'not exported on this branch'",
         "sgl-deep-gemm exports compile mode", "presence", "set_compile_mode"),
     Row("pdl", SGL, ">=0.1.4", "top-level", "deep_gemm.set_pdl(bool) / get_pdl()",
-        "sgl-deep-gemm 0.1.4 bound _C.set_pdl at top level", "never (this is the stable form)", "presence", "set_pdl"),
+        "sgl-deep-gemm 0.1.4 bound _C.set_pdl at top level", "never (this is the stable form)", "presence",
+        "set_pdl|_C.set_pdl", _PDL_PROBE),
     Row("pdl", SGL, ">=0.1.1", "native", "deep_gemm._C.set_pdl(bool) only",
         "sgl-deep-gemm 0.1.1 added the native op without a Python binding", "0.1.4 is the minimum",
-        "presence", "_C.set_pdl"),
+        "presence", "set_pdl|_C.set_pdl", _PDL_PROBE),
     Row("pdl", REF, "", "top-level", "dgcompat.reference keeps a flag", "-", "never"),
     Row("pdl", ANY, "", None, "absent", "bundled copies and sgl-deep-gemm<0.1.1 have no PDL switch",
-        "bundles and 0.1.0 are unsupported", "presence", "set_pdl|_C.set_pdl"),
+        "bundles and 0.1.0 are unsupported", "presence", "set_pdl|_C.set_pdl", _PDL_PROBE),
     # --- dense + grouped GEMMs -----------------------------------------------------------------
-    Row("contiguous_layout_param", SK, "", "m_indices", "m_grouped_fp8_gemm_nt_contiguous(a, b, d, m_indices, ...)",
-        "bundled schema keeps the old name", "bundles are unsupported"),
-    Row("contiguous_layout_param", SGK, "", "m_indices", "m_grouped_fp8_gemm_nt_contiguous(a, b, d, m_indices, ...)",
-        "bundled schema keeps the old name", "bundles are unsupported"),
+    # Read by resolve() (UPSTREAM_IDENTITY): only where the 4th parameter is named m_indices does the upstream
+    # function take the stable signature's keyword call.
+    Row("contiguous_layout_param", BUNDLED, "", "m_indices",
+        "m_grouped_fp8_gemm_nt_contiguous(a, b, d, m_indices, ...)", "bundled schema keeps the old name",
+        "bundles are unsupported"),
+    Row("contiguous_layout_param", REF, "", "m_indices", "dgcompat.reference: (a, b, d, m_indices, recipe=None)", "-",
+        "never"),
     Row("contiguous_layout_param", ANY, "", "grouped_layout",
         "m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, grouped_layout, ...): keyword m_indices is a TypeError",
         "upstream DeepGEMM 2.3 renamed m_indices to grouped_layout", "never (dgcompat passes it positionally)"),
@@ -89,9 +106,9 @@ ROWS: tuple[Row, ...] = (
         "(a, b, d, grouped_layout, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, use_psum_layout, "
         "ensure_zero_padding, expected_m_for_psum_layout)",
         "sgl-deep-gemm 0.1.4 inserted ensure_zero_padding before expected_m_for_psum_layout",
-        "never (dgcompat passes neither)"),
+        "never (dgcompat passes neither)", informative=True),
     Row("ensure_zero_padding_position", ANY, "", None, "no ensure_zero_padding parameter",
-        "before sgl-deep-gemm 0.1.4 / bundles", "0.1.4 is the minimum"),
+        "before sgl-deep-gemm 0.1.4 / bundles", "0.1.4 is the minimum", informative=True),
     Row("bf16_grouped_contiguous", SGL, ">=0.1.1", True, "m_grouped_bf16_gemm_nt_contiguous(a, b, d, grouped_layout)",
         "sgl-deep-gemm 0.1.1 added bf16 grouped GEMMs", "0.1.1 is the minimum", "presence",
         "m_grouped_bf16_gemm_nt_contiguous"),
@@ -114,19 +131,18 @@ ROWS: tuple[Row, ...] = (
         "m_grouped_fp8_gemm_nt_masked|fp8_m_grouped_gemm_nt_masked"),
     Row("masked_gemm", ANY, "", "m_grouped_fp8_gemm_nt_masked", "m_grouped_fp8_gemm_nt_masked(...)", "-", "never",
         "presence", "m_grouped_fp8_gemm_nt_masked|fp8_m_grouped_gemm_nt_masked"),
-    Row("masked_overlap", SK, "", True, "(..., max_block_n=256, enable_overlap=False, signal=None) -> (int?, int?)",
-        "sgl-kernel's DeepGEMM fork added the overlapped (signal) masked GEMM", "bundles are unsupported"),
-    Row("masked_overlap", SGK, "", True, "(..., max_block_n=256, enable_overlap=False, signal=None) -> (int?, int?)",
+    Row("masked_overlap", BUNDLED, "", True,
+        "(..., max_block_n=256, enable_overlap=False, signal=None) -> (int?, int?)",
         "sgl-kernel's DeepGEMM fork added the overlapped (signal) masked GEMM", "bundles are unsupported"),
     Row("masked_overlap", ANY, "", False, "no enable_overlap/max_block_n/signal parameters",
         "no sgl-deep-gemm release has the overlapped masked GEMM", "a release adds it"),
-    Row("masked_returns", SK, "", "tuple", "returns (block_m, threshold) (None, None) without overlap",
-        "bundled schema -> (int?, int?)", "bundles are unsupported"),
-    Row("masked_returns", SGK, "", "tuple", "returns (block_m, threshold) (None, None) without overlap",
-        "bundled schema -> (int?, int?)", "bundles are unsupported"),
+    # Informative: the masked GEMM's stable form returns None (or (block_m, threshold) with overlap, whose
+    # shape moe checks on the result itself).
+    Row("masked_returns", BUNDLED, "", "tuple", "returns (block_m, threshold) (None, None) without overlap",
+        "bundled schema -> (int?, int?)", "bundles are unsupported", informative=True),
     Row("masked_returns", SGL, "<0.2.3", "native-result", "returns whatever the tvm-ffi function returns",
-        "tvm-ffi era wrappers return the raw native result", _FFI_ERA_END),
-    Row("masked_returns", ANY, "", "none", "returns None", "TORCH_LIBRARY schema -> ()", "never"),
+        "tvm-ffi era wrappers return the raw native result", _FFI_ERA_END, informative=True),
+    Row("masked_returns", ANY, "", "none", "returns None", "TORCH_LIBRARY schema -> ()", "never", informative=True),
     # --- indexer -------------------------------------------------------------------------------
     Row("mqa_logits", SGL, ">=0.2.5", "fp8_fp4_mqa_logits",
         "fp8_fp4_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, max_seqlen_k, schedule_meta=None)",
@@ -149,17 +165,14 @@ ROWS: tuple[Row, ...] = (
     Row("paged_mqa_logits", ANY, "", "fp8_paged_mqa_logits",
         "fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits)",
         "-", "0.2.5 is the minimum", "presence", "fp8_paged_mqa_logits|fp8_fp4_paged_mqa_logits"),
-    Row("paged_context_lens", SK, "", "1d", "context_lens (B,); next_n from q", "bundled snapshot predates 2-D lengths",
-        "bundles are unsupported"),
-    Row("paged_context_lens", SGK, "", "1d", "context_lens (B,); next_n from q", "bundled snapshot predates 2-D lengths",
-        "bundles are unsupported"),
+    Row("paged_context_lens", BUNDLED, "", "1d", "context_lens (B,); next_n from q",
+        "bundled snapshot predates 2-D lengths", "bundles are unsupported"),
     Row("paged_context_lens", REF, "", "any", "1-D, (B, next_n) or (B*next_n, 1)", "-", "never"),
     Row("paged_context_lens", ANY, "", "2d", "context_lens (B, next_n) or (B*next_n, 1); 1-D asserts",
         "upstream DeepGEMM 2.4.2 (7f2a703) made 2-D lengths mandatory", "never"),
-    Row("paged_clean_logits_arg", SK, "", "required", "fp8_paged_mqa_logits(..., max_context_len, bool clean_logits)",
-        "bundled schema: clean_logits has no default", "bundles are unsupported"),
-    Row("paged_clean_logits_arg", SGK, "", "required", "fp8_paged_mqa_logits(..., max_context_len, bool clean_logits)",
-        "bundled schema: clean_logits has no default", "bundles are unsupported"),
+    Row("paged_clean_logits_arg", BUNDLED, "", "required",
+        "fp8_paged_mqa_logits(..., max_context_len, bool clean_logits)", "bundled schema: clean_logits has no default",
+        "bundles are unsupported"),
     Row("paged_clean_logits_arg", SGL, ">=0.2.5", "absent",
         "fp8_fp4_paged_mqa_logits(..., max_context_len, indices=None)", "sgl-deep-gemm 0.2.5 dropped clean_logits",
         "never"),
@@ -168,64 +181,88 @@ ROWS: tuple[Row, ...] = (
     # bundled 1-D form would mask with a different per-row rule than a 2-D (B, next_n) input means.
     Row("paged_clean_logits", ANY, "", "emulated", "clean_logits=False at the launch; dgcompat masks",
         "2-D context_lens + clean_logits asserts (upstream 7f2a703)", "a release masks 2-D rows itself"),
-    Row("paged_native_next_n", REF, "", {"sm90": (1, 2, 3, 4), "sm100": (1, 2, 3, 4), "sm120": (1, 2, 3, 4)},
+    # Per-architecture values: the OTHER_ARCH entry is the plan for an unknown or other architecture.
+    Row("paged_native_next_n", REF, "", {"sm90": (1, 2, 3, 4), "sm100": (1, 2, 3, 4), "sm120": (1, 2, 3, 4),
+                                         OTHER_ARCH: (1,)},
         "-", "-", "never"),
-    Row("paged_native_next_n", ANY, "", {"sm90": (1, 2), "sm100": (1, 2, 4), "sm120": (1,)},
+    Row("paged_native_next_n", ANY, "", {"sm90": (1, 2), "sm100": (1, 2, 4), "sm120": (1,), OTHER_ARCH: (1,)},
         "SM90 host assert next_n == 1 or next_n == 2 (seen on H200 with 0.1.2/0.1.4); SM100 atoms of 2",
         "SM90 kernel packs next_n*heads into one WGMMA; next_n=3 needs DeepGEMM PR #340",
         "the SM90 kernel accepts next_n 3/4 (then widen the row)"),
-    Row("paged_heads", REF, "", {"sm90": (), "sm100": (), "sm120": ()}, "-", "-", "never"),
-    Row("paged_heads", ANY, "", {"sm90": (32, 64), "sm100": (8, 16, 32, 64), "sm120": (8, 16, 32, 64)},
+    Row("paged_heads", REF, "", {"sm90": (), "sm100": (), "sm120": (), OTHER_ARCH: ()}, "-", "-", "never"),
+    Row("paged_heads", ANY, "", {"sm90": (32, 64), "sm100": (8, 16, 32, 64), "sm120": (8, 16, 32, 64),
+                                 OTHER_ARCH: ()},
         "paged MQA kernels are instantiated for these head counts", "DeepGEMM kernel templates",
         "the kernels take any head count"),
     # --- returned tensors ----------------------------------------------------------------------
+    # Informative: whether strides collapse depends on the torch build too, so scales.py checks every
+    # returned scale instead of trusting this row.
     Row("collapsed_strides", SGL, "<0.2.3", True,
         "results cross DLPack (at::toDLPack), which rewrites the stride of size-1 dims on some torch builds",
-        "sgl-deep-gemm's tvm-ffi binding", _FFI_ERA_END),
-    Row("collapsed_strides", ANY, "", False, "at::Tensor returned directly", "-", "never"),
+        "sgl-deep-gemm's tvm-ffi binding", _FFI_ERA_END, informative=True),
+    Row("collapsed_strides", ANY, "", False, "at::Tensor returned directly", "-", "never", informative=True),
     Row("raw_ffi_returns", SGL, "<0.2.0", True, "wrappers return the raw tvm-ffi result",
         "0.2.0 added _from_dlpack_if_needed", "0.2.0 is the minimum"),
     Row("raw_ffi_returns", ANY, "", False, "torch.Tensor", "-", "never"),
     Row("bare_tensor_pairs", SGL, "<0.2.0", False,
         "_parse_tensor_or_tuple calls torch.Tensor([1.0], dtype=...) -> TypeError for a bare tensor",
-        "fixed in sgl-deep-gemm 0.2.0 (torch.tensor)", "0.2.0 is the minimum"),
-    Row("bare_tensor_pairs", ANY, "", True, "a bare tensor gets a unit scale", "-", "never"),
-    Row("transform_sf_is_sfa", SK, "", "bool", "schema: bool is_sfa=False (None is rejected)",
-        "bundled schema", "bundles are unsupported"),
-    Row("transform_sf_is_sfa", SGK, "", "bool", "schema: bool is_sfa=False (None is rejected)",
+        "fixed in sgl-deep-gemm 0.2.0 (torch.tensor)", "0.2.0 is the minimum", informative=True),
+    Row("bare_tensor_pairs", ANY, "", True, "a bare tensor gets a unit scale", "-", "never", informative=True),
+    # The bundled schema also takes the recipe as a list (int[]) and asserts nothing about the pairing.
+    Row("transform_sf_is_sfa", BUNDLED, "", "bool", "schema: bool is_sfa=False, int[] recipe (None is rejected)",
         "bundled schema", "bundles are unsupported"),
     Row("transform_sf_is_sfa", ANY, "", "optional", "is_sfa=None", "-", "never"),
 )
-
-_ARCH_FAMILIES = {"sm90": "sm90", "sm90a": "sm90", "sm100": "sm100", "sm100a": "sm100", "sm103": "sm100",
-                  "sm110": "sm100", "sm120": "sm120", "sm121": "sm120"}
-
 
 def arch_family(arch: str | None) -> str | None:
     """``"sm103"`` -> ``"sm100"``; unknown or None -> None."""
     if arch is None:
         return None
-    return _ARCH_FAMILIES.get(arch.lower())
+    return ARCHES.get(arch.lower())
 
 
 def current_arch() -> str | None:
-    """``DGCOMPAT_ARCH`` if set, else the current CUDA device's ``smXY``, else None.
+    """``DGCOMPAT_ARCH`` if set, else the CUDA device's ``smXY`` once CUDA is initialized, else None.
 
-    Only asks CUDA when torch is already imported and a device is present, so planning on a
-    CPU-only machine never initializes anything.
+    Never creates a CUDA context (engines fork workers after configuring): before the process has
+    initialized CUDA itself (its first kernel call or tensor on the GPU does), the answer is None and
+    planning is conservative; the first call after initialization asks the current device. Where
+    ``pynvml`` is importable and every GPU has one compute capability, NVML answers without a context.
     """
-    env = os.environ.get("DGCOMPAT_ARCH", "").strip().lower()
-    if env:
-        return env if env.startswith("sm") else f"sm{env.replace('.', '')}"
+    env = _env.arch()
+    if env is not None:
+        return env
     torch = sys.modules.get("torch")
     if torch is None:
         return None
     try:
-        if not torch.cuda.is_available():
-            return None
-        major, minor = torch.cuda.get_device_capability()
+        if torch.cuda.is_initialized():
+            major, minor = torch.cuda.get_device_capability()
+            return f"sm{major}{minor}"
     except Exception:  # a broken CUDA setup must not break planning
         return None
+    return _nvml_arch()
+
+
+@functools.lru_cache(maxsize=1)
+def _nvml_arch() -> str | None:
+    """The one compute capability of every GPU NVML sees (no CUDA context), or None."""
+    try:
+        import pynvml  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+        try:
+            found = {pynvml.nvmlDeviceGetCudaComputeCapability(pynvml.nvmlDeviceGetHandleByIndex(i))
+                     for i in range(pynvml.nvmlDeviceGetCount())}
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no driver, no permission: no answer
+        return None
+    if len(found) != 1:
+        return None  # mixed GPUs: which one the engine uses is known only once CUDA is initialized
+    major, minor = found.pop()
     return f"sm{major}{minor}"
 
 
@@ -267,6 +304,19 @@ def _probe(module: Any, path: str) -> str | None:
     return None
 
 
+Pdl = Literal["top-level", "native"]
+LayoutParam = Literal["m_indices", "grouped_layout"]
+MaskedName = Literal["m_grouped_fp8_gemm_nt_masked", "fp8_m_grouped_gemm_nt_masked"]
+MaskedReturns = Literal["tuple", "native-result", "none"]
+MqaName = Literal["fp8_mqa_logits", "fp8_fp4_mqa_logits"]
+PagedName = Literal["fp8_paged_mqa_logits", "fp8_fp4_paged_mqa_logits"]
+NativeOrEmulated = Literal["native", "emulated"]
+SeqlenK = Literal["required", "optional", "absent"]
+ContextLens = Literal["1d", "2d", "any"]
+PagedCleanArg = Literal["required", "optional", "absent"]
+IsSfa = Literal["bool", "optional"]
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """The installed release's answers. ``sources[name]`` is ``"table"`` or ``"probe"``."""
@@ -275,28 +325,36 @@ class Capabilities:
     backend: str
     arch: str | None
     compile_mode: bool
-    pdl: str | None
-    contiguous_layout_param: str
+    pdl: Pdl | None
+    contiguous_layout_param: LayoutParam
     ensure_zero_padding_position: int | None
     bf16_grouped_contiguous: bool
     bf16_grouped_masked: bool
-    masked_gemm: str | None
+    masked_gemm: MaskedName | None
     masked_overlap: bool
-    masked_returns: str
-    mqa_logits: str | None
-    mqa_clean_logits: str
-    mqa_max_seqlen_k: str
-    paged_mqa_logits: str | None
-    paged_context_lens: str
-    paged_clean_logits: str
-    paged_clean_logits_arg: str
+    masked_returns: MaskedReturns
+    mqa_logits: MqaName | None
+    mqa_clean_logits: NativeOrEmulated
+    mqa_max_seqlen_k: SeqlenK
+    paged_mqa_logits: PagedName | None
+    paged_context_lens: ContextLens
+    paged_clean_logits: Literal["emulated"]
+    paged_clean_logits_arg: PagedCleanArg
     paged_native_next_n: tuple[int, ...]
     paged_heads: tuple[int, ...]
     collapsed_strides: bool
     raw_ffi_returns: bool
     bare_tensor_pairs: bool
-    transform_sf_is_sfa: str
+    transform_sf_is_sfa: IsSfa
     sources: Mapping[str, str] = field(default_factory=dict)
+
+    def identical_to_upstream(self, name: str) -> bool:
+        """Whether the installed ``deep_gemm.<name>`` keeps the stable contract of ``dgcompat.<name>``
+        (then :func:`dgcompat.resolve` hands it out itself); see :data:`UPSTREAM_IDENTITY`."""
+        if name not in UPSTREAM_IDENTITY:
+            return False
+        condition = UPSTREAM_IDENTITY[name]
+        return condition is None or getattr(self, condition[0]) == condition[1]
 
     def as_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -315,8 +373,20 @@ class Capabilities:
         return "\n".join(lines)
 
 
-_PER_ARCH = {"paged_native_next_n", "paged_heads"}
-_CONSERVATIVE = {"paged_native_next_n": (1,), "paged_heads": ()}
+#: Stable names whose upstream function keeps the stable contract (same parameters in the same
+#: positions, same results), so :func:`dgcompat.resolve` may hand out the upstream object: always
+#: (None), or where ``(capability, value)`` holds. Names not listed are dgcompat's own functions.
+UPSTREAM_IDENTITY: Mapping[str, tuple[str, Any] | None] = MappingProxyType({
+    "fp8_gemm_nt": None,
+    "bf16_gemm_nt": None,
+    "get_num_sms": None,
+    "set_num_sms": None,
+    "m_grouped_bf16_gemm_nt_masked": None,
+    # The stable signature names the 4th parameter m_indices (and takes it by keyword).
+    "m_grouped_fp8_gemm_nt_contiguous": ("contiguous_layout_param", "m_indices"),
+    "m_grouped_bf16_gemm_nt_contiguous": ("contiguous_layout_param", "m_indices"),
+    # Not the layout functions: dgcompat checks their results for collapsed strides on every release.
+})
 
 
 def compute(rel: Release, *, backend: str, arch: str | None, module: Any = None) -> Capabilities:
@@ -330,16 +400,16 @@ def compute(rel: Release, *, backend: str, arch: str | None, module: Any = None)
             continue
         row = lookup(name, dist, version)
         value = row.value
-        if name in _PER_ARCH:
-            value = value.get(family, _CONSERVATIVE[name]) if family else _CONSERVATIVE[name]
+        if isinstance(value, Mapping):  # per architecture
+            value = value.get(family or OTHER_ARCH, value[OTHER_ARCH])
         sources[name] = "table"
         if row.kind == "presence" and row.probe and module is not None:
             found = _probe(module, row.probe)
             sources[name] = "probe"
             if isinstance(row.value, bool):
                 value = found is not None
-            elif name == "pdl":
-                value = None if found is None else ("top-level" if found == "set_pdl" else "native")
+            elif row.probe_values is not None:
+                value = None if found is None else row.probe_values[found]
             else:
                 value = found
         values[name] = value
@@ -370,3 +440,4 @@ def capabilities() -> Capabilities:
 def reset() -> None:
     """Forget cached answers (tests)."""
     _cached.cache_clear()
+    _nvml_arch.cache_clear()

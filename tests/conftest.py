@@ -55,6 +55,8 @@ def clean_dgcompat(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         del sys.modules[k]
     sys.modules.update(saved)
     dgcompat.reset()
+    if "dgcompat.reference" in sys.modules:  # the reference backend's knobs are process state
+        sys.modules["dgcompat.reference"].reset_runtime()
 
 
 @pytest.fixture

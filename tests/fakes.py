@@ -22,7 +22,19 @@ def get_num_sms():
     return _state["num_sms"]
 
 def set_num_sms(n):
+    if not 0 <= n <= 132:
+        raise RuntimeError("Assertion error (device_runtime.hpp): 0 <= new_num_sms and new_num_sms <= 132")
     _state["num_sms"] = int(n)
+
+def _layout(d, a=None, b=None, index=None):
+    # Host asserts of csrc/apis/gemm.hpp and csrc/utils/layout.hpp, as every release has them.
+    for t in (a, b):
+        if t is not None and t.stride(-1) != 1 and t.shape[-1] != 1:
+            raise RuntimeError("Assertion error (layout.hpp): major == K")
+    if d.stride(-1) != 1 and d.shape[-1] != 1:
+        raise RuntimeError("Assertion error (layout.hpp): d.stride(-1) == 1")
+    if index is not None and not index.is_contiguous():
+        raise RuntimeError("Assertion error (gemm.hpp): m_indices.is_contiguous()")
 
 def get_mk_alignment_for_contiguous_layout():
     return 128
@@ -41,9 +53,11 @@ def fp8_gemm_nt(a, b, d, c=None, recipe=None, compiled_dims="nk", disable_ue8m0_
     a, b = _pair(a), _pair(b)
     if d.dim() != 2:
         raise RuntimeError("Assertion error (gemm.hpp): d.dim() == 2")
+    _layout(d, a[0], b[0])
     _R.fp8_gemm_nt(a, b, d, c=c, recipe=recipe)
 
 def bf16_gemm_nt(a, b, d, c=None, compiled_dims=""):
+    _layout(d, a, b)
     _R.bf16_gemm_nt(a, b, d, c=c)
 
 def _check_lens_native(lens, q):
@@ -98,10 +112,15 @@ def _grouped_contig(a, b, d, layout):
         raise RuntimeError("Assertion error: grouped_layout.scalar_type() == torch::kInt")
     if a[0].shape[0] % 128:
         raise RuntimeError("Assertion error: m % 128 == 0")
+    _layout(d, a[0], b[0], layout)
     _R.m_grouped_fp8_gemm_nt_contiguous(a, b, d, layout)
 
 def _masked(a, b, d, masked_m, expected_m):
-    _R.m_grouped_fp8_gemm_nt_masked(_pair(a), _pair(b), d, masked_m, expected_m)
+    a, b = _pair(a), _pair(b)
+    _layout(d, a[0], b[0], masked_m)
+    if expected_m < 1:
+        raise RuntimeError("Assertion error (gemm.hpp): expected_m > 0")
+    _R.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, expected_m)
 '''
 
 SGL_013 = _COMMON + '''

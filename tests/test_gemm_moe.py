@@ -108,3 +108,91 @@ def test_debug_value_checks(fake_release: Callable[[str], Any], monkeypatch: pyt
     d = torch.zeros(1, 16, 32, dtype=torch.bfloat16)
     with pytest.raises(dgcompat.BadArgumentError, match="masked_m"):
         dgcompat.m_grouped_bf16_gemm_nt_masked(a, b, d, torch.tensor([17], dtype=torch.int32), 8)
+
+
+def _fp8_operands(g: int, m: int, n: int, k: int) -> tuple[Any, Any]:
+    a = torch.randn(g, m, k)
+    b = torch.randn(g, n, k)
+    aq = (torch.stack([R.per_token_cast_to_fp8(a[i])[0] for i in range(g)]),
+          torch.stack([R.per_token_cast_to_fp8(a[i])[1] for i in range(g)]))
+    bq = (torch.stack([R.per_block_cast_to_fp8(b[i])[0] for i in range(g)]),
+          torch.stack([R.per_block_cast_to_fp8(b[i])[1] for i in range(g)]))
+    return aq, bq
+
+
+@pytest.mark.parametrize("family", [*FAMILIES, "reference"])
+def test_layout_mistakes_name_the_argument(fake_release: Callable[[str], Any], monkeypatch: pytest.MonkeyPatch,
+                                           family: str) -> None:
+    if family == "reference":
+        monkeypatch.setenv("DGCOMPAT_BACKEND", "reference")
+        dgcompat.reset()
+    else:
+        fake_release(family)
+    aq, bq = R.per_token_cast_to_fp8(torch.randn(8, 256)), R.per_block_cast_to_fp8(torch.randn(128, 256))
+    transposed = torch.empty(128, 8, dtype=torch.bfloat16).T
+    c16 = torch.zeros(8, 128, dtype=torch.float16)
+    d32 = torch.empty(8, 128, dtype=torch.float32)
+    ab, bb = torch.randn(8, 64, dtype=torch.bfloat16), torch.randn(32, 64, dtype=torch.bfloat16)
+    dense: list[tuple[Callable[[], Any], str]] = [
+        (lambda: dgcompat.fp8_gemm_nt(aq, bq, transposed), "d"),
+        (lambda: dgcompat.fp8_gemm_nt(aq, bq, d32, c=c16), "c"),
+        (lambda: dgcompat.bf16_gemm_nt(ab, bb, torch.empty(32, 8, dtype=torch.bfloat16).T), "d"),
+    ]
+    gq, gb = _fp8_operands(2, 128, 128, 128)
+    flat = (gq[0].reshape(256, 128), gq[1].reshape(256, 1))
+    m_indices = torch.zeros(256, 2, dtype=torch.int32)[:, 0]  # non-contiguous
+    masked_m = torch.zeros(2, 2, dtype=torch.int32)[:, 0]
+    d_flat = torch.zeros(256, 128, dtype=torch.bfloat16)
+    d3 = torch.zeros(2, 128, 128, dtype=torch.bfloat16)
+    grouped: list[tuple[Callable[[], Any], str]] = [
+        (lambda: dgcompat.m_grouped_fp8_gemm_nt_contiguous(flat, gb, d_flat, m_indices), "m_indices"),
+        (lambda: dgcompat.m_grouped_fp8_gemm_nt_contiguous(flat, gb, d_flat.float(),
+                                                           torch.zeros(256, dtype=torch.int32)), "d"),
+        (lambda: dgcompat.m_grouped_fp8_gemm_nt_masked(gq, gb, d3, masked_m, 1), "masked_m"),
+        (lambda: dgcompat.m_grouped_fp8_gemm_nt_masked(gq, gb, d3.transpose(1, 2),
+                                                       torch.ones(2, dtype=torch.int32), 1), "d"),
+        (lambda: dgcompat.m_grouped_fp8_gemm_nt_masked(gq, gb, d3.float(), torch.ones(2, dtype=torch.int32), 1),
+         "d"),
+        (lambda: dgcompat.m_grouped_fp8_gemm_nt_masked(gq, gb, d3, torch.ones(2, dtype=torch.int32), 0),
+         "expected_m"),
+    ]
+    for call, argument in dense + grouped:
+        for _ in range(2):  # on every call, not only the first
+            with pytest.raises(dgcompat.BadArgumentError) as info:
+                call()
+            assert info.value.argument == argument, (argument, str(info.value))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_raw_overlap_keywords_take_the_overlap_path(fake_release: Callable[[str], Any], family: str) -> None:
+    fake_release(family)
+    aq, bq = _fp8_operands(2, 64, 128, 128)
+    d = torch.zeros(2, 64, 128, dtype=torch.bfloat16)
+    masked_m = torch.tensor([3, 64], dtype=torch.int32)
+    signal = torch.zeros(4, dtype=torch.int32)
+    # Without enable_overlap the raw keywords change nothing (as upstream).
+    assert dgcompat.m_grouped_fp8_gemm_nt_masked(aq, bq, d, masked_m, 8, max_block_n=128, signal=signal) is None
+    assert int(signal.sum()) == 0
+    if family == "bundled":
+        got = dgcompat.fp8_m_grouped_gemm_nt_masked(aq, bq, d, masked_m, 8, max_block_n=128, enable_overlap=True,
+                                                    signal=signal)
+        assert got == (64, 3) and int(signal.sum()) == 4
+        with pytest.raises(dgcompat.BadArgumentError, match="signal"):
+            dgcompat.m_grouped_fp8_gemm_nt_masked(aq, bq, d, masked_m, 8, enable_overlap=True)
+    else:
+        with pytest.raises(dgcompat.UnsupportedFeatureError, match="overlap"):
+            dgcompat.m_grouped_fp8_gemm_nt_masked(aq, bq, d, masked_m, 8, enable_overlap=True, signal=signal)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_upstream_positions_are_accepted(fake_release: Callable[[str], Any], family: str) -> None:
+    fake_release(family)
+    aq, bq = R.per_token_cast_to_fp8(torch.randn(8, 256)), R.per_block_cast_to_fp8(torch.randn(128, 256))
+    d, ref = torch.empty(8, 128, dtype=torch.bfloat16), torch.empty(8, 128, dtype=torch.bfloat16)
+    dgcompat.fp8_gemm_nt(aq, bq, d, None, (1, 128, 128))  # (a, b, d, c, recipe) as every release
+    R.fp8_gemm_nt(aq, bq, ref)
+    assert _rel_err(d, ref) < 1e-2
+    gq, gb = _fp8_operands(2, 64, 128, 128)
+    md = torch.zeros(2, 64, 128, dtype=torch.bfloat16)
+    assert dgcompat.m_grouped_fp8_gemm_nt_masked(gq, gb, md, torch.ones(2, dtype=torch.int32), 1,
+                                                 (1, 128, 128)) is None

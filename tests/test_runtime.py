@@ -46,3 +46,24 @@ def test_alignment_is_int(fake_release: Callable[[str], Any]) -> None:
     fake_release("bundled")
     value = dgcompat.get_mk_alignment_for_contiguous_layout()
     assert value == 128 and type(value) is int
+
+
+@pytest.mark.parametrize("family", ["sgl-0.1.3", "sgl-0.2.5", "bundled", "reference"])
+def test_more_sms_than_the_device_is_a_bad_argument(fake_release: Callable[[str], Any],
+                                                    monkeypatch: pytest.MonkeyPatch, family: str) -> None:
+    if family == "reference":
+        monkeypatch.setenv("DGCOMPAT_BACKEND", "reference")
+        dgcompat.reset()
+    else:
+        fake_release(family)
+    before = dgcompat.get_num_sms()
+    for _ in range(2):  # on every call, not only the first
+        with pytest.raises(dgcompat.BadArgumentError, match="at most the device's 132 SMs") as info:
+            dgcompat.set_num_sms(1000)
+        assert info.value.argument == "new_num_sms"
+    with pytest.raises(dgcompat.BadArgumentError, match="new_num_sms"):
+        with dgcompat.num_sms(1000):
+            pass
+    assert dgcompat.get_num_sms() == before
+    dgcompat.set_num_sms(132)
+    dgcompat.set_num_sms(new_num_sms=before)

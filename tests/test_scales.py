@@ -63,3 +63,41 @@ def test_unchanged_block_scale_is_not_restrided(fake_release: Callable[[str], An
     sf = torch.rand(2, 1)
     out = dgcompat.transform_sf_into_required_layout(sf, 256, 128, (1, 128, 128), is_sfa=False)
     assert out.data_ptr() == sf.data_ptr() and out.stride() == sf.stride()
+
+
+def test_ceil_to_ue8m0_has_the_engines_semantics() -> None:
+    x = torch.tensor([0.0, 1e-40, -1e-40, 3e38, float("inf"), 1.0, 3.0, -0.3, 2.0**-126], dtype=torch.float32)
+    got = dgcompat.ceil_to_ue8m0(x).tolist()
+    assert got == [2.0**-126, 2.0**-126, 2.0**-126, 2.0**127, 2.0**127, 1.0, 4.0, 0.5, 2.0**-126]
+    assert dgcompat.ceil_to_ue8m0(torch.tensor([3.0], dtype=torch.bfloat16)).dtype == torch.float32
+    from dgcompat import reference, scales
+
+    assert reference.ceil_to_ue8m0 is scales.ceil_to_ue8m0  # one implementation in the project
+    with pytest.raises(dgcompat.BadArgumentError, match="floating-point"):
+        dgcompat.ceil_to_ue8m0(torch.tensor([1], dtype=torch.int32))
+
+
+@pytest.mark.parametrize("family", ["sgl-0.1.3", "sgl-0.2.5", "bundled"])
+def test_collapsed_strides_are_repaired_on_every_release(fake_release: Callable[[str], Any], family: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # Whether a DLPack round trip collapses strides depends on the torch build too: a release whose
+    # table row says "no collapse" must still be repaired when it happens.
+    mod = fake_release(family)
+    monkeypatch.setattr(mod, "COLLAPSE", True)
+    sf = dgcompat.ceil_to_ue8m0(torch.rand(100, 4) + 0.1)  # K <= 512: one packed int32 column
+    out = dgcompat.get_mn_major_tma_aligned_packed_ue8m0_tensor(sf)
+    assert out.shape == (100, 1) and out.stride() == (1, dgcompat.get_tma_aligned_size(100, 4))
+    t = dgcompat.get_mn_major_tma_aligned_tensor(torch.rand(100, 1))
+    assert t.stride() == (1, dgcompat.get_tma_aligned_size(100, 4))
+
+
+@pytest.mark.parametrize("family", ["sgl-0.1.3", "sgl-0.2.5", "bundled"])
+def test_transform_takes_upstream_positions(fake_release: Callable[[str], Any], family: str) -> None:
+    fake_release(family)
+    sf = torch.rand(2, 64, 4)
+    out = dgcompat.transform_sf_into_required_layout(sf, 64, 512, (1, 128, 128), 2, True)  # num_groups, is_sfa
+    torch.testing.assert_close(out, sf)
+    out = dgcompat.transform_sf_into_required_layout(sf, 64, 512, (1, 128, 128), 2, True, False)
+    torch.testing.assert_close(out, sf)
+    with pytest.raises(dgcompat.BadArgumentError, match="is_sfa"):
+        dgcompat.transform_sf_into_required_layout(sf[0], 64, 512, (1, 128, 128), None, "yes")  # type: ignore[arg-type]

@@ -30,7 +30,12 @@ def _release(dist: str, version: str | None) -> Release:
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: f"{r.capability}:{r.dist}:{r.releases or 'all'}")
 def test_row_is_reachable_and_answers(row: table.Row) -> None:
     hits = []
-    dists = PROBE_VERSIONS if row.dist == table.ANY else {row.dist: PROBE_VERSIONS[row.dist]}
+    if row.dist == table.ANY:
+        dists = PROBE_VERSIONS
+    elif row.dist == table.BUNDLED:  # one family over both bundling distributions
+        dists = {d: PROBE_VERSIONS[d] for d in table.BUNDLED_DISTS}
+    else:
+        dists = {row.dist: PROBE_VERSIONS[row.dist]}
     for dist, versions in dists.items():
         for v in versions:
             version = Version(v) if v else None
@@ -42,6 +47,71 @@ def test_row_is_reachable_and_answers(row: table.Row) -> None:
     caps = compute(_release(dist, v), backend=backend, arch="sm90")
     value = row.value["sm90"] if isinstance(row.value, dict) else row.value
     assert getattr(caps, row.capability) == value
+
+
+def test_bundled_family_matches_both_distributions() -> None:
+    for dist, versions in ((table.SK, ["0.3.21"]), (table.SGK, ["0.4.0", "0.4.2"])):
+        for v in versions:
+            assert lookup("masked_overlap", dist, Version(v)).dist == table.BUNDLED
+    assert lookup("masked_overlap", table.SGL, Version("0.2.5")).dist == table.ANY
+
+
+def test_no_two_rows_repeat_each_other_across_bundling_distributions() -> None:
+    def body(r: table.Row) -> tuple[object, ...]:
+        return (r.capability, r.releases, repr(r.value), r.upstream, r.kind, r.probe)
+
+    sk = {body(r) for r in ROWS if r.dist == table.SK}
+    sgk = {body(r) for r in ROWS if r.dist == table.SGK}
+    assert not sk & sgk, "identical sgl-kernel / sglang-kernel rows belong in one 'bundled' row"
+
+
+def test_probe_values_decide_presence_answers() -> None:
+    from types import SimpleNamespace
+
+    top = SimpleNamespace(set_pdl=lambda v: None, _C=SimpleNamespace(set_pdl=lambda v: None))
+    native = SimpleNamespace(_C=SimpleNamespace(set_pdl=lambda v: None))
+    rel = _release(table.SGL, "0.1.4")
+    assert compute(rel, backend="deep_gemm", arch="sm90", module=top).pdl == "top-level"
+    assert compute(rel, backend="deep_gemm", arch="sm90", module=native).pdl == "native"
+    assert compute(rel, backend="deep_gemm", arch="sm90", module=SimpleNamespace()).pdl is None
+
+
+def test_unknown_architecture_plans_from_the_other_entry() -> None:
+    for row in ROWS:
+        if isinstance(row.value, dict):
+            assert table.OTHER_ARCH in row.value, row
+    caps = compute(_release(table.SGL, "0.2.5"), backend="deep_gemm", arch="sm75")
+    assert (caps.paged_native_next_n, caps.paged_heads) == ((1,), ())
+
+
+def test_informative_rows_are_not_read_by_adapters() -> None:
+    import re
+    from pathlib import Path
+
+    informative = {r.capability for r in ROWS if r.informative}
+    assert {"bare_tensor_pairs", "masked_returns", "ensure_zero_padding_position"} <= informative
+    for r in ROWS:  # a capability is informative in all its rows or none
+        assert r.informative == (r.capability in informative), r
+    runtime = Path(table.__file__).parent
+    for path in runtime.glob("*.py"):
+        if path.name == "table.py":
+            continue
+        for name in informative:
+            assert not re.search(rf"\b{name}\b", path.read_text()), f"{path.name} reads informative {name}"
+
+
+def test_upstream_identity_is_table_data() -> None:
+    bundled = compute(_release(table.SGK, "0.4.2"), backend="deep_gemm", arch="sm90")
+    sgl = compute(_release(table.SGL, "0.1.3"), backend="deep_gemm", arch="sm90")
+    ref = compute(_release(table.REF, None), backend="reference", arch="sm90")
+    assert bundled.identical_to_upstream("m_grouped_fp8_gemm_nt_contiguous")
+    assert ref.identical_to_upstream("m_grouped_fp8_gemm_nt_contiguous")
+    assert not sgl.identical_to_upstream("m_grouped_fp8_gemm_nt_contiguous")
+    assert not sgl.identical_to_upstream("get_mn_major_tma_aligned_tensor")  # collapsed strides are repaired
+    assert sgl.identical_to_upstream("fp8_gemm_nt")
+    assert not sgl.identical_to_upstream("fp8_mqa_logits")
+    for name in table.UPSTREAM_IDENTITY:
+        assert name in __import__("dgcompat").__all__, name
 
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: f"{r.capability}:{r.dist}:{r.releases or 'all'}")

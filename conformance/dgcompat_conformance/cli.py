@@ -85,7 +85,10 @@ Generated from `dgcompat/table.py` by `dgcompat table --markdown > docs/capabili
 that this file is current). The first row of a capability that matches the installed distribution
 and release answers it; rows of kind *presence* are re-checked by probing the imported deep_gemm
 (the attribute named in the last column). Per-architecture values are keyed by family (`sm90`,
-`sm100`, `sm120`); `DGCOMPAT_ARCH` overrides the current device.
+`sm100`, `sm120`, and `other` for any other or a not yet known architecture); `DGCOMPAT_ARCH`
+overrides the current device. Rows marked *informative* record a difference no adapter reads (the
+intake still checks them against each release's surface). Which stable names hand out the
+upstream function itself is `UPSTREAM_IDENTITY` in the same file.
 
 """
 
@@ -104,7 +107,9 @@ def render_markdown() -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in ROWS:
-        cells = [f"`{r.capability}`", r.dist, r.releases or "all", f"`{r.value!r}`", r.upstream, r.since,
-                 r.drop_when, r.kind + (f" (`{r.probe}`)" if r.probe else "")]
+        kind = r.kind + (f" (`{r.probe}`)" if r.probe else "") + (" informative" if r.informative else "")
+        dist = "bundled (sgl-kernel, sglang-kernel)" if r.dist == "bundled" else r.dist
+        cells = [f"`{r.capability}`", dist, r.releases or "all", f"`{r.value!r}`", r.upstream, r.since,
+                 r.drop_when, kind]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)
