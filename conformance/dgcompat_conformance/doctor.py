@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from collections.abc import Mapping
 from typing import Any, NamedTuple, Sequence
 
 __all__ = ["main", "collect", "abi_check", "environment_report"]
@@ -29,33 +28,6 @@ class EnvVar(NamedTuple):
     """What the value does (or why it is refused)."""
 
 
-_SWITCH = ("", "0", "1")
-
-
-def _switch(value: str, what: str) -> tuple[bool, str]:
-    if value.strip() in _SWITCH:
-        return True, f"{what} {'on' if value.strip() == '1' else 'off'}"
-    return False, f"{value!r} is not 0 or 1"
-
-
-def _backend(value: str) -> tuple[bool, str]:
-    choice = value.strip().lower() or "auto"
-    if choice in ("auto", "deep_gemm", "deep-gemm", "reference"):
-        return True, f"backend {choice}"
-    return False, f"{value!r} is not a backend"
-
-
-def _arch(value: str) -> tuple[bool, str]:
-    from dgcompat.table import arch_family
-
-    text = value.strip().lower()
-    arch = text if text.startswith("sm") else f"sm{text.replace('.', '')}"
-    family = arch_family(arch)
-    if family is None:
-        return False, f"{value!r} is not an architecture dgcompat plans for; it would plan conservatively"
-    return True, f"plan for {arch} ({family} family)"
-
-
 def _cache(value: str) -> tuple[bool, str]:
     from pathlib import Path
 
@@ -65,36 +37,39 @@ def _cache(value: str) -> tuple[bool, str]:
     return False, f"{value!r} is neither a folder nor creatable"
 
 
-# Accepted values of every DGCOMPAT_* variable; to be replaced by the runtime's own report
-# (dgcompat._env) once it exists, so that doctor and the runtime cannot disagree.
-_KNOWN: dict[str, tuple[str, Any]] = {
-    "DGCOMPAT_BACKEND": ("auto, deep_gemm (deep-gemm) or reference", _backend),
-    "DGCOMPAT_ARCH": ("an SM architecture: sm90, sm90a, sm100, sm100a, sm103, sm110, sm120, sm121 (or 90, 9.0, ...)",
-                      _arch),
-    "DGCOMPAT_ALLOW_TORCH_MISMATCH": ("0 or 1", lambda v: _switch(v, "load a release built for another torch:")),
-    "DGCOMPAT_DEBUG": ("0 or 1", lambda v: _switch(v, "diagnostics on every call:")),
-    "DGCOMPAT_TRUST_SCHEDULES": ("0 or 1", lambda v: _switch(v, "skip the paged-schedule staleness check:")),
-    "DGCOMPAT_CACHE": ("a folder (default ~/.cache/dgcompat)", _cache),
-}
+# The wing's own variable; the runtime's are judged by dgcompat._env, so doctor and the runtime
+# cannot disagree about what a value means.
+_CACHE = "DGCOMPAT_CACHE"
 # Set by the conformance harness for its own children.
 _INTERNAL = ("DGCOMPAT_CONFORMANCE_",)
 
 
-def environment_report(environ: Mapping[str, str] | None = None) -> list[EnvVar]:
+def environment_report() -> list[EnvVar]:
     """Every DGCOMPAT_* variable dgcompat reads (set or not), then any unknown one that is set."""
-    env = os.environ if environ is None else environ
+    from dgcompat import _env
+
     out = []
-    for name, (accepted, judge) in _KNOWN.items():
-        value = env.get(name)
-        if value is None:
-            out.append(EnvVar(name, None, True, accepted, "unset (default)"))
-            continue
-        valid, meaning = judge(value)
-        out.append(EnvVar(name, value, valid, accepted, meaning))
-    for name in sorted(env):
-        if name.startswith("DGCOMPAT_") and name not in _KNOWN and not name.startswith(_INTERNAL):
-            out.append(EnvVar(name, env[name], False, "-", "not a variable dgcompat reads (misspelt?)"))
+    for row in _env.env_report():
+        accepted = ", ".join(row.accepted)
+        if row.value is None or not row.value.strip():
+            meaning = "unset (default)"
+        elif row.ok:
+            meaning = "accepted"
+        else:
+            meaning = f"{row.value!r} is not one of {accepted}"
+        out.append(EnvVar(row.name, row.value, row.ok, accepted, meaning))
+    cache = os.environ.get(_CACHE)
+    if cache is None:
+        out.append(EnvVar(_CACHE, None, True, "a folder (default ~/.cache/dgcompat)", "unset (default)"))
+    else:
+        valid, meaning = _cache(cache)
+        out.append(EnvVar(_CACHE, cache, valid, "a folder (default ~/.cache/dgcompat)", meaning))
+    known = {v.name for v in out}
+    for name in sorted(os.environ):
+        if name.startswith("DGCOMPAT_") and name not in known and not name.startswith(_INTERNAL):
+            out.append(EnvVar(name, os.environ[name], False, "-", "not a variable dgcompat reads (misspelt?)"))
     return out
+
 
 def abi_check(timeout: float = 180.0) -> dict[str, Any]:
     """The GPU tier's ABI health check (:func:`dgcompat_conformance.gpu.abi.abi_check`), in a child process.
@@ -102,10 +77,16 @@ def abi_check(timeout: float = 180.0) -> dict[str, Any]:
     Returns at least ``{"import", "call", "verdict", "detail"}``; ``call`` is None where no GPU was
     available to check kernels, and ``verdict`` is ``"hang"`` when the child had to be killed.
     """
+    from dgcompat import _env
+    from dgcompat.errors import DgcompatError
+
     from .gpu.abi import abi_check as check
 
     # Honour an explicit override, so doctor checks what the engine's process would do.
-    allow = os.environ.get("DGCOMPAT_ALLOW_TORCH_MISMATCH") == "1"
+    try:
+        allow = _env.allow_torch_mismatch()
+    except DgcompatError:  # reported in the environment section
+        allow = False
     result: dict[str, Any] = check(timeout=timeout, allow_torch_mismatch=allow)
     return result
 
@@ -154,11 +135,15 @@ def collect(*, run_abi: bool = True) -> dict[str, Any]:
     problems += [f"{v.name}={v.value!r}: {v.meaning} (accepted: {v.accepted})" for v in env if not v.valid]
     if abi is not None and abi["verdict"] not in ("ok", "loads (kernels not checked)"):
         problems.append(f"ABI check: {abi['verdict']}: {abi['detail']}")
-    works = rel.installed and rel.torch_ok is not False and (abi is None or abi["verdict"] in
-                                                              ("ok", "loads (kernels not checked)"))
+    try:
+        backend = _binding.backend_name()
+    except DgcompatError as exc:  # an unknown DGCOMPAT_BACKEND: listed under environment
+        backend = f"unknown ({exc})"
+    works = (rel.installed and rel.torch_ok is not False and all(v.valid for v in env)
+             and (abi is None or abi["verdict"] in ("ok", "loads (kernels not checked)")))
     return {
         "dgcompat": __version__,
-        "backend": _binding.backend_name(),
+        "backend": backend,
         "release": {
             "label": rel.label, "dist": rel.dist, "version": str(rel.version) if rel.version else None,
             "source": rel.source, "binding": rel.binding, "location": rel.location, "known": rel.known,
