@@ -41,7 +41,8 @@ BUILDS = []
 class _Compiler:
     def __init__(self):
         self.cache = _os.environ.get("DG_JIT_CACHE_DIR") or _os.path.expanduser("~/.deep_gemm")
-        self.nvcc = _os.environ.get("DG_JIT_NVCC_COMPILER") or "nvcc"
+        # FAKE_FIXED_NVCC: a JIT that does not read DG_JIT_NVCC_COMPILER
+        self.nvcc = _os.environ.get("FAKE_FIXED_NVCC") or _os.environ.get("DG_JIT_NVCC_COMPILER") or "nvcc"
         out = _subprocess.run(f"{self.nvcc} --version", shell=True, capture_output=True, text=True)
         if out.returncode != 0 or "release" not in out.stdout:
             raise RuntimeError("Assertion error (compiler.hpp): return_code == 0")
