@@ -119,7 +119,7 @@ class Pool:
                 q.close()
                 q.cancel_join_thread()
         write_progress(self.out, state.line(), final=True)
-        result = PoolResult(method, state.all_calls(), identify_s=state.identify_s)
+        result = PoolResult(method, state.all_calls(), identify_s=state.identify_s, start_s=state.start_s)
         result.entries = sorted(state.entries.values(), key=lambda e: e.identity)
         result.new_entries = count_entries(self.cache) - before
         return result
@@ -171,6 +171,8 @@ class _State:
         self.method = method
         self.t0 = time.perf_counter()
         self.identify_s = 0.0
+        self.start_s = 0.0
+        self.ready = 0
         self.identified_all = 0
         self.outstanding = 0
         self.done_tasks = 0
@@ -196,6 +198,9 @@ class _State:
     def handle(self, msg: tuple[Any, ...], work_q: Any) -> None:
         kind = msg[0]
         if kind == "ready":
+            self.ready += 1
+            if self.ready == self.pool.workers:
+                self.start_s = time.perf_counter() - self.t0
             return
         if kind == "identified":
             _, _wid, idx, found = msg

@@ -18,8 +18,9 @@ compiler command inherits from this process's environment at each call:
   (``refused ...``), so one call compiles exactly the kernel whose lock the worker holds;
 - ``pass``: run NVCC (also for ``--version``, always).
 
-The digest is SHA-256 of the generated source and the compiler flags (output path left out): the
-parts deep_gemm's own cache key hashes besides the kernel name and the NVCC version.
+The digest (the first 128 bits of a SHA-256) covers the generated source and the compiler flags,
+leaving out the arguments that name the build's temporary folder: the parts deep_gemm's own cache
+key hashes besides the kernel name and the NVCC version.
 """
 
 from __future__ import annotations
@@ -42,18 +43,24 @@ STAND_IN = r"""#!/bin/sh
 real="${DGCOMPAT_WARMUP_NVCC:?DGCOMPAT_WARMUP_NVCC is not set}"
 mode="${DGCOMPAT_WARMUP_MODE:-pass}"
 case "$mode" in pass) exec "$real" "$@" ;; esac
-code=""; flags=""; skip=0
+code=""
 for a in "$@"; do
-  if [ "$skip" = 1 ]; then skip=0; continue; fi
   case "$a" in
     --version) exec "$real" "$@" ;;
-    -o|--output-file) skip=1; flags="$flags $a"; continue ;;
+    *.cu) if [ -z "$code" ] && [ -f "$a" ]; then code="$a"; fi ;;
   esac
-  if [ -z "$code" ] && [ "${a%.cu}" != "$a" ] && [ -f "$a" ]; then code="$a"; continue; fi
-  flags="$flags $a"
 done
 [ -n "$code" ] || exec "$real" "$@"
-id=$( { cat "$code"; printf '\n#flags%s' "$flags"; } | sha256sum | cut -c1-32 )
+# The digest leaves out every argument naming the build's own (temporary) folder.
+dir="${code%/*}"
+flags=""
+for a in "$@"; do
+  case "$a" in *"$dir"*) continue ;; esac
+  flags="$flags $a"
+done
+id=$( { cat "$code"; printf '\n#flags%s' "$flags"; } | sha256sum )
+id="${id%% *}"
+id="${id%????????????????????????????????}"
 case "$mode" in
   identify) echo "identified $id $code" >> "$DGCOMPAT_WARMUP_LOG"; exit 86 ;;
   compile:*)
@@ -353,6 +360,10 @@ def prepare(cfg: WorkerConfig) -> None:
 
 def main(cfg: WorkerConfig, identify_q: Any, work_q: Any, result_q: Any) -> None:
     """Worker entry point (spawned)."""
+    # deep_gemm prints every failed compile to stdout, which the stand-in's refusals would flood.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
     os.environ["DG_JIT_CACHE_DIR"] = cfg.link
     os.environ["DGCOMPAT_WARMUP_MODE"] = "pass"
     if cfg.method == "stand-in":

@@ -341,6 +341,8 @@ class WarmupReport:
     ``"calls"`` (real calls, one shape per worker; ``compiled`` counts new cache entries, which can
     include entries other processes wrote meanwhile) or ``"none"`` (the reference backend: nothing to
     compile). ``kernels`` = distinct kernels found; ``compiled + cached == kernels`` for ``stand-in``.
+    Times in seconds: ``wall_s`` the whole call, ``start_s`` until every worker had started (imported
+    torch and deep_gemm), ``identify_s`` until every call was identified (from the same start).
     """
 
     release: str
@@ -353,6 +355,7 @@ class WarmupReport:
     cached: int
     wall_s: float
     identify_s: float
+    start_s: float = 0.0
     entries: tuple[KernelEntry, ...] = ()
     notes: tuple[str, ...] = ()
 
@@ -366,7 +369,8 @@ class WarmupReport:
     def summary(self) -> str:
         head = (f"dgcompat warmup [{self.release}, {self.method}]: {self.calls} calls, {self.kernels} distinct "
                 f"kernels: {self.compiled} compiled, {self.cached} found in the cache; {self.wall_s:.1f} s wall "
-                f"({self.identify_s:.1f} s identifying) with {self.workers} workers; cache {self.cache_dir}")
+                f"(workers started after {self.start_s:.1f} s, calls identified after {self.identify_s:.1f} s) with "
+                f"{self.workers} workers; cache {self.cache_dir}")
         return "\n".join([head, *(f"  note: {n}" for n in self.notes)])
 
     def __str__(self) -> str:
@@ -527,7 +531,8 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
     cached = sum(e.status == "cached" for e in entries) if result.method == "stand-in" else 0
     kernels = len(entries) if result.method == "stand-in" else result.new_entries
     return WarmupReport(_release_label(), result.method, str(folder), workers, len(result.calls), kernels,
-                        compiled, cached, time.perf_counter() - t0, result.identify_s, entries, tuple(notes))
+                        compiled, cached, time.perf_counter() - t0, result.identify_s, result.start_s, entries,
+                        tuple(notes))
 
 
 def write_progress(out: TextIO | None, text: str, *, final: bool = False) -> None:
@@ -547,4 +552,5 @@ class PoolResult:
     entries: list[KernelEntry] = field(default_factory=list)
     new_entries: int = 0
     identify_s: float = 0.0
+    start_s: float = 0.0
     notes: list[str] = field(default_factory=list)

@@ -180,7 +180,8 @@ def test_stand_in_digest_covers_source_and_flags(stand_in: Callable[..., Any], t
     stand_in("identify")
     base = read_log(tmp_path / "log")[0].identity
     cu = str(tmp_path / "build" / "kernel.cu")
-    stand_in("identify", cu, "-cubin", "-o", str(tmp_path / "other.cubin"), "-std=c++20", "--gpu-architecture=sm_90a")
+    stand_in("identify", cu, "-cubin", "-o", str(tmp_path / "build" / "other.cubin"), "-std=c++20",
+             "--gpu-architecture=sm_90a")
     assert read_log(tmp_path / "log")[0].identity == base  # the output path is not part of it
     stand_in("identify", cu, "-cubin", "-o", "x", "-std=c++20", "--gpu-architecture=sm_100a")
     assert read_log(tmp_path / "log")[0].identity != base
