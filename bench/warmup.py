@@ -1,7 +1,9 @@
 """``python -m bench.warmup``: cold JIT warmup, serial vs :func:`dgcompat.warmup`, on a real GPU.
 
 Shape set: DeepSeek-V3's six dense FP8 GEMMs (N, K) x the M values 1, 2, 4, ... 4096 and every 7th M
-up to 256. Each measurement runs in fresh processes on its own empty cache folder:
+up to 256 (7, 14, ..., 252): 49 values, 294 calls (the issue counts 55 M values / 330 calls for the
+same words; its exact list is not recorded). Each measurement runs in fresh processes on its own
+empty cache folder:
 
 1. serial: one process makes every call in order (what engines do today); ``--serial-shapes K``
    times only the first K shapes and extrapolates (printed as such);

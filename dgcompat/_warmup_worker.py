@@ -19,8 +19,9 @@ compiler command inherits from this process's environment at each call:
 - ``pass``: run NVCC (also for ``--version``, always).
 
 The digest (the first 128 bits of a SHA-256) covers the generated source and the compiler flags,
-leaving out the arguments that name the build's temporary folder: the parts deep_gemm's own cache
-key hashes besides the kernel name and the NVCC version.
+leaving out the output file and the arguments that name the build's folder (a fresh temporary one,
+or the entry itself in older JITs that write the source there): the parts deep_gemm's own cache key
+hashes besides the kernel name and the NVCC version.
 """
 
 from __future__ import annotations
@@ -51,11 +52,15 @@ for a in "$@"; do
   esac
 done
 [ -n "$code" ] || exec "$real" "$@"
-# The digest leaves out every argument naming the build's own (temporary) folder.
+# The digest leaves out the output file and every argument naming the build's own folder.
 dir="${code%/*}"
-flags=""
+flags=""; skip=0
 for a in "$@"; do
-  case "$a" in *"$dir"*) continue ;; esac
+  if [ "$skip" = 1 ]; then skip=0; continue; fi
+  case "$a" in
+    -o|--output-file) skip=1; continue ;;
+    -o?*|--output-file=*|*"$dir"*) continue ;;
+  esac
   flags="$flags $a"
 done
 id=$( { cat "$code"; printf '\n#flags%s' "$flags"; } | sha256sum )
@@ -165,9 +170,10 @@ class Worker:
         return error, records
 
     def _drop_build_dir(self, source: str) -> None:
+        # Anything under the identification folder is ours; in the shared cache only a temporary build
+        # folder is (older JITs write the source into the entry itself, which another process may be filling).
         folder = Path(source).parent
-        tmp_roots = (Path(self.cfg.link) / "tmp", Path(self.cfg.empty) / "tmp", self.cache / "tmp")
-        if any(_inside(folder, root) for root in tmp_roots):
+        if _inside(folder, Path(self.cfg.empty)) or _inside(folder, self.cache / "tmp"):
             shutil.rmtree(folder, ignore_errors=True)
 
     def identify(self, shape: Shape, m: int) -> str:

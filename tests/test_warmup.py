@@ -183,6 +183,9 @@ def test_stand_in_digest_covers_source_and_flags(stand_in: Callable[..., Any], t
     stand_in("identify", cu, "-cubin", "-o", str(tmp_path / "build" / "other.cubin"), "-std=c++20",
              "--gpu-architecture=sm_90a")
     assert read_log(tmp_path / "log")[0].identity == base  # the output path is not part of it
+    stand_in("identify", cu, "-cubin", "-o", str(tmp_path / "elsewhere" / "uuid.cubin"), "-std=c++20",
+             "--gpu-architecture=sm_90a")
+    assert read_log(tmp_path / "log")[0].identity == base  # nor where it goes
     stand_in("identify", cu, "-cubin", "-o", "x", "-std=c++20", "--gpu-architecture=sm_100a")
     assert read_log(tmp_path / "log")[0].identity != base
     (tmp_path / "build" / "kernel.cu").write_text("template<int BLOCK_M> kernel; BLOCK_M=128;")
@@ -386,3 +389,23 @@ def test_a_jit_ignoring_the_stand_in_falls_back(jit_env: dict[str, Any], monkeyp
     assert report.method == "calls"
     assert any("does not build kernels through DG_JIT_NVCC_COMPILER" in n for n in report.notes)
     assert report.compiled == 6  # counted as new cache entries
+
+
+def test_bench_render_and_checks() -> None:
+    from bench import warmup as B
+
+    assert len(B.MS) == 49 and B.MS[0] == 1 and B.MS[-1] == 4096 and 7 in B.MS and 252 in B.MS
+    report = {"release": "sgl-deep-gemm 0.1.4", "method": "stand-in", "workers": 16, "wall_s": 11.0,
+              "start_s": 3.0, "identify_s": 3.4, "wall_s_with_start": 11.5, "compiled": 37, "cached": 0,
+              "notes": []}
+    res = {"shapes": [list(s) for s in B.SHAPES], "ms": list(B.MS), "calls": 294,
+           "serial": {"calls": 49, "calls_s": 20.0, "wall_s": 22.0, "entries": 7, "extrapolated": True,
+                      "estimate_s": 120.0},
+           "cold": report, "warm": {**report, "compiled": 0, "cached": 37, "wall_s": 4.0},
+           "serve": {"calls_s": 1.0, "wall_s": 4.0, "new_entries": 0},
+           "shared": {"ranks": 8, "rank_workers": 2, "wall_s": 20.0, "compiled_per_rank": [5] * 7 + [2],
+                      "compiled_total": 37, "compiled_distinct": 37, "entries": 37},
+           "checks": {"warmup_cache_matches_serial": None}}
+    text = B.render(res)
+    assert "120.0 s (extrapolated from 49 calls in 20.0 s)" in text
+    assert "| dgcompat.warmup, warm start | 4.0 s" in text and "37 (37 distinct" in text
