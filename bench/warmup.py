@@ -9,7 +9,9 @@ empty cache folder:
    times only the first K shapes and extrapolates (printed as such);
 2. cold: ``dgcompat.warmup`` on an empty cache; 3. warm: the same again on the now warm cache;
 4. serve: one process makes every call on the warm cache (must compile nothing);
-5. shared: 8 processes warm one empty cache at once (``--ranks``, ``--rank-workers`` each).
+5. shared: 8 processes warm one empty cache at once (``--ranks``, ``--rank-workers`` each);
+6. layer set: a cold warmup of a whole DeepSeek-V3(.2) layer set per EP-8 rank (dense, grouped
+   contiguous and masked MoE, indexer) on its own cache (``--no-layer-set`` skips it).
 
 Checks printed with the numbers: the warmup's cache holds exactly the kernel folders the serial
 run produced (same names: deep_gemm's key does not contain the folder), every kernel was compiled
@@ -43,6 +45,21 @@ def _spec(shapes: int) -> Any:
     return WarmupSpec(tuple(DenseGemm(n, k) for n, k in SHAPES[:shapes]), MPolicy.values(MS))
 
 
+def _layer_set() -> Any:
+    """A whole DeepSeek-V3(.2) layer set per rank of an EP-8 deployment: the dense GEMMs, the MoE GEMMs
+    (32 local experts, gate-up 4096x7168 and down 7168x2048) contiguous (prefill) and masked (decode,
+    256 rows per expert), and the indexer (64 heads of 128, 64-token blocks, next_n 1 and 2)."""
+    from dgcompat import DenseGemm, GroupedGemm, MPolicy, PagedIndexer, WarmupSpec
+    from dgcompat.jit_warmup import Shape
+
+    moe = ((32, 4096, 7168), (32, 7168, 2048))
+    shapes: tuple[Shape, ...] = (*(DenseGemm(n, k) for n, k in SHAPES),
+              *(GroupedGemm(e, n, k, "contiguous") for e, n, k in moe),
+              *(GroupedGemm(e, n, k, "masked", max_m=256) for e, n, k in moe),
+              PagedIndexer(64, 128, 64, 1), PagedIndexer(64, 128, 64, 2))
+    return WarmupSpec(shapes, MPolicy.values(MS))
+
+
 def _entries(cache: Path) -> list[str]:
     try:
         return sorted(p.name for p in (cache / "cache").iterdir() if p.name.startswith("kernel."))
@@ -70,10 +87,12 @@ def _child_calls(shapes: int, cache: str) -> dict[str, Any]:
 
 
 def _child_warmup(shapes: int, cache: str, workers: int | None) -> dict[str, Any]:
+    """``shapes`` 0 means the whole layer set."""
     t_start = time.perf_counter()
     import dgcompat
 
-    report = dgcompat.warmup(_spec(shapes), cache_dir=cache, isolate=False, workers=workers, progress=False)
+    spec = _spec(shapes) if shapes else _layer_set()
+    report = dgcompat.warmup(spec, cache_dir=cache, isolate=False, workers=workers, progress=False)
     out = report.as_dict()
     out["process_s"] = time.perf_counter() - t_start
     return out
@@ -119,7 +138,7 @@ def _run(args: list[str], env: dict[str, str], timeout: float) -> tuple[dict[str
 
 
 def run(base: Path, env: dict[str, str], *, serial_shapes: int, ranks: int, rank_workers: int,
-        workers: int | None, timeout: float) -> dict[str, Any]:
+        workers: int | None, timeout: float, layer_set: bool) -> dict[str, Any]:
     n = len(SHAPES)
     log = lambda msg: print(f"[bench.warmup] {msg}", file=sys.stderr, flush=True)  # noqa: E731
     res: dict[str, Any] = {"shapes": [list(s) for s in SHAPES], "ms": list(MS), "calls": n * len(MS)}
@@ -158,6 +177,15 @@ def run(base: Path, env: dict[str, str], *, serial_shapes: int, ranks: int, rank
                      "compiled_total": len(ids), "compiled_distinct": len(set(ids)),
                      "entries": len(_entries(base / "multi"))}
 
+    if layer_set:
+        log("cold warmup of a whole DeepSeek-V3 layer set ...")
+        try:
+            layers, wall = _run(["warmup", "0", str(base / "layers"), w], env, timeout)
+            layers["wall_s_with_start"] = wall
+            res["layer_set"] = layers
+        except RuntimeError as exc:  # report the main numbers anyway
+            res["layer_set"] = {"error": str(exc)[-2000:]}
+
     serial_entries = _entries(base / "serial")
     shared_entries = _entries(base / "shared")
     res["checks"] = {
@@ -191,10 +219,21 @@ def render(res: dict[str, Any]) -> str:
         f"| {m['ranks']} processes x {m['rank_workers']} workers, one empty cache | {m['wall_s']:.1f} s | "
         f"{m['compiled_total']} ({m['compiled_distinct']} distinct; per rank {m['compiled_per_rank']}) | - |",
         "",
+        *_layer_lines(res.get("layer_set")),
         "checks: " + ", ".join(f"{k}={v}" for k, v in res["checks"].items()),
         f"method: {c['method']}; notes: {'; '.join(c['notes'])}",
     ]
     return "\n".join(lines)
+
+
+def _layer_lines(layers: dict[str, Any] | None) -> list[str]:
+    if layers is None:
+        return []
+    if "error" in layers:
+        return ["", f"layer set: FAILED: {layers['error']}"]
+    return ["", f"layer set (6 dense, 2 grouped contiguous, 2 masked, 2 indexer shapes x {len(MS)} M): "
+                f"{layers['calls']} calls, {layers['kernels']} kernels, {layers['compiled']} compiled, "
+                f"{layers['wall_s']:.1f} s cold with {layers['workers']} workers (process {layers['wall_s_with_start']:.1f} s)"]
 
 
 def _fake_env(base: Path) -> dict[str, str]:
@@ -225,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path, default=REPO / "build" / "bench-warmup.json")
     p.add_argument("--timeout", type=float, default=480, help="seconds per child process")
     p.add_argument("--fake", action="store_true", help="run against the CPU fake JIT (checks the code path only)")
+    p.add_argument("--no-layer-set", action="store_true", help="skip the cold warmup of a whole layer set")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="dgcompat-bench-warmup-") as tmp:
         base = args.base or Path(tmp)
@@ -235,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
                                                          str(REPO / "conformance")) if p])
         t0 = time.perf_counter()
         res = run(base, env, serial_shapes=max(1, min(args.serial_shapes, len(SHAPES))), ranks=args.ranks,
-                  rank_workers=args.rank_workers, workers=args.workers, timeout=args.timeout)
+                  rank_workers=args.rank_workers, workers=args.workers, timeout=args.timeout,
+                  layer_set=not args.no_layer_set)
         res["total_s"] = time.perf_counter() - t0
         res["fake"] = args.fake
     print(render(res))
