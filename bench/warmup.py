@@ -7,7 +7,8 @@ empty cache folder:
 
 1. serial: one process makes every call in order (what engines do today); ``--serial-shapes K``
    times only the first K shapes and extrapolates (printed as such);
-2. cold: ``dgcompat.warmup`` on an empty cache; 3. warm: the same again on the now warm cache;
+2. cold: ``dgcompat.warmup`` on an empty cache; 3. warm: the same again on the now warm cache (it
+   finds the record the cold run left), and once more with ``fresh=True`` (every call checked);
 4. serve: one process makes every call on the warm cache (must compile nothing);
 5. shared: 8 processes warm one empty cache at once (``--ranks``, ``--rank-workers`` each);
 6. layer set: a cold warmup of a whole DeepSeek-V3(.2) layer set per EP-8 rank (dense, grouped
@@ -86,13 +87,13 @@ def _child_calls(shapes: int, cache: str) -> dict[str, Any]:
     return {"calls": len(calls), "calls_s": t1 - t0, "process_s": t1 - t_start, "entries": len(_entries(Path(cache)))}
 
 
-def _child_warmup(shapes: int, cache: str, workers: int | None) -> dict[str, Any]:
+def _child_warmup(shapes: int, cache: str, workers: int | None, fresh: bool) -> dict[str, Any]:
     """``shapes`` 0 means the whole layer set."""
     t_start = time.perf_counter()
     import dgcompat
 
     spec = _spec(shapes) if shapes else _layer_set()
-    report = dgcompat.warmup(spec, cache_dir=cache, isolate=False, workers=workers, progress=False)
+    report = dgcompat.warmup(spec, cache_dir=cache, isolate=False, workers=workers, progress=False, fresh=fresh)
     out = report.as_dict()
     out["process_s"] = time.perf_counter() - t_start
     return out
@@ -110,7 +111,7 @@ def _child_main(argv: list[str]) -> int:
     if role == "calls":
         result = _child_calls(shapes, cache)
     else:
-        result = _child_warmup(shapes, cache, int(argv[3]) if len(argv) > 3 and argv[3] != "auto" else None)
+        result = _child_warmup(shapes, cache, None if argv[3] == "auto" else int(argv[3]), argv[4] == "fresh")
     print("RESULT " + json.dumps(result), flush=True)
     return 0
 
@@ -152,13 +153,17 @@ def run(base: Path, env: dict[str, str], *, serial_shapes: int, ranks: int, rank
 
     w = "auto" if workers is None else str(workers)
     log("cold warmup ...")
-    cold, wall = _run(["warmup", str(n), str(base / "shared"), w], env, timeout)
+    cold, wall = _run(["warmup", str(n), str(base / "shared"), w, "fresh"], env, timeout)
     cold["wall_s_with_start"] = wall
     res["cold"] = cold
     log("warm start ...")
-    warm, wall = _run(["warmup", str(n), str(base / "shared"), w], env, timeout)
+    warm, wall = _run(["warmup", str(n), str(base / "shared"), w, "record"], env, timeout)
     warm["wall_s_with_start"] = wall
     res["warm"] = warm
+    log("warm start, every call checked again ...")
+    check, wall = _run(["warmup", str(n), str(base / "shared"), w, "fresh"], env, timeout)
+    check["wall_s_with_start"] = wall
+    res["warm_checked"] = check
     log("serving every call on the warm cache ...")
     before = _entries(base / "shared")
     serve, wall = _run(["calls", str(n), str(base / "shared")], env, timeout)
@@ -168,7 +173,7 @@ def run(base: Path, env: dict[str, str], *, serial_shapes: int, ranks: int, rank
 
     log(f"{ranks} processes x {rank_workers} workers on one empty cache ...")
     t0 = time.perf_counter()
-    procs = [_start(["warmup", str(n), str(base / "multi"), str(rank_workers)], env) for _ in range(ranks)]
+    procs = [_start(["warmup", str(n), str(base / "multi"), str(rank_workers), "fresh"], env) for _ in range(ranks)]
     reports = [_finish(p, timeout) for p in procs]
     multi_wall = time.perf_counter() - t0
     ids = [i for r in reports for e in r["entries"] if e["status"] == "compiled" for i in [e["identity"]]]
@@ -180,7 +185,7 @@ def run(base: Path, env: dict[str, str], *, serial_shapes: int, ranks: int, rank
     if layer_set:
         log("cold warmup of a whole DeepSeek-V3 layer set ...")
         try:
-            layers, wall = _run(["warmup", "0", str(base / "layers"), w], env, timeout)
+            layers, wall = _run(["warmup", "0", str(base / "layers"), w, "fresh"], env, timeout)
             layers["wall_s_with_start"] = wall
             res["layer_set"] = layers
         except RuntimeError as exc:  # report the main numbers anyway
@@ -192,6 +197,8 @@ def run(base: Path, env: dict[str, str], *, serial_shapes: int, ranks: int, rank
         "warmup_cache_matches_serial": None if serial["extrapolated"] else serial_entries == shared_entries,
         "cold_compiled_each_once": cold["compiled"] == cold["kernels"] == len(shared_entries),
         "warm_compiled_nothing": warm["compiled"] == 0 and warm["cached"] == cold["kernels"],
+        "warm_checked_compiled_nothing": res["warm_checked"]["compiled"] == 0
+        and res["warm_checked"]["cached"] == cold["kernels"],
         "serve_compiled_nothing": serve["new_entries"] == 0,
         "ranks_compiled_each_once": len(ids) == len(set(ids)) == res["shared"]["entries"] == cold["kernels"],
     }
@@ -200,6 +207,7 @@ def run(base: Path, env: dict[str, str], *, serial_shapes: int, ranks: int, rank
 
 def render(res: dict[str, Any]) -> str:
     s, c, w, v, m = res["serial"], res["cold"], res["warm"], res["serve"], res["shared"]
+    wc = res["warm_checked"]
     serial_label = (f"{s['estimate_s']:.1f} s (extrapolated from {s['calls']} calls in {s['calls_s']:.1f} s)"
                     if s["extrapolated"] else f"{s['calls_s']:.1f} s ({s['entries']} kernels; process {s['wall_s']:.1f} s)")
     lines = [
@@ -212,8 +220,10 @@ def render(res: dict[str, Any]) -> str:
         f"| dgcompat.warmup, cold ({c['workers']} workers) | {c['wall_s']:.1f} s (workers up {c['start_s']:.1f} s, "
         f"identified {c['identify_s']:.1f} s;"
         f" process {c['wall_s_with_start']:.1f} s) | {c['compiled']} | {c['cached']} |",
-        f"| dgcompat.warmup, warm start | {w['wall_s']:.1f} s (process {w['wall_s_with_start']:.1f} s) | "
-        f"{w['compiled']} | {w['cached']} |",
+        f"| dgcompat.warmup, warm start ({w['method']}) | {w['wall_s']:.1f} s (process {w['wall_s_with_start']:.1f} s)"
+        f" | {w['compiled']} | {w['cached']} |",
+        f"| dgcompat.warmup, warm start, every call checked (fresh=True) | {wc['wall_s']:.1f} s (process "
+        f"{wc['wall_s_with_start']:.1f} s) | {wc['compiled']} | {wc['cached']} |",
         f"| serve every call on the warm cache | {v['calls_s']:.1f} s (process {v['wall_s']:.1f} s) | "
         f"{v['new_entries']} | - |",
         f"| {m['ranks']} processes x {m['rank_workers']} workers, one empty cache | {m['wall_s']:.1f} s | "

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .jit_warmup import DenseGemm, GroupedGemm, PagedIndexer, Shape
+from .jit_warmup import DenseGemm, GroupedGemm, PagedIndexer, Shape, weight_key
 
 __all__ = ["Runner"]
 
@@ -41,7 +41,7 @@ class Runner:
         else:  # only fakes and the reference backend get here
             self.device = torch.device("cpu")
         self.ue8m0 = arch_family(current_arch()) == "sm100"
-        self._weights: dict[Shape, Any] = {}
+        self._weights: dict[tuple[Any, ...], Any] = {}
 
     # -- scales ---------------------------------------------------------------------------------
     def _act_scale(self, rows: int, k: int, groups: int | None) -> Any:
@@ -68,7 +68,8 @@ class Runner:
 
     def _weight(self, shape: Shape) -> Any:
         """The shape's B operand (kept across M values: the engine's weights do not change either)."""
-        got = self._weights.get(shape)
+        key = weight_key(shape)  # the contiguous and masked layouts of one MoE GEMM share their weights
+        got = self._weights.get(key)
         if got is not None:
             return got
         torch = self.torch
@@ -80,7 +81,7 @@ class Runner:
                       self._weight_scale(shape.n, shape.k, groups))
         else:
             b = torch.empty(dims, dtype=torch.bfloat16, device=self.device)
-        self._weights[shape] = b
+        self._weights[key] = b
         return b
 
     # -- calls ----------------------------------------------------------------------------------

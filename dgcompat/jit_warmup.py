@@ -251,18 +251,41 @@ def plan_calls(spec: WarmupSpec, ms: Sequence[int] | None = None) -> list[Call]:
     return calls
 
 
+def weight_bytes(shape: Shape) -> int:
+    """Device bytes of the shape's B operand and its scales (a worker keeps one per distinct weight shape)."""
+    if isinstance(shape, PagedIndexer):
+        blocks = -(-shape.context_len // shape.block_kv)
+        return blocks * shape.block_kv * (shape.head_dim + 4)
+    el = 1 if shape.dtype == "fp8" else 2
+    groups = shape.num_groups if isinstance(shape, GroupedGemm) else 1
+    return groups * (el * shape.n * shape.k + 4 * (shape.n // 128 + 1) * (shape.k // 128 + 1))
+
+
 def scratch_bytes(call: Call) -> int:
-    """Device bytes the scratch tensors of ``call`` take (for the memory bound on workers)."""
+    """Device bytes of the per-call scratch tensors of ``call`` (activations, output, indices)."""
     s, m = call.shape, call.m
     if isinstance(s, DenseGemm):
         el = 1 if s.dtype == "fp8" else 2
-        return el * (m * s.k + s.n * s.k) + 2 * m * s.n + 4 * (m + s.n) * (s.k // 128 + 1)
+        return el * m * s.k + 2 * m * s.n + 4 * (m + 4) * (s.k // 128 + 1)
     if isinstance(s, GroupedGemm):
         el = 1 if s.dtype == "fp8" else 2
         rows = m if s.layout == "contiguous" else s.num_groups * (s.max_m or m)
-        return el * (rows * s.k + s.num_groups * s.n * s.k) + 2 * rows * s.n + 4 * rows * (s.k // 128 + 1)
-    blocks = -(-s.context_len // s.block_kv)
-    return m * s.next_n * (s.num_heads * (s.head_dim + 4) + 4 * s.context_len) + blocks * s.block_kv * (s.head_dim + 4)
+        return el * rows * s.k + 2 * rows * s.n + 4 * (rows + 4) * (s.k // 128 + 1) + 4 * rows
+    return m * s.next_n * (s.num_heads * (s.head_dim + 4) + 4 * s.context_len + 8) + 4 * m * s.context_len
+
+
+def worker_bytes(calls: Sequence[Call]) -> int:
+    """What one worker needs at most: its CUDA context, every distinct weight, the largest call's scratch."""
+    weights = {weight_key(c.shape): weight_bytes(c.shape) for c in calls}
+    return WORKER_OVERHEAD_BYTES + sum(weights.values()) + max((scratch_bytes(c) for c in calls), default=0)
+
+
+def weight_key(shape: Shape) -> tuple[Any, ...]:
+    if isinstance(shape, GroupedGemm):
+        return ("grouped", shape.num_groups, shape.n, shape.k, shape.dtype)
+    if isinstance(shape, DenseGemm):
+        return ("dense", shape.n, shape.k, shape.dtype)
+    return ("indexer", shape.context_len, shape.block_kv, shape.head_dim)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -339,14 +362,15 @@ class WarmupReport:
 
     ``method``: ``"stand-in"`` (kernels told apart by the stand-in compiler; counts exact),
     ``"calls"`` (real calls, one shape per worker; ``compiled`` counts new cache entries, which can
-    include entries other processes wrote meanwhile) or ``"none"`` (the reference backend: nothing to
-    compile). ``kernels`` = distinct kernels found; ``compiled + cached == kernels`` for ``stand-in``.
+    include entries other processes wrote meanwhile), ``"record"`` (an identical complete warmup was
+    recorded and its entries are all present: nothing ran) or ``"none"`` (the reference backend:
+    nothing to compile). ``kernels`` = distinct kernels found; ``compiled + cached == kernels`` for ``stand-in``.
     Times in seconds: ``wall_s`` the whole call, ``start_s`` until every worker had started (imported
     torch and deep_gemm), ``identify_s`` until every call was identified (from the same start).
     """
 
     release: str
-    method: Literal["stand-in", "calls", "none"]
+    method: Literal["stand-in", "calls", "record", "none"]
     cache_dir: str
     workers: int
     calls: int
@@ -388,8 +412,9 @@ def _cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def free_gpu_bytes(device: int) -> int | None:
-    """Free memory of ``device`` from ``nvidia-smi`` (no CUDA context here), or None if unknown."""
+def nvidia_smi(query: str, device: int) -> str | None:
+    """``nvidia-smi --query-gpu=<query>`` for ``device`` (mapped through ``CUDA_VISIBLE_DEVICES``), or None.
+    The parent asks this instead of CUDA so that it never creates a CUDA context."""
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None
@@ -400,13 +425,20 @@ def free_gpu_bytes(device: int) -> int | None:
         if device < len(items):
             ident = items[device]
     try:
-        out = subprocess.run([exe, "--query-gpu=memory.free", "--format=csv,noheader,nounits", "-i", ident],
+        out = subprocess.run([exe, f"--query-gpu={query}", "--format=csv,noheader,nounits", "-i", ident],
                              capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
         return None
+    lines = out.stdout.strip().splitlines()
+    return lines[0].strip() if out.returncode == 0 and lines else None
+
+
+def free_gpu_bytes(device: int) -> int | None:
+    """Free memory of ``device`` in bytes, or None if unknown."""
+    text = nvidia_smi("memory.free", device)
     try:
-        return int(out.stdout.strip().splitlines()[0]) << 20
-    except (ValueError, IndexError):
+        return int(text) << 20 if text is not None else None
+    except ValueError:
         return None
 
 
@@ -416,7 +448,7 @@ def default_workers(calls: Sequence[Call], device: int) -> tuple[int, str]:
     why = f"{n} cores"
     free = free_gpu_bytes(device)
     if free is not None and calls:
-        per = WORKER_OVERHEAD_BYTES + max(scratch_bytes(c) for c in calls)
+        per = worker_bytes(calls)
         fit = max(1, int(free * 0.8) // per)
         if fit < n:
             n, why = fit, f"free GPU memory {free >> 20} MiB / {per >> 20} MiB per worker"
@@ -461,7 +493,7 @@ def _release_label() -> str:
 def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
            cache_dir: str | os.PathLike[str] | None = None, isolate: bool = True, verify: bool = True,
            progress: bool | None = None, timeout_s: float | None = None,
-           method: Literal["auto", "stand-in", "calls"] = "auto") -> WarmupReport:
+           method: Literal["auto", "stand-in", "calls"] = "auto", fresh: bool = False) -> WarmupReport:
     """Compile every kernel the calls described by ``spec`` need, each once, in parallel; return a report.
 
     - ``workers``: worker processes (default: the host's cores, bounded by free GPU memory).
@@ -474,6 +506,12 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
       logits). Cheap: these calls hit the cache.
     - ``progress``: a progress line on stderr (default: when stderr is a terminal).
     - ``method``: ``"auto"`` uses the stand-in compiler where it works, else real calls.
+    - ``fresh``: ignore the record of an earlier identical warmup (see below) and check every call.
+
+    A complete warmup (stand-in method, ``verify`` on) leaves a record in the cache folder naming the
+    cache entries present when it finished, keyed by the description, the release, torch, the NVCC
+    binary, the ``DG_JIT_*`` settings and the GPU model. A later identical warmup whose recorded
+    entries all still exist returns at once (``method="record"``: every kernel found in the cache).
 
     On the reference backend nothing is compiled: the report says so (``method="none"``, 0 kernels).
     Raises :class:`~dgcompat.errors.UnsupportedFeatureError` for a shape the release cannot run,
@@ -520,6 +558,16 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
     show = sys.stderr.isatty() if progress is None else bool(progress)
     from ._warmup_pool import Pool
 
+    from . import _warmup_record as record
+
+    key = record.key(spec, nvcc, device) if chosen == "stand-in" and verify else None
+    if key is not None and not fresh:
+        done = record.read(folder, key)
+        if done is not None:
+            notes.append(f"an identical warmup finished at {done.finished}; its {done.entries} cache entries are "
+                         "all present (fresh=True checks every call again)")
+            return WarmupReport(_release_label(), "record", str(folder), 0, done.calls, done.kernels, 0,
+                                done.kernels, time.perf_counter() - t0, 0.0, 0.0, (), tuple(notes[-1:]))
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="dgcompat-warmup-") as scratch:
         pool = Pool(calls, spec.m, workers=workers, device=device, cache=folder, scratch=Path(scratch),
@@ -530,6 +578,8 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
     compiled = sum(e.status == "compiled" for e in entries) if result.method == "stand-in" else result.new_entries
     cached = sum(e.status == "cached" for e in entries) if result.method == "stand-in" else 0
     kernels = len(entries) if result.method == "stand-in" else result.new_entries
+    if key is not None and result.method == "stand-in":
+        record.write(folder, key, calls=len(result.calls), kernels=kernels)
     return WarmupReport(_release_label(), result.method, str(folder), workers, len(result.calls), kernels,
                         compiled, cached, time.perf_counter() - t0, result.identify_s, result.start_s, entries,
                         tuple(notes))

@@ -65,9 +65,13 @@ def test_m_policies() -> None:
     assert len(grid) == 64 + 56 + 112 + 7 + 1
 
 
-def test_scratch_bytes_grow_with_m() -> None:
+def test_worker_memory_estimate() -> None:
     small, big = (W.scratch_bytes(W.Call(W.DenseGemm(7168, 16384), m)) for m in (1, 4096))
-    assert big > small > 7168 * 16384
+    assert big > 4096 * 16384 > small
+    assert W.weight_bytes(W.DenseGemm(7168, 16384)) > 7168 * 16384
+    moe = [W.Call(W.GroupedGemm(32, 4096, 7168), 128), W.Call(W.GroupedGemm(32, 4096, 7168, "masked", max_m=8), 8)]
+    # the two layouts share one (32, 4096, 7168) weight in a worker
+    assert W.worker_bytes(moe) < W.WORKER_OVERHEAD_BYTES + 2 * 32 * 4096 * 7168
 
 
 # ---- the cache folder ----------------------------------------------------------------------------
@@ -401,11 +405,31 @@ def test_bench_render_and_checks() -> None:
     res = {"shapes": [list(s) for s in B.SHAPES], "ms": list(B.MS), "calls": 294,
            "serial": {"calls": 49, "calls_s": 20.0, "wall_s": 22.0, "entries": 7, "extrapolated": True,
                       "estimate_s": 120.0},
-           "cold": report, "warm": {**report, "compiled": 0, "cached": 37, "wall_s": 4.0},
+           "cold": report, "warm": {**report, "compiled": 0, "cached": 37, "wall_s": 4.0, "method": "record"},
+           "warm_checked": {**report, "compiled": 0, "cached": 37, "wall_s": 4.5},
            "serve": {"calls_s": 1.0, "wall_s": 4.0, "new_entries": 0},
            "shared": {"ranks": 8, "rank_workers": 2, "wall_s": 20.0, "compiled_per_rank": [5] * 7 + [2],
                       "compiled_total": 37, "compiled_distinct": 37, "entries": 37},
            "checks": {"warmup_cache_matches_serial": None}}
     text = B.render(res)
     assert "120.0 s (extrapolated from 49 calls in 20.0 s)" in text
-    assert "| dgcompat.warmup, warm start | 4.0 s" in text and "37 (37 distinct" in text
+    assert "| dgcompat.warmup, warm start (record) | 4.0 s" in text and "37 (37 distinct" in text
+    assert "every call checked (fresh=True) | 4.5 s" in text
+
+
+def test_a_recorded_warmup_returns_at_once(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(W, "nvidia_smi", lambda query, device: "NVIDIA H200, 9.0")  # the record needs a GPU model
+    cold = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    assert cold.method == "stand-in" and cold.compiled == 6
+    again = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    assert (again.method, again.kernels, again.compiled, again.cached, again.workers) == ("record", 6, 0, 6, 0)
+    other = W.WarmupSpec(SPEC.shapes, W.MPolicy.values([1, 2, 64, 65, 300]))  # another description: no record
+    assert dgcompat.warmup(other, cache_dir=jit_env["cache"], workers=1, progress=False).method == "stand-in"
+    folder = W.jit_cache_dir(jit_env["cache"])
+    import shutil
+
+    shutil.rmtree(sorted((folder / "cache").iterdir())[0])  # an entry vanished: the record no longer holds
+    redo = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    assert (redo.method, redo.compiled, redo.cached) == ("stand-in", 1, 5)
+    assert dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=1, progress=False, fresh=True).method == "stand-in"
+    assert len(_compiles(jit_env["log"])) == 7

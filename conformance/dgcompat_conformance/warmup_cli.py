@@ -109,6 +109,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-isolate", action="store_true", help="use the cache root itself, not a per-release folder")
     p.add_argument("--no-verify", action="store_true", help="skip running the remaining calls against the warm cache")
     p.add_argument("--method", choices=["auto", "stand-in", "calls"], default="auto")
+    p.add_argument("--fresh", action="store_true", help="ignore the record of an identical earlier warmup")
     p.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
     p.add_argument("--progress", dest="progress", action="store_true", default=None, help="always show progress")
     p.add_argument("--no-progress", dest="progress", action="store_false")
@@ -132,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         report = warmup(spec, workers=opts.workers, device=opts.device, cache_dir=opts.cache_dir,
                         isolate=not opts.no_isolate, verify=not opts.no_verify, progress=opts.progress,
-                        timeout_s=opts.timeout, method=opts.method)
+                        timeout_s=opts.timeout, method=opts.method, fresh=opts.fresh)
     except DgcompatError as exc:
         print(f"dgcompat warmup: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
