@@ -81,7 +81,8 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("warmup", "WarmupSpec", "WarmupReport", "WarmupError", "DenseGemm", "GroupedGemm", "PagedIndexer",
                      "MPolicy", "KernelEntry", "jit_cache_dir", "use_jit_cache_dir"), "jit_warmup"),
 }
-_SUBMODULES = ("utils", "reference", "errors", "detection", "table", "runtime", "gemm", "moe", "indexer", "scales")
+_SUBMODULES = ("utils", "reference", "errors", "detection", "table", "runtime", "gemm", "moe", "indexer", "scales",
+               "jit_warmup")
 
 __all__ = sorted([
     "__version__", "resolve", "reset", "passthrough_names",

@@ -191,8 +191,11 @@ class _State:
 
     def line(self) -> str:
         compiled = sum(e.status == "compiled" for e in self.entries.values())
-        return (f"identified {len(self.ids)} calls, {len(self.first)} kernels | compiled {compiled}, "
-                f"found {len(self.entries) - compiled} | {self.outstanding} tasks left | "
+        known = max(len(self.first), len(self.entries), 1)
+        filled = min(20, 20 * len(self.entries) // known)
+        bar = "#" * filled + "." * (20 - filled)
+        return (f"[{bar}] kernels {len(self.entries)}/{len(self.first)} ({compiled} compiled) | "
+                f"{len(self.ids)} calls identified | {self.outstanding} tasks left | "
                 f"{time.perf_counter() - self.t0:.1f} s")
 
     def handle(self, msg: tuple[Any, ...], work_q: Any) -> None:

@@ -433,3 +433,20 @@ def test_a_recorded_warmup_returns_at_once(jit_env: dict[str, Any], monkeypatch:
     assert (redo.method, redo.compiled, redo.cached) == ("stand-in", 1, 5)
     assert dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=1, progress=False, fresh=True).method == "stand-in"
     assert len(_compiles(jit_env["log"])) == 7
+
+
+def test_the_calling_process_loads_neither_torch_nor_deep_gemm(jit_env: dict[str, Any]) -> None:
+    code = textwrap.dedent(f"""
+        import json, sys
+        import dgcompat
+        if __name__ == "__main__":
+            spec = dgcompat.WarmupSpec((dgcompat.DenseGemm(256, 512),), dgcompat.MPolicy.values([1, 100]))
+            r = dgcompat.warmup(spec, cache_dir={str(jit_env['cache'])!r}, workers=1, progress=False)
+            print(json.dumps([r.compiled, "torch" in sys.modules, "deep_gemm" in sys.modules]))
+    """)
+    script = jit_env["cache"].parent / "parent.py"
+    script.write_text(code)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=jit_env["env"],
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [2, False, False]
