@@ -62,10 +62,16 @@ class Pool:
             try:
                 return self._run("stand-in")
             except _Fallback as why:
-                result = self._run("calls")
+                result = self._calls()
                 result.notes.insert(0, f"real calls instead of the stand-in compiler: {why}")
                 return result
-        return self._run("calls")
+        return self._calls()
+
+    def _calls(self) -> PoolResult:
+        result = self._run("calls")
+        if self.policy.kind == "changes":
+            result.notes.append("real calls cover the sampled grid of MPolicy.changes only (no bisection)")
+        return result
 
     # -- one pass -----------------------------------------------------------------------------------
     def _configs(self, method: str) -> list[WorkerConfig]:

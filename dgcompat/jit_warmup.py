@@ -518,15 +518,11 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
     :class:`WarmupError` when a compile or a worker fails.
     """
     from . import _binding
+    from . import _warmup_record as record
 
     t0 = time.perf_counter()
     calls = plan_calls(spec)
-    if workers is not None:
-        _positive("warmup", "workers", workers)
-    if isinstance(device, bool) or not isinstance(device, int) or device < 0:
-        raise BadArgumentError("warmup", "device", "a CUDA device index >= 0", repr(device))
-    if method not in ("auto", "stand-in", "calls"):
-        raise BadArgumentError("warmup", "method", "'auto', 'stand-in' or 'calls'", repr(method))
+    _check_options(workers, device, method)
     folder = jit_cache_dir(cache_dir, isolate=isolate)
     backend = _binding.backend_name()
     if backend == "reference":
@@ -541,33 +537,22 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
     if nvcc is None:
         raise WarmupError("warmup(): no NVCC found (DG_JIT_NVCC_COMPILER, CUDA_HOME, CUDA_PATH, nvcc on PATH, "
                           "/usr/local/cuda): deep_gemm could not compile either")
-    notes: list[str] = []
+    chosen, notes = _choose_method(method)
+    key = record.key(spec, nvcc, device) if chosen == "stand-in" and verify else None
+    done = None if key is None or fresh else record.read(folder, key)
+    if done is not None:
+        note = (f"an identical warmup finished at {done.finished}; its {done.entries} cache entries are all "
+                "present (fresh=True checks every call again)")
+        return WarmupReport(_release_label(), "record", str(folder), 0, done.calls, done.kernels, 0,
+                            done.kernels, time.perf_counter() - t0, 0.0, 0.0, (), (note,))
     if workers is None:
         workers, why = default_workers(calls, device)
         notes.append(f"{workers} workers ({why})")
     else:
         workers = min(workers, max(1, len(calls)))
-    unusable = _stand_in_unusable()
-    chosen: Literal["stand-in", "calls"] = "stand-in"
-    if method == "calls" or (method == "auto" and unusable):
-        chosen = "calls"
-        if unusable and method == "auto":
-            notes.append(f"real calls instead of the stand-in compiler: {unusable}")
-    elif method == "stand-in" and unusable:
-        raise WarmupError(f"warmup(): the stand-in compiler cannot be used: {unusable}")
     show = sys.stderr.isatty() if progress is None else bool(progress)
     from ._warmup_pool import Pool
 
-    from . import _warmup_record as record
-
-    key = record.key(spec, nvcc, device) if chosen == "stand-in" and verify else None
-    if key is not None and not fresh:
-        done = record.read(folder, key)
-        if done is not None:
-            notes.append(f"an identical warmup finished at {done.finished}; its {done.entries} cache entries are "
-                         "all present (fresh=True checks every call again)")
-            return WarmupReport(_release_label(), "record", str(folder), 0, done.calls, done.kernels, 0,
-                                done.kernels, time.perf_counter() - t0, 0.0, 0.0, (), tuple(notes[-1:]))
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="dgcompat-warmup-") as scratch:
         pool = Pool(calls, spec.m, workers=workers, device=device, cache=folder, scratch=Path(scratch),
@@ -575,14 +560,36 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
         result = pool.run(chosen)
     notes.extend(result.notes)
     entries = tuple(result.entries)
-    compiled = sum(e.status == "compiled" for e in entries) if result.method == "stand-in" else result.new_entries
-    cached = sum(e.status == "cached" for e in entries) if result.method == "stand-in" else 0
-    kernels = len(entries) if result.method == "stand-in" else result.new_entries
-    if key is not None and result.method == "stand-in":
+    exact = result.method == "stand-in"
+    compiled = sum(e.status == "compiled" for e in entries) if exact else result.new_entries
+    cached = sum(e.status == "cached" for e in entries) if exact else 0
+    kernels = len(entries) if exact else result.new_entries
+    if key is not None and exact:
         record.write(folder, key, calls=len(result.calls), kernels=kernels)
     return WarmupReport(_release_label(), result.method, str(folder), workers, len(result.calls), kernels,
                         compiled, cached, time.perf_counter() - t0, result.identify_s, result.start_s, entries,
                         tuple(notes))
+
+
+def _check_options(workers: Any, device: Any, method: Any) -> None:
+    if workers is not None:
+        _positive("warmup", "workers", workers)
+    if isinstance(device, bool) or not isinstance(device, int) or device < 0:
+        raise BadArgumentError("warmup", "device", "a CUDA device index >= 0", repr(device))
+    if method not in ("auto", "stand-in", "calls"):
+        raise BadArgumentError("warmup", "method", "'auto', 'stand-in' or 'calls'", repr(method))
+
+
+def _choose_method(method: str) -> tuple[Literal["stand-in", "calls"], list[str]]:
+    """The method to start with and why (the stand-in can still hand over to real calls at run time)."""
+    unusable = _stand_in_unusable()
+    if method == "calls":
+        return "calls", []
+    if unusable is None:
+        return "stand-in", []
+    if method == "stand-in":
+        raise WarmupError(f"warmup(): the stand-in compiler cannot be used: {unusable}")
+    return "calls", [f"real calls instead of the stand-in compiler: {unusable}"]
 
 
 def write_progress(out: TextIO | None, text: str, *, final: bool = False) -> None:
