@@ -270,14 +270,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ranks", type=int, default=8, help="processes sharing one cache")
     p.add_argument("--rank-workers", type=int, default=2, help="workers of each of those processes")
     p.add_argument("--workers", type=int, default=None, help="workers of the cold/warm runs (default: dgcompat's)")
-    p.add_argument("--base", type=Path, default=None, help="folder for the cache folders (default: a temp folder)")
+    p.add_argument("--base", type=Path, default=None,
+                   help="folder for the runs' cache folders (default: DG_JIT_CACHE_DIR, else a temp folder)")
     p.add_argument("--json", type=Path, default=REPO / "build" / "bench-warmup.json")
     p.add_argument("--timeout", type=float, default=480, help="seconds per child process")
     p.add_argument("--fake", action="store_true", help="run against the CPU fake JIT (checks the code path only)")
     p.add_argument("--no-layer-set", action="store_true", help="skip the cold warmup of a whole layer set")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="dgcompat-bench-warmup-") as tmp:
-        base = args.base or Path(tmp)
+        # Each run needs its own empty cache: subfolders of --base, else of DG_JIT_CACHE_DIR, else a temp folder.
+        given = args.base or (Path(os.environ["DG_JIT_CACHE_DIR"]) if os.environ.get("DG_JIT_CACHE_DIR") else None)
+        base = given or Path(tmp)
+        used = [p for p in ("serial", "shared", "multi", "layers") if _entries(base / p)]
+        if used:
+            print(f"bench.warmup: {base} already holds kernels in {used}; give an empty folder", file=sys.stderr)
+            return 2
         env = dict(os.environ)
         if args.fake:
             env.update(_fake_env(base))
