@@ -522,6 +522,8 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
 
     t0 = time.perf_counter()
     calls = plan_calls(spec)
+    if not calls:
+        raise BadArgumentError("warmup", "spec", "at least one call", "none: every M exceeds its shape's max_m")
     _check_options(workers, device, method)
     folder = jit_cache_dir(cache_dir, isolate=isolate)
     backend = _binding.backend_name()

@@ -248,6 +248,8 @@ def test_warmup_argument_errors(clean_dgcompat: None, monkeypatch: pytest.Monkey
         dgcompat.warmup(SPEC, device=-1)
     with pytest.raises(BadArgumentError):
         dgcompat.warmup("dense 256x512")  # type: ignore[arg-type]
+    with pytest.raises(BadArgumentError, match="every M exceeds"):
+        dgcompat.warmup(W.WarmupSpec((W.GroupedGemm(4, 256, 512, "masked", max_m=8),), W.MPolicy.values([16])))
 
 
 def test_cli_parses_and_reports(clean_dgcompat: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
