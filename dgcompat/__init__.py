@@ -59,6 +59,10 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers only; runtime access i
     from .scales import get_tma_aligned_size as get_tma_aligned_size
     from .scales import transform_scale_ue8m0 as transform_scale_ue8m0
     from .scales import transform_sf_into_required_layout as transform_sf_into_required_layout
+    from .jit_warmup import DenseGemm as DenseGemm, GroupedGemm as GroupedGemm, KernelEntry as KernelEntry
+    from .jit_warmup import MPolicy as MPolicy, PagedIndexer as PagedIndexer, WarmupError as WarmupError
+    from .jit_warmup import WarmupReport as WarmupReport, WarmupSpec as WarmupSpec, warmup as warmup
+    from .jit_warmup import jit_cache_dir as jit_cache_dir, use_jit_cache_dir as use_jit_cache_dir
 
 #: stable name -> the submodule that defines it.
 _LAZY: dict[str, str] = {
@@ -75,8 +79,11 @@ _LAZY: dict[str, str] = {
     "get_tma_aligned_size": "scales", "ceil_to_ue8m0": "scales", "get_mn_major_tma_aligned_tensor": "scales",
     "get_mn_major_tma_aligned_packed_ue8m0_tensor": "scales", "transform_sf_into_required_layout": "scales",
     "transform_scale_ue8m0": "scales",
+    **dict.fromkeys(("warmup", "WarmupSpec", "WarmupReport", "WarmupError", "DenseGemm", "GroupedGemm", "PagedIndexer",
+                     "MPolicy", "KernelEntry", "jit_cache_dir", "use_jit_cache_dir"), "jit_warmup"),
 }
-_SUBMODULES = ("utils", "reference", "errors", "detection", "table", "runtime", "gemm", "moe", "indexer", "scales")
+_SUBMODULES = ("utils", "reference", "errors", "detection", "table", "runtime", "gemm", "moe", "indexer", "scales",
+               "jit_warmup")
 
 __all__ = sorted([
     "__version__", "resolve", "reset", "passthrough_names",

@@ -1,4 +1,4 @@
-"""``dgcompat`` / ``python -m dgcompat``: doctor, conform, surface, pin, table."""
+"""``dgcompat`` / ``python -m dgcompat``: doctor, conform, surface, pin, table, warmup."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ commands:
   surface    extract a release's API surface from its wheel, or diff two releases
   pin        requirement lines for a certified pairing
   table      the capability table, as the code uses it                    (--markdown)
+  warmup     compile the kernels a workload needs, once, in parallel      (--preset, --dense, ...)
 """
 
 
@@ -50,6 +51,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return pin_main(rest)
     if command == "table":
         return _table(rest)
+    if command == "warmup":
+        from .warmup_cli import main as warmup_main
+
+        return warmup_main(rest)
     print(f"dgcompat: unknown command {command!r}\n\n{_USAGE}", end="", file=sys.stderr)
     return 2
 

@@ -1,0 +1,308 @@
+"""``python -m bench.warmup``: cold JIT warmup, serial vs :func:`dgcompat.warmup`, on a real GPU.
+
+Shape set: DeepSeek-V3's six dense FP8 GEMMs (N, K) x the M values 1, 2, 4, ... 4096 and every 7th M
+up to 256 (7, 14, ..., 252): 49 values, 294 calls (the issue counts 55 M values / 330 calls for the
+same words; its exact list is not recorded). Each measurement runs in fresh processes on its own
+empty cache folder:
+
+1. serial: one process makes every call in order (what engines do today); ``--serial-shapes K``
+   times only the first K shapes and extrapolates (printed as such);
+2. cold: ``dgcompat.warmup`` on an empty cache; 3. warm: the same again on the now warm cache (it
+   finds the record the cold run left), and once more with ``fresh=True`` (every call checked);
+4. serve: one process makes every call on the warm cache (must compile nothing);
+5. shared: 8 processes warm one empty cache at once (``--ranks``, ``--rank-workers`` each);
+6. layer set: a cold warmup of a whole DeepSeek-V3(.2) layer set per EP-8 rank (dense, grouped
+   contiguous and masked MoE, indexer) on its own cache (``--no-layer-set`` skips it).
+
+Checks printed with the numbers: the warmup's cache holds exactly the kernel folders the serial
+run produced (same names: deep_gemm's key does not contain the folder), every kernel was compiled
+once, the warm start compiled nothing, serving compiled nothing, and the ranks compiled each kernel
+once between them. ``--fake`` runs the same orchestration against the CPU fake JIT of the tests
+(checks the code path; measures nothing real).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+SHAPES: tuple[tuple[int, int], ...] = (
+    (2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048),
+)
+MS: tuple[int, ...] = tuple(sorted({2 ** i for i in range(13)} | set(range(7, 257, 7))))
+
+
+def _spec(shapes: int) -> Any:
+    from dgcompat import DenseGemm, MPolicy, WarmupSpec
+
+    return WarmupSpec(tuple(DenseGemm(n, k) for n, k in SHAPES[:shapes]), MPolicy.values(MS))
+
+
+def _layer_set() -> Any:
+    """A whole DeepSeek-V3(.2) layer set per rank of an EP-8 deployment: the dense GEMMs, the MoE GEMMs
+    (32 local experts, gate-up 4096x7168 and down 7168x2048) contiguous (prefill) and masked (decode,
+    256 rows per expert), and the indexer (64 heads of 128, 64-token blocks, next_n 1 and 2)."""
+    from dgcompat import DenseGemm, GroupedGemm, MPolicy, PagedIndexer, WarmupSpec
+    from dgcompat.jit_warmup import Shape
+
+    moe = ((32, 4096, 7168), (32, 7168, 2048))
+    shapes: tuple[Shape, ...] = (*(DenseGemm(n, k) for n, k in SHAPES),
+              *(GroupedGemm(e, n, k, "contiguous") for e, n, k in moe),
+              *(GroupedGemm(e, n, k, "masked", max_m=256) for e, n, k in moe),
+              PagedIndexer(64, 128, 64, 1), PagedIndexer(64, 128, 64, 2))
+    return WarmupSpec(shapes, MPolicy.values(MS))
+
+
+def _entries(cache: Path) -> list[str]:
+    try:
+        return sorted(p.name for p in (cache / "cache").iterdir() if p.name.startswith("kernel."))
+    except FileNotFoundError:
+        return []
+
+
+# ---- children -----------------------------------------------------------------------------------
+
+def _child_calls(shapes: int, cache: str) -> dict[str, Any]:
+    """Every call of the spec, serially, in this process (``DG_JIT_CACHE_DIR`` = ``cache``)."""
+    t_start = time.perf_counter()
+    os.environ["DG_JIT_CACHE_DIR"] = cache
+    from dgcompat import jit_warmup as W
+    from dgcompat._warmup_calls import Runner
+
+    runner = Runner(0)
+    calls = W.plan_calls(_spec(shapes))
+    t0 = time.perf_counter()
+    for c in calls:
+        runner.run(c.shape, c.m)
+    _sync()
+    t1 = time.perf_counter()
+    return {"calls": len(calls), "calls_s": t1 - t0, "process_s": t1 - t_start, "entries": len(_entries(Path(cache)))}
+
+
+def _child_warmup(shapes: int, cache: str, workers: int | None, fresh: bool) -> dict[str, Any]:
+    """``shapes`` 0 means the whole layer set."""
+    t_start = time.perf_counter()
+    import dgcompat
+
+    spec = _spec(shapes) if shapes else _layer_set()
+    report = dgcompat.warmup(spec, cache_dir=cache, isolate=False, workers=workers, progress=False, fresh=fresh)
+    out = report.as_dict()
+    out["process_s"] = time.perf_counter() - t_start
+    return out
+
+
+def _sync() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def _child_main(argv: list[str]) -> int:
+    role, shapes, cache = argv[0], int(argv[1]), argv[2]
+    if role == "calls":
+        result = _child_calls(shapes, cache)
+    else:
+        result = _child_warmup(shapes, cache, None if argv[3] == "auto" else int(argv[3]), argv[4] == "fresh")
+    print("RESULT " + json.dumps(result), flush=True)
+    return 0
+
+
+# ---- the parent -----------------------------------------------------------------------------------
+
+def _start(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "bench.warmup", "--child", *args], cwd=str(REPO), env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finish(p: subprocess.Popen[str], timeout: float) -> dict[str, Any]:
+    out, err = p.communicate(timeout=timeout)
+    lines = [ln for ln in out.splitlines() if ln.startswith("RESULT ")]
+    if p.returncode != 0 or not lines:
+        raise RuntimeError(f"benchmark child failed (exit {p.returncode}):\n{err[-4000:]}")
+    result: dict[str, Any] = json.loads(lines[-1][len("RESULT "):])
+    return result
+
+
+def _run(args: list[str], env: dict[str, str], timeout: float) -> tuple[dict[str, Any], float]:
+    t0 = time.perf_counter()
+    result = _finish(_start(args, env), timeout)
+    return result, time.perf_counter() - t0
+
+
+def run(base: Path, env: dict[str, str], *, serial_shapes: int, ranks: int, rank_workers: int,
+        workers: int | None, timeout: float, layer_set: bool) -> dict[str, Any]:
+    n = len(SHAPES)
+    log = lambda msg: print(f"[bench.warmup] {msg}", file=sys.stderr, flush=True)  # noqa: E731
+    res: dict[str, Any] = {"shapes": [list(s) for s in SHAPES], "ms": list(MS), "calls": n * len(MS)}
+
+    log(f"serial: {serial_shapes} of {n} shapes, one process ...")
+    serial, wall = _run(["calls", str(serial_shapes), str(base / "serial")], env, timeout)
+    serial["wall_s"] = wall
+    serial["extrapolated"] = serial_shapes < n
+    serial["estimate_s"] = serial["calls_s"] * n / serial_shapes
+    res["serial"] = serial
+
+    w = "auto" if workers is None else str(workers)
+    log("cold warmup ...")
+    cold, wall = _run(["warmup", str(n), str(base / "shared"), w, "fresh"], env, timeout)
+    cold["wall_s_with_start"] = wall
+    res["cold"] = cold
+    log("warm start ...")
+    warm, wall = _run(["warmup", str(n), str(base / "shared"), w, "record"], env, timeout)
+    warm["wall_s_with_start"] = wall
+    res["warm"] = warm
+    log("warm start, every call checked again ...")
+    check, wall = _run(["warmup", str(n), str(base / "shared"), w, "fresh"], env, timeout)
+    check["wall_s_with_start"] = wall
+    res["warm_checked"] = check
+    log("serving every call on the warm cache ...")
+    before = _entries(base / "shared")
+    serve, wall = _run(["calls", str(n), str(base / "shared")], env, timeout)
+    serve["wall_s"] = wall
+    serve["new_entries"] = len(_entries(base / "shared")) - len(before)
+    res["serve"] = serve
+
+    log(f"{ranks} processes x {rank_workers} workers on one empty cache ...")
+    t0 = time.perf_counter()
+    procs = [_start(["warmup", str(n), str(base / "multi"), str(rank_workers), "fresh"], env) for _ in range(ranks)]
+    reports = [_finish(p, timeout) for p in procs]
+    multi_wall = time.perf_counter() - t0
+    ids = [i for r in reports for e in r["entries"] if e["status"] == "compiled" for i in [e["identity"]]]
+    res["shared"] = {"ranks": ranks, "rank_workers": rank_workers, "wall_s": multi_wall,
+                     "compiled_per_rank": [r["compiled"] for r in reports],
+                     "compiled_total": len(ids), "compiled_distinct": len(set(ids)),
+                     "entries": len(_entries(base / "multi"))}
+
+    if layer_set:
+        log("cold warmup of a whole DeepSeek-V3 layer set ...")
+        try:
+            layers, wall = _run(["warmup", "0", str(base / "layers"), w, "fresh"], env, timeout)
+            layers["wall_s_with_start"] = wall
+            res["layer_set"] = layers
+        except RuntimeError as exc:  # report the main numbers anyway
+            res["layer_set"] = {"error": str(exc)[-2000:]}
+
+    serial_entries = _entries(base / "serial")
+    shared_entries = _entries(base / "shared")
+    res["checks"] = {
+        "warmup_cache_matches_serial": None if serial["extrapolated"] else serial_entries == shared_entries,
+        "cold_compiled_each_once": cold["compiled"] == cold["kernels"] == len(shared_entries),
+        "warm_compiled_nothing": warm["compiled"] == 0 and warm["cached"] == cold["kernels"],
+        "warm_checked_compiled_nothing": res["warm_checked"]["compiled"] == 0
+        and res["warm_checked"]["cached"] == cold["kernels"],
+        "serve_compiled_nothing": serve["new_entries"] == 0,
+        "ranks_compiled_each_once": len(ids) == len(set(ids)) == res["shared"]["entries"] == cold["kernels"],
+    }
+    return res
+
+
+def render(res: dict[str, Any]) -> str:
+    s, c, w, v, m = res["serial"], res["cold"], res["warm"], res["serve"], res["shared"]
+    wc = res["warm_checked"]
+    serial_label = (f"{s['estimate_s']:.1f} s (extrapolated from {s['calls']} calls in {s['calls_s']:.1f} s)"
+                    if s["extrapolated"] else f"{s['calls_s']:.1f} s ({s['entries']} kernels; process {s['wall_s']:.1f} s)")
+    lines = [
+        f"dgcompat warmup benchmark: {len(res['shapes'])} dense FP8 shapes x {len(res['ms'])} M values = "
+        f"{res['calls']} calls, release {c['release']}",
+        "",
+        "| run | wall | kernels compiled | found in cache |",
+        "|---|---|---|---|",
+        f"| serial, one process | {serial_label} | {s['entries']} | - |",
+        f"| dgcompat.warmup, cold ({c['workers']} workers) | {c['wall_s']:.1f} s (workers up {c['start_s']:.1f} s, "
+        f"identified {c['identify_s']:.1f} s;"
+        f" process {c['wall_s_with_start']:.1f} s) | {c['compiled']} | {c['cached']} |",
+        f"| dgcompat.warmup, warm start ({w['method']}) | {w['wall_s']:.1f} s (process {w['wall_s_with_start']:.1f} s)"
+        f" | {w['compiled']} | {w['cached']} |",
+        f"| dgcompat.warmup, warm start, every call checked (fresh=True) | {wc['wall_s']:.1f} s (process "
+        f"{wc['wall_s_with_start']:.1f} s) | {wc['compiled']} | {wc['cached']} |",
+        f"| serve every call on the warm cache | {v['calls_s']:.1f} s (process {v['wall_s']:.1f} s) | "
+        f"{v['new_entries']} | - |",
+        f"| {m['ranks']} processes x {m['rank_workers']} workers, one empty cache | {m['wall_s']:.1f} s | "
+        f"{m['compiled_total']} ({m['compiled_distinct']} distinct; per rank {m['compiled_per_rank']}) | - |",
+        "",
+        *_layer_lines(res.get("layer_set")),
+        "checks: " + ", ".join(f"{k}={v}" for k, v in res["checks"].items()),
+        f"method: {c['method']}; notes: {'; '.join(c['notes'])}",
+    ]
+    return "\n".join(lines)
+
+
+def _layer_lines(layers: dict[str, Any] | None) -> list[str]:
+    if layers is None:
+        return []
+    if "error" in layers:
+        return ["", f"layer set: FAILED: {layers['error']}"]
+    return ["", f"layer set (6 dense, 2 grouped contiguous, 2 masked, 2 indexer shapes x {len(MS)} M): "
+                f"{layers['calls']} calls, {layers['kernels']} kernels, {layers['compiled']} compiled, "
+                f"{layers['wall_s']:.1f} s cold with {layers['workers']} workers (process {layers['wall_s_with_start']:.1f} s)"]
+
+
+def _fake_env(base: Path) -> dict[str, str]:
+    sys.path[:0] = [str(REPO)]
+    from tests import fake_jit
+    from tests.conftest import write_dist
+
+    site = base / "fake-site"
+    write_dist(site, "sgl-deep-gemm", "0.1.4", {"deep_gemm/__init__.py": fake_jit.source("0.1.4")})
+    nvcc = fake_jit.write_nvcc(base / "fake-bin")
+    return {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+            "DGCOMPAT_ALLOW_TORCH_MISMATCH": "1", "DGCOMPAT_ARCH": "sm90", "DG_JIT_NVCC_COMPILER": str(nvcc),
+            "FAKE_NVCC_SECONDS": "0.05"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "--child":
+        return _child_main(argv[1:])
+    p = argparse.ArgumentParser(prog="python -m bench.warmup", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--serial-shapes", type=int, default=len(SHAPES),
+                   help="time the serial baseline on the first K shapes only and extrapolate (labelled)")
+    p.add_argument("--ranks", type=int, default=8, help="processes sharing one cache")
+    p.add_argument("--rank-workers", type=int, default=2, help="workers of each of those processes")
+    p.add_argument("--workers", type=int, default=None, help="workers of the cold/warm runs (default: dgcompat's)")
+    p.add_argument("--base", type=Path, default=None,
+                   help="folder for the runs' cache folders (default: DG_JIT_CACHE_DIR, else a temp folder)")
+    p.add_argument("--json", type=Path, default=REPO / "build" / "bench-warmup.json")
+    p.add_argument("--timeout", type=float, default=480, help="seconds per child process")
+    p.add_argument("--fake", action="store_true", help="run against the CPU fake JIT (checks the code path only)")
+    p.add_argument("--no-layer-set", action="store_true", help="skip the cold warmup of a whole layer set")
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="dgcompat-bench-warmup-") as tmp:
+        # Each run needs its own empty cache: subfolders of --base, else of DG_JIT_CACHE_DIR, else a temp folder.
+        given = args.base or (Path(os.environ["DG_JIT_CACHE_DIR"]) if os.environ.get("DG_JIT_CACHE_DIR") else None)
+        base = given or Path(tmp)
+        used = [p for p in ("serial", "shared", "multi", "layers") if _entries(base / p)]
+        if used:
+            print(f"bench.warmup: {base} already holds kernels in {used}; give an empty folder", file=sys.stderr)
+            return 2
+        env = dict(os.environ)
+        if args.fake:
+            env.update(_fake_env(base))
+        env["PYTHONPATH"] = os.pathsep.join([p for p in (env.get("PYTHONPATH", ""), str(REPO),
+                                                         str(REPO / "conformance")) if p])
+        t0 = time.perf_counter()
+        res = run(base, env, serial_shapes=max(1, min(args.serial_shapes, len(SHAPES))), ranks=args.ranks,
+                  rank_workers=args.rank_workers, workers=args.workers, timeout=args.timeout,
+                  layer_set=not args.no_layer_set)
+        res["total_s"] = time.perf_counter() - t0
+        res["fake"] = args.fake
+    print(render(res))
+    print(f"total {res['total_s']:.0f} s")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(res, indent=2) + "\n")
+    print(f"wrote {args.json}")
+    return 0 if all(v in (True, None) for v in res["checks"].values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

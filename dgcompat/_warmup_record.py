@@ -1,0 +1,86 @@
+"""The record a complete warmup leaves in its cache folder, so that an identical later one can return at once.
+
+``<cache>/dgcompat-warmup/<key>.json`` lists the cache entries (``cache/kernel.*``) present when the
+warmup finished. The key covers everything that decides which kernels the calls need and how they
+are built: the description, the release and torch, the NVCC binary (path, size, mtime), the
+``DG_JIT_*`` settings that change compiler flags, and the GPU model (from ``nvidia-smi``; without it
+there is no record). The entries needed are a subset of those listed, so "all listed entries exist"
+means the kernels are there; if one is gone, the warmup runs in full.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["key", "read", "write", "Done"]
+
+# The settings deep_gemm folds into compiler flags (or that change the compiler); the cache location,
+# the compiler program and dgcompat's own variables are not among them.
+_FLAG_VARIABLES = ("DG_JIT_CPP_STANDARD", "DG_JIT_DEBUG", "DG_JIT_PTXAS_VERBOSE", "DG_JIT_PTXAS_CHECK",
+                   "DG_JIT_WITH_LINEINFO", "DG_JIT_USE_NVRTC")
+
+
+@dataclass(frozen=True)
+class Done:
+    calls: int
+    kernels: int
+    entries: int
+    finished: str
+
+
+def _folder(cache: Path) -> Path:
+    return cache / "dgcompat-warmup"
+
+
+def _entries(cache: Path) -> list[str]:
+    try:
+        return sorted(p.name for p in (cache / "cache").iterdir() if p.name.startswith("kernel."))
+    except FileNotFoundError:
+        return []
+
+
+def key(spec: Any, nvcc: str, device: int) -> str | None:
+    """The record's key, or None where the GPU model cannot be read without CUDA."""
+    from .detection import release
+    from .jit_warmup import _torch_version, nvidia_smi
+
+    gpu = nvidia_smi("name,compute_cap", device)
+    if gpu is None:
+        return None
+    try:
+        st = os.stat(nvcc)
+        binary = f"{os.path.realpath(nvcc)}:{st.st_size}:{int(st.st_mtime)}"
+    except OSError:
+        return None
+    parts = [repr(spec), release().label, _torch_version(), binary, gpu,
+             *(f"{v}={os.environ.get(v, '')}" for v in _FLAG_VARIABLES)]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+
+
+def read(cache: Path, k: str) -> Done | None:
+    """The record for ``k`` if every entry it lists still exists, else None."""
+    try:
+        data = json.loads((_folder(cache) / f"{k}.json").read_text())
+        listed = set(data["entries"])
+        if not listed or not listed <= set(_entries(cache)):
+            return None
+        return Done(int(data["calls"]), int(data["kernels"]), len(listed), str(data["finished"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write(cache: Path, k: str, *, calls: int, kernels: int) -> None:
+    """Record a complete warmup (written to a temporary file, then renamed: readers never see half)."""
+    folder = _folder(cache)
+    folder.mkdir(parents=True, exist_ok=True)
+    data = {"calls": calls, "kernels": kernels, "entries": _entries(cache),
+            "finished": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
+    tmp = folder / f".{k}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, folder / f"{k}.json")

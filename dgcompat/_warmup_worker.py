@@ -1,0 +1,391 @@
+"""A warmup worker process: identifies calls' kernels, compiles them under per-kernel locks.
+
+Started by :mod:`dgcompat._warmup_pool` with the ``spawn`` method; :func:`main` sets deep_gemm's
+environment before anything imports deep_gemm (its compiler reads ``DG_JIT_NVCC_COMPILER`` and
+``DG_JIT_CACHE_DIR`` once, when the first kernel is built).
+
+``DG_JIT_CACHE_DIR`` is a symbolic link owned by this worker. While identifying it points at an
+empty folder, so every call reaches the compiler and the stand-in records its first kernel; then
+the worker turns it to the shared cache once (deep_gemm resolves the path on every lookup) and
+compiles. A worker never identifies after that turn: deep_gemm's in-process table of loaded kernels
+is keyed by path, and a kernel loaded through the link would otherwise answer an identification.
+
+The stand-in (:data:`STAND_IN`) is told what to do by ``DGCOMPAT_WARMUP_MODE``, which deep_gemm's
+compiler command inherits from this process's environment at each call:
+
+- ``identify``: append ``identified <digest> <source>`` to ``DGCOMPAT_WARMUP_LOG`` and fail;
+- ``compile:<digest>``: run NVCC if the kernel is that one (``compiled ...``), else fail
+  (``refused ...``), so one call compiles exactly the kernel whose lock the worker holds;
+- ``pass``: run NVCC (also for ``--version``, always).
+
+The digest (the first 128 bits of a SHA-256) covers the generated source and the compiler flags,
+leaving out the output file and the arguments that name the build's folder (a fresh temporary one,
+or the entry itself in older JITs that write the source there): the parts deep_gemm's own cache key
+hashes besides the kernel name and the NVCC version.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from queue import Empty
+from typing import Any, Callable
+
+from .jit_warmup import Shape
+
+__all__ = ["STAND_IN", "WorkerConfig", "main", "read_log", "lock_kernel"]
+
+STAND_IN = r"""#!/bin/sh
+# dgcompat warmup stand-in for nvcc: records the kernel it is asked to build (see dgcompat/_warmup_worker.py).
+real="${DGCOMPAT_WARMUP_NVCC:?DGCOMPAT_WARMUP_NVCC is not set}"
+mode="${DGCOMPAT_WARMUP_MODE:-pass}"
+case "$mode" in pass) exec "$real" "$@" ;; esac
+code=""
+for a in "$@"; do
+  case "$a" in
+    --version) exec "$real" "$@" ;;
+    *.cu) if [ -z "$code" ] && [ -f "$a" ]; then code="$a"; fi ;;
+  esac
+done
+[ -n "$code" ] || exec "$real" "$@"
+# The digest leaves out the output file and every argument naming the build's own folder.
+dir="${code%/*}"
+flags=""; skip=0
+for a in "$@"; do
+  if [ "$skip" = 1 ]; then skip=0; continue; fi
+  case "$a" in
+    -o|--output-file) skip=1; continue ;;
+    -o?*|--output-file=*|*"$dir"*) continue ;;
+  esac
+  flags="$flags $a"
+done
+id=$( { cat "$code"; printf '\n#flags%s' "$flags"; } | sha256sum )
+id="${id%% *}"
+id="${id%????????????????????????????????}"
+case "$mode" in
+  identify) echo "identified $id $code" >> "$DGCOMPAT_WARMUP_LOG"; exit 86 ;;
+  compile:*)
+    if [ "$id" = "${mode#compile:}" ]; then
+      echo "compiled $id $code" >> "$DGCOMPAT_WARMUP_LOG"; exec "$real" "$@"
+    fi
+    echo "refused $id $code" >> "$DGCOMPAT_WARMUP_LOG"; exit 86 ;;
+esac
+exec "$real" "$@"
+"""
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """Everything a worker needs (pickled to the spawned process)."""
+
+    wid: int
+    device: int
+    method: str  # "stand-in" | "calls"
+    shapes: tuple[Shape, ...]
+    cache: str  # the shared cache folder
+    link: str  # this worker's DG_JIT_CACHE_DIR (a link) for the stand-in method
+    empty: str  # the empty folder the link points at while identifying
+    log: str
+    stand_in: str
+    nvcc: str
+
+
+@dataclass(frozen=True)
+class Record:
+    action: str  # identified | compiled | refused
+    identity: str
+    source: str
+
+
+def read_log(path: Path) -> list[Record]:
+    """The stand-in's records since the log was last emptied, then empty it."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    path.write_text("")
+    out = []
+    for line in text.splitlines():
+        parts = line.split(" ", 2)
+        if len(parts) == 3:
+            out.append(Record(*parts))
+    return out
+
+
+def lock_kernel(cache: Path, identity: str, *, blocking: bool) -> int | None:
+    """An exclusive ``flock`` on ``<cache>/dgcompat-locks/<identity>.lock`` (the fd), or None if another
+    process holds it and ``blocking`` is False. Closing the fd releases it (also when a process dies)."""
+    folder = cache / "dgcompat-locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / f"{identity}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+class Busy(Exception):
+    """Another process holds the kernel's lock (retry later, blocking)."""
+
+
+class CompileFailed(RuntimeError):
+    """NVCC ran for the kernel and the call still failed."""
+
+
+class Unhonored(Exception):
+    """A call finished in an empty cache without asking the stand-in: this release does not use it."""
+
+
+class Worker:
+    def __init__(self, cfg: WorkerConfig, put: Callable[[tuple[Any, ...]], None]) -> None:
+        from ._warmup_calls import Runner
+
+        self.cfg = cfg
+        self.put = put
+        self.log = Path(cfg.log)
+        self.cache = Path(cfg.cache)
+        self.runner = Runner(cfg.device)
+
+    # -- one call ---------------------------------------------------------------------------------
+    def _attempt(self, shape: Shape, m: int, mode: str) -> tuple[BaseException | None, list[Record]]:
+        os.environ["DGCOMPAT_WARMUP_MODE"] = mode
+        self.log.write_text("")
+        error: BaseException | None = None
+        try:
+            self.runner.run(shape, m)
+        except Exception as exc:  # the stand-in's refusal arrives as deep_gemm's compile error
+            error = exc
+        finally:
+            os.environ["DGCOMPAT_WARMUP_MODE"] = "pass"
+        records = read_log(self.log)
+        for r in records:
+            if r.action != "compiled":  # deep_gemm leaves the failed build's temporary folder behind
+                self._drop_build_dir(r.source)
+        return error, records
+
+    def _drop_build_dir(self, source: str) -> None:
+        # Anything under the identification folder is ours; in the shared cache only a temporary build
+        # folder is (older JITs write the source into the entry itself, which another process may be filling).
+        folder = Path(source).parent
+        if _inside(folder, Path(self.cfg.empty)) or _inside(folder, self.cache / "tmp"):
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def identify(self, shape: Shape, m: int) -> str:
+        """The digest of the first kernel the call needs (the link points at an empty cache)."""
+        error, records = self._attempt(shape, m, "identify")
+        if records:
+            return records[0].identity
+        if error is None:
+            raise Unhonored()
+        raise error
+
+    def warm(self, shape: Shape, m: int, expect: str | None, *, blocking: bool) -> list[tuple[str, str, float]]:
+        """Make the call succeed against the shared cache, compiling each missing kernel under its lock.
+
+        Returns ``(digest, "compiled" | "cached", seconds)`` for the kernels met; ``expect`` (the call's
+        identified first kernel) is reported as cached when the cache already had it.
+        """
+        import time
+
+        met: list[tuple[str, str, float]] = []
+        error, records = self._attempt(shape, m, "identify")
+        if error is None:
+            return [(expect, "cached", 0.0)] if expect else []
+        if not records:
+            raise error
+        want = records[0].identity
+        if expect and want != expect:
+            met.append((expect, "cached", 0.0))
+        for _ in range(32):  # a call needs a handful of kernels at most
+            fd = lock_kernel(self.cache, want, blocking=blocking)
+            if fd is None:
+                raise Busy(want)
+            t0 = time.perf_counter()
+            try:
+                error, records = self._attempt(shape, m, f"compile:{want}")
+            finally:
+                os.close(fd)
+            compiled = any(r.action == "compiled" and r.identity == want for r in records)
+            met.append((want, "compiled" if compiled else "cached", time.perf_counter() - t0))
+            if error is None:
+                return met
+            refused = [r for r in records if r.action == "refused"]
+            if not refused:
+                if compiled:
+                    raise CompileFailed(f"compiling kernel {want} failed: {error}") from error
+                raise error
+            want = refused[0].identity
+        raise RuntimeError("the call kept asking for new kernels")
+
+    # -- the two phases ---------------------------------------------------------------------------
+    def identify_phase(self, tasks: Any) -> bool:
+        """Identify tasks until the turn; False if this worker stopped on an error it reported."""
+        while True:
+            task = tasks.get()
+            if task == "turn":
+                _point(Path(self.cfg.link), Path(self.cfg.cache))
+                shutil.rmtree(Path(self.cfg.empty) / "tmp", ignore_errors=True)
+                self.put(("identified-all", self.cfg.wid))
+                return True
+            kind, idx, ms = task
+            shape = self.cfg.shapes[idx]
+            try:
+                if kind == "bisect":
+                    found = self._bisect(shape, ms)
+                else:
+                    found = [(m, _at(m, lambda: self.identify(shape, m))) for m in ms]
+            except Unhonored:
+                self.put(("unhonored", self.cfg.wid))
+                return False
+            except Exception as exc:
+                self.put(("call-error", self.cfg.wid, idx, _failed_m(exc), _kind(exc), str(exc)))
+                return False
+            self.put(("identified", self.cfg.wid, idx, found))
+
+    def _bisect(self, shape: Shape, candidates: list[int]) -> list[tuple[int, str]]:
+        """Identify a grid of ``candidates``, then bisect between neighbours needing different kernels."""
+        from .jit_warmup import MPolicy
+
+        grid = set(MPolicy.changes(candidates[-1]).grid())
+        pos = sorted({i for i, m in enumerate(candidates) if m in grid} | {0, len(candidates) - 1})
+        ids: dict[int, str] = {}
+
+        def ident(i: int) -> str:
+            if i not in ids:
+                ids[i] = _at(candidates[i], lambda: self.identify(shape, candidates[i]))
+            return ids[i]
+
+        stack = [(a, b) for a, b in zip(pos, pos[1:])]
+        for i in pos:
+            ident(i)
+        while stack:
+            a, b = stack.pop()
+            if b - a <= 1 or ident(a) == ident(b):
+                continue
+            mid = (a + b) // 2
+            ident(mid)
+            stack += [(a, mid), (mid, b)]
+        return [(candidates[i], ident(i)) for i in sorted(ids)]
+
+    def work_phase(self, tasks: Any) -> None:
+        deferred: list[tuple[Any, ...]] = []
+        while True:
+            try:
+                task = tasks.get(block=not deferred, timeout=None if not deferred else 0.05)
+            except Empty:
+                task = deferred.pop(0)
+                self._do(task, blocking=True)
+                continue
+            if task is None:
+                for t in deferred:
+                    self._do(t, blocking=True)
+                return
+            if not self._do(task, blocking=False):
+                deferred.append(task)
+
+    def _do(self, task: tuple[Any, ...], *, blocking: bool) -> bool:
+        kind, idx, m, expect = task
+        shape = self.cfg.shapes[idx]
+        try:
+            if kind == "plain":
+                for one in m:
+                    _at(one, lambda: self.runner.run(shape, one))
+                met: list[tuple[str, str, float]] = []
+            else:
+                met = self.warm(shape, m, expect, blocking=blocking)
+        except Busy:
+            return False
+        except Exception as exc:
+            self.put(("call-error", self.cfg.wid, idx, _failed_m(exc, m), _kind(exc), str(exc)))
+            met = []
+        self.put(("done", self.cfg.wid, kind, idx, m, expect, met))
+        return True
+
+
+class _AtM(Exception):
+    def __init__(self, m: int, exc: BaseException) -> None:
+        super().__init__(str(exc))
+        self.m = m
+        self.inner = exc
+
+
+def _at(m: int, fn: Callable[[], Any]) -> Any:
+    """``fn()``, its failure tagged with the M it was for."""
+    try:
+        return fn()
+    except (Unhonored, Busy):
+        raise
+    except Exception as exc:
+        raise _AtM(m, exc) from exc
+
+
+def _failed_m(exc: BaseException, default: Any = None) -> Any:
+    return exc.m if isinstance(exc, _AtM) else default
+
+
+def _kind(exc: BaseException) -> str:
+    """"rejected" when dgcompat or deep_gemm refused the call's arguments (an unsupported shape),
+    else the exception's type."""
+    from .errors import BadArgumentError, KernelError, UnsupportedFeatureError
+
+    inner = exc.inner if isinstance(exc, _AtM) else exc
+    if isinstance(inner, (BadArgumentError, UnsupportedFeatureError, KernelError)):
+        return "rejected"
+    return type(inner).__name__
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.resolve().relative_to(root.resolve())
+    except (ValueError, OSError):
+        return False
+    return path.resolve() != root.resolve()
+
+
+def _point(link: Path, target: Path) -> None:
+    """Atomically make ``link`` a symbolic link to ``target``."""
+    tmp = link.with_name(link.name + ".new")
+    if tmp.is_symlink() or tmp.exists():
+        tmp.unlink()
+    tmp.symlink_to(target, target_is_directory=True)
+    os.replace(tmp, link)
+
+
+def prepare(cfg: WorkerConfig) -> None:
+    """Lay out the worker's folders and link (in the parent, before the worker starts)."""
+    Path(cfg.empty).mkdir(parents=True, exist_ok=True)
+    Path(cfg.log).write_text("")
+    _point(Path(cfg.link), Path(cfg.empty) if cfg.method == "stand-in" else Path(cfg.cache))
+
+
+def main(cfg: WorkerConfig, identify_q: Any, work_q: Any, result_q: Any) -> None:
+    """Worker entry point (spawned)."""
+    # deep_gemm prints every failed compile to stdout, which the stand-in's refusals would flood.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    os.environ["DG_JIT_CACHE_DIR"] = cfg.link
+    os.environ["DGCOMPAT_WARMUP_MODE"] = "pass"
+    if cfg.method == "stand-in":
+        os.environ["DG_JIT_NVCC_COMPILER"] = cfg.stand_in
+        os.environ["DGCOMPAT_WARMUP_NVCC"] = cfg.nvcc
+        os.environ["DGCOMPAT_WARMUP_LOG"] = cfg.log
+    try:
+        worker = Worker(cfg, result_q.put)
+        from .runtime import compile_mode
+
+        # Where the release has a compile mode (the bundled copies), calls build kernels without launching them.
+        with compile_mode(1):
+            result_q.put(("ready", cfg.wid))
+            if cfg.method == "stand-in" and not worker.identify_phase(identify_q):
+                return
+            worker.work_phase(work_q)
+    except BaseException as exc:  # report, then die: the parent decides what the failure means
+        result_q.put(("fatal", cfg.wid, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        raise SystemExit(1) from None

@@ -1,0 +1,165 @@
+"""A fake deep_gemm with a JIT shaped like the real one, and a fake NVCC, for warmup tests on the CPU.
+
+The fake follows what the 0.1.x wheels' JIT does (csrc/jit/compiler.hpp of the sgl-project fork):
+the compiler is built on the first kernel build and reads ``DG_JIT_CACHE_DIR`` and
+``DG_JIT_NVCC_COMPILER`` then (``<nvcc> --version`` once); a kernel lives in
+``<cache>/cache/kernel.<name>.<hash of name, flags, code>``; a miss writes ``kernel.cu`` into
+``<cache>/tmp/<uuid>/``, runs ``cd <cache>/tmp && <nvcc> <cu> -cubin -o <cubin> <flags>`` through
+the shell, raises on a non-zero exit and otherwise renames the folder into place; loaded kernels are
+remembered per path. Kernel choice depends on M the way block-size heuristics do. The fake NVCC
+sleeps, copies the source to the cubin and appends one line per compile to ``$FAKE_NVCC_LOG``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+FAKE_NVCC = r"""#!/bin/sh
+if [ "$1" = "--version" ]; then echo "Cuda compilation tools, release 12.9, V12.9.86"; exit 0; fi
+code="$1"; out="$4"
+sleep "${FAKE_NVCC_SECONDS:-0.1}"
+printf '%s\n' "$(tr '\n' ' ' < "$code")" >> "${FAKE_NVCC_LOG:-/dev/null}"
+cp "$code" "$out"
+"""
+
+JIT = r'''
+
+# ---- fake JIT (tests/fake_jit.py) ----
+import hashlib as _hashlib
+import os as _os
+import shutil as _shutil
+import subprocess as _subprocess
+import uuid as _uuid
+
+from dgcompat import reference as _R
+
+_COMPILER = None
+_LOADED = set()
+BUILDS = []
+
+
+class _Compiler:
+    def __init__(self):
+        self.cache = _os.environ.get("DG_JIT_CACHE_DIR") or _os.path.expanduser("~/.deep_gemm")
+        # FAKE_FIXED_NVCC: a JIT that does not read DG_JIT_NVCC_COMPILER
+        self.nvcc = _os.environ.get("FAKE_FIXED_NVCC") or _os.environ.get("DG_JIT_NVCC_COMPILER") or "nvcc"
+        out = _subprocess.run(f"{self.nvcc} --version", shell=True, capture_output=True, text=True)
+        if out.returncode != 0 or "release" not in out.stdout:
+            raise RuntimeError("Assertion error (compiler.hpp): return_code == 0")
+        self.flags = "-std=c++20 -I/fake/include --gpu-architecture=sm_90a -O3"
+
+    def build(self, name, code):
+        key = _hashlib.sha256(f"{name}$${self.flags}$${code}".encode()).hexdigest()[:32]
+        final = _os.path.join(self.cache, "cache", f"kernel.{name}.{key}")
+        if final in _LOADED:
+            return
+        if _os.path.isdir(final):
+            if not (_os.path.exists(_os.path.join(final, "kernel.cu"))
+                    and _os.path.exists(_os.path.join(final, "kernel.cubin"))):
+                raise RuntimeError("Assertion error: Corrupted JIT cache directory")
+            _LOADED.add(final)
+            return
+        tmp_root = _os.path.join(self.cache, "tmp")
+        tmp = _os.path.join(tmp_root, _uuid.uuid4().hex)
+        _os.makedirs(tmp)
+        cu = _os.path.join(tmp, "kernel.cu")
+        with open(cu, "w") as f:
+            f.write(code)
+        cmd = f"cd {tmp_root} && {self.nvcc} {cu} -cubin -o {tmp}/kernel.cubin {self.flags}"
+        out = _subprocess.run(cmd, shell=True, capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError(f"Assertion error (compiler.hpp): NVCC compilation failed: {out.stdout}{out.stderr}")
+        _os.makedirs(_os.path.dirname(final), exist_ok=True)
+        try:
+            _os.rename(tmp, final)
+        except OSError:  # another process won
+            _shutil.rmtree(tmp, ignore_errors=True)
+        BUILDS.append(name)
+        _LOADED.add(final)
+
+
+def _build(name, **params):
+    global _COMPILER
+    if _COMPILER is None:
+        _COMPILER = _Compiler()
+    code = "// Includes' hash value: fake\n#include <deep_gemm/impls/%s.cuh>\n" % name + "".join(
+        f"{k}={v};\n" for k, v in sorted(params.items()))
+    _COMPILER.build(name, code)
+
+
+def _gemm_config(m, n, k):
+    block_m = 64 if m <= 64 else (128 if m <= 1024 else 256)
+    block_n = 128 if (n // 128) % 2 else 256
+    return dict(block_m=block_m, block_n=block_n, stages=4 if k >= 4096 else 6)
+
+
+def _check_sf(sf, rows):
+    if sf.dim() == 2 and rows > 1 and sf.stride(0) != 1:
+        # a K-major activation scale is transposed by its own JIT kernel first
+        _build("transpose_fp32", sf_k=sf.shape[1])
+
+
+def fp8_fp4_gemm_nt(a, b, d, c=None, recipe=None, recipe_a=None, recipe_b=None, compiled_dims='',
+                    disable_ue8m0_cast=False):
+    m, k = a[0].shape
+    n = b[0].shape[0]
+    if n % 64:
+        raise RuntimeError("Assertion error (gemm.hpp): n % 64 == 0")
+    _check_sf(a[1], m)
+    _build("sm90_fp8_gemm_1d2d", **_gemm_config(m, n, k))
+
+
+fp8_gemm_nt = fp8_fp4_gemm_nt
+
+
+def bf16_gemm_nt(a, b, d, c=None, compiled_dims=''):
+    m, k = a.shape
+    _build("sm90_bf16_gemm", **_gemm_config(m, b.shape[0], k))
+
+
+def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, grouped_layout, recipe=None, recipe_a=None, recipe_b=None,
+                                         compiled_dims='nk', disable_ue8m0_cast=False, use_psum_layout=False,
+                                         ensure_zero_padding=True, expected_m_for_psum_layout=None):
+    m, k = a[0].shape
+    g, n, _ = b[0].shape
+    _build("sm90_m_grouped_fp8_gemm_contiguous", groups=g, **_gemm_config(m // g + 1, n, k))
+
+
+m_grouped_fp8_gemm_nt_contiguous = m_grouped_fp8_fp4_gemm_nt_contiguous
+
+
+def m_grouped_fp8_fp4_gemm_nt_masked(a, b, d, masked_m, expected_m, recipe=None, recipe_a=None, recipe_b=None,
+                                     compiled_dims='nk', disable_ue8m0_cast=False):
+    g, max_m, k = a[0].shape
+    n = b[0].shape[1]
+    _build("sm90_fp8_m_grouped_gemm_masked", groups=g, max_m=max_m, **_gemm_config(expected_m, n, k))
+
+
+fp8_m_grouped_gemm_nt_masked = m_grouped_fp8_fp4_gemm_nt_masked
+
+
+def get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms, indices=None):
+    _build("paged_mqa_logits_metadata", block_kv=block_kv, num_sms=num_sms)
+    return _R.get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms)
+
+
+def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
+                         clean_logits=False, indices=None):
+    b, next_n, h, dim = q.shape
+    _build("sm90_fp8_paged_mqa_logits", heads=h, head_dim=dim, next_n=next_n, aligned_batch=-(-b // 32) * 32)
+    return torch.zeros((b * next_n, max_context_len), dtype=torch.float32)
+'''
+
+
+def source(version: str = "0.1.4") -> str:
+    from bench.stand_in import source as stand_in
+
+    return stand_in(version) + JIT
+
+
+def write_nvcc(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "nvcc"
+    path.write_text(FAKE_NVCC)
+    path.chmod(0o755)
+    return path

@@ -1,0 +1,454 @@
+"""dgcompat.warmup: description, dedupe, locks, cache folders, the stand-in compiler, the CLI, and whole
+warmups against a fake deep_gemm whose JIT runs a fake NVCC (tests/fake_jit.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+import dgcompat
+from dgcompat import jit_warmup as W
+from dgcompat._warmup_worker import STAND_IN, lock_kernel, read_log
+from dgcompat.errors import BadArgumentError, DeepGemmUnavailableError, UnsupportedFeatureError
+
+from . import fake_jit
+from .conftest import write_dist
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+# ---- the description -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("make, arg", [
+    (lambda: W.DenseGemm(256, 100), "k"),
+    (lambda: W.DenseGemm(0, 128), "n"),
+    (lambda: W.DenseGemm(256, 128, "fp16"), "dtype"),  # type: ignore[arg-type]
+    (lambda: W.GroupedGemm(8, 256, 128, "masked"), "max_m"),
+    (lambda: W.GroupedGemm(8, 256, 128, "contiguous", max_m=64), "max_m"),
+    (lambda: W.GroupedGemm(8, 256, 128, "ragged"), "layout"),  # type: ignore[arg-type]
+    (lambda: W.PagedIndexer(64, next_n=0), "next_n"),
+    (lambda: W.MPolicy.values([]), "ms"),
+    (lambda: W.MPolicy.every(0), "max_m"),
+    (lambda: W.WarmupSpec((), W.MPolicy.values([1])), "shapes"),
+    (lambda: W.WarmupSpec((W.DenseGemm(256, 128),), [1, 2]), "m"),  # type: ignore[arg-type]
+])
+def test_bad_descriptions_are_typed_errors(make: Callable[[], Any], arg: str) -> None:
+    with pytest.raises(BadArgumentError) as info:
+        make()
+    assert info.value.argument == arg
+
+
+def test_plan_dedupes_and_applies_layout_rules() -> None:
+    dense = W.DenseGemm(256, 512)
+    contiguous = W.GroupedGemm(4, 256, 512)
+    masked = W.GroupedGemm(4, 256, 512, "masked", max_m=64)
+    spec = W.WarmupSpec((dense, dense, contiguous, masked), W.MPolicy.values([3, 1, 3, 100, 200]))
+    calls = W.plan_calls(spec)
+    assert [c.m for c in calls if c.shape == dense] == [1, 3, 100, 200]
+    assert [c.m for c in calls if c.shape == contiguous] == [128, 256]  # rounded to the alignment, deduped
+    assert [c.m for c in calls if c.shape == masked] == [1, 3]  # expected_m <= max_m
+    assert len(calls) == len({(c.shape, c.m) for c in calls})
+
+
+def test_m_policies() -> None:
+    assert W.MPolicy.every(5).grid() == (1, 2, 3, 4, 5)
+    grid = W.MPolicy.changes(5000).grid()
+    assert grid[:64] == tuple(range(1, 65)) and 72 in grid and 71 not in grid
+    assert 4096 in grid and 4100 not in grid and 4224 in grid and grid[-1] == 5000
+    assert len(grid) == 64 + 56 + 112 + 7 + 1
+
+
+def test_worker_memory_estimate() -> None:
+    small, big = (W.scratch_bytes(W.Call(W.DenseGemm(7168, 16384), m)) for m in (1, 4096))
+    assert big > 4096 * 16384 > small
+    assert W.weight_bytes(W.DenseGemm(7168, 16384)) > 7168 * 16384
+    moe = [W.Call(W.GroupedGemm(32, 4096, 7168), 128), W.Call(W.GroupedGemm(32, 4096, 7168, "masked", max_m=8), 8)]
+    # the two layouts share one (32, 4096, 7168) weight in a worker
+    assert W.worker_bytes(moe) < W.WORKER_OVERHEAD_BYTES + 2 * 32 * 4096 * 7168
+
+
+# ---- the cache folder ----------------------------------------------------------------------------
+
+def test_cache_folder_per_release_and_torch(fake_site: Callable[..., Path], tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.metadata as md
+
+    monkeypatch.delenv("DG_JIT_CACHE_DIR", raising=False)
+    monkeypatch.delenv("DGCOMPAT_JIT_CACHE_ROOT", raising=False)
+    fake_site("sgl-deep-gemm", "0.1.4", "")
+    torch_mm = ".".join(md.version("torch").split("+")[0].split(".")[:2])
+    folder = W.jit_cache_dir(tmp_path)
+    assert folder == tmp_path / f"dgcompat-sgl-deep-gemm-0.1.4-torch{torch_mm}"
+    assert W.jit_cache_dir(tmp_path, isolate=False) == tmp_path
+    fake_site("sgl-deep-gemm", "0.1.5", "")
+    assert W.jit_cache_dir(tmp_path) != folder  # a wheel swap gets a new folder
+
+
+def test_use_jit_cache_dir_is_stable(fake_site: Callable[..., Path], tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_site("sgl-deep-gemm", "0.1.4", "")
+    monkeypatch.delenv("DGCOMPAT_JIT_CACHE_ROOT", raising=False)
+    monkeypatch.setenv("DG_JIT_CACHE_DIR", str(tmp_path))
+    first = W.use_jit_cache_dir()
+    assert os.environ["DG_JIT_CACHE_DIR"] == str(first) and first.parent == tmp_path
+    assert W.use_jit_cache_dir() == first  # not nested again
+    assert W.jit_cache_dir() == first  # what warmup would fill is what the engine reads
+
+
+# ---- locks -------------------------------------------------------------------------------------
+
+def test_lock_is_exclusive_across_processes(tmp_path: Path) -> None:
+    fd = lock_kernel(tmp_path, "abc", blocking=False)
+    assert fd is not None
+    probe = ("import sys; from pathlib import Path; from dgcompat._warmup_worker import lock_kernel; "
+             f"print(lock_kernel(Path({str(tmp_path)!r}), 'abc', blocking=False) is None)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), *sys.path])}
+    busy = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
+    assert busy.stdout.strip() == "True", busy.stderr
+    os.close(fd)
+    free = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
+    assert free.stdout.strip() == "False", free.stderr
+
+
+_CLAIMER = textwrap.dedent("""
+    import os, sys, time
+    from pathlib import Path
+    from dgcompat._warmup_worker import lock_kernel
+    cache = Path(sys.argv[1])
+    for ident in sys.argv[2:]:
+        fd = lock_kernel(cache, ident, blocking=True)
+        try:
+            done = cache / (ident + ".done")
+            if not done.exists():  # the discipline the workers follow: build only what is missing, under the lock
+                with open(cache / "builds.log", "a") as f:
+                    f.write(ident + "\\n")
+                time.sleep(0.05)
+                done.write_text("x")
+        finally:
+            os.close(fd)
+""")
+
+
+def test_several_processes_build_each_kernel_once(tmp_path: Path) -> None:
+    ids = [f"k{i}" for i in range(6)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), *sys.path])}
+    procs = [subprocess.Popen([sys.executable, "-c", _CLAIMER, str(tmp_path), *(ids[j:] + ids[:j])], env=env)
+             for j in range(4)]
+    assert all(p.wait(timeout=120) == 0 for p in procs)
+    built = (tmp_path / "builds.log").read_text().split()
+    assert sorted(built) == ids
+
+
+# ---- the stand-in compiler ---------------------------------------------------------------------
+
+@pytest.fixture
+def stand_in(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    script = tmp_path / "stand-in.sh"
+    script.write_text(STAND_IN)
+    script.chmod(0o755)
+    nvcc = fake_jit.write_nvcc(tmp_path / "bin")
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "kernel.cu").write_text("template<int BLOCK_M> kernel; BLOCK_M=64;")
+
+    def run(mode: str, *args: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "DGCOMPAT_WARMUP_NVCC": str(nvcc), "DGCOMPAT_WARMUP_MODE": mode,
+               "DGCOMPAT_WARMUP_LOG": str(tmp_path / "log"), "FAKE_NVCC_LOG": str(tmp_path / "nvcc.log"),
+               "FAKE_NVCC_SECONDS": "0"}
+        argv = args or (str(tmp_path / "build" / "kernel.cu"), "-cubin", "-o", str(tmp_path / "build" / "k.cubin"),
+                        "-std=c++20", "--gpu-architecture=sm_90a")
+        return subprocess.run([str(script), *argv], capture_output=True, text=True, env=env)
+
+    return run
+
+
+def test_stand_in_identifies_without_compiling(stand_in: Callable[..., Any], tmp_path: Path) -> None:
+    out = stand_in("identify")
+    assert out.returncode == 86
+    (rec,) = read_log(tmp_path / "log")
+    assert rec.action == "identified" and len(rec.identity) == 32
+    assert rec.source.endswith("kernel.cu")
+    assert not (tmp_path / "nvcc.log").exists()
+    assert read_log(tmp_path / "log") == []  # read_log empties the log
+    assert stand_in("identify").returncode == 86
+    assert read_log(tmp_path / "log")[0].identity == rec.identity  # deterministic
+
+
+def test_stand_in_digest_covers_source_and_flags(stand_in: Callable[..., Any], tmp_path: Path) -> None:
+    stand_in("identify")
+    base = read_log(tmp_path / "log")[0].identity
+    cu = str(tmp_path / "build" / "kernel.cu")
+    stand_in("identify", cu, "-cubin", "-o", str(tmp_path / "build" / "other.cubin"), "-std=c++20",
+             "--gpu-architecture=sm_90a")
+    assert read_log(tmp_path / "log")[0].identity == base  # the output path is not part of it
+    stand_in("identify", cu, "-cubin", "-o", str(tmp_path / "elsewhere" / "uuid.cubin"), "-std=c++20",
+             "--gpu-architecture=sm_90a")
+    assert read_log(tmp_path / "log")[0].identity == base  # nor where it goes
+    stand_in("identify", cu, "-cubin", "-o", "x", "-std=c++20", "--gpu-architecture=sm_100a")
+    assert read_log(tmp_path / "log")[0].identity != base
+    (tmp_path / "build" / "kernel.cu").write_text("template<int BLOCK_M> kernel; BLOCK_M=128;")
+    stand_in("identify")
+    assert read_log(tmp_path / "log")[0].identity != base
+
+
+def test_stand_in_compiles_only_the_named_kernel(stand_in: Callable[..., Any], tmp_path: Path) -> None:
+    stand_in("identify")
+    ident = read_log(tmp_path / "log")[0].identity
+    refused = stand_in("compile:" + "0" * 32)
+    assert refused.returncode == 86 and read_log(tmp_path / "log")[0].action == "refused"
+    assert not (tmp_path / "nvcc.log").exists()
+    done = stand_in("compile:" + ident)
+    assert done.returncode == 0, done.stderr
+    assert read_log(tmp_path / "log")[0].action == "compiled"
+    assert (tmp_path / "build" / "k.cubin").exists()
+    assert len((tmp_path / "nvcc.log").read_text().splitlines()) == 1
+
+
+def test_stand_in_passes_version_and_pass_mode(stand_in: Callable[..., Any], tmp_path: Path) -> None:
+    assert "release 12.9" in stand_in("identify", "--version").stdout
+    assert stand_in("pass").returncode == 0
+    assert read_log(tmp_path / "log") == []
+
+
+# ---- the reference backend, nothing installed, the CLI ----------------------------------------------
+
+SPEC = W.WarmupSpec((W.DenseGemm(256, 512), W.DenseGemm(384, 1024)), W.MPolicy.values([1, 2, 64, 65, 300, 2000]))
+
+
+def test_reference_backend_is_a_reported_no_op(clean_dgcompat: None, monkeypatch: pytest.MonkeyPatch,
+                                               tmp_path: Path) -> None:
+    monkeypatch.setenv("DGCOMPAT_BACKEND", "reference")
+    report = dgcompat.warmup(SPEC, cache_dir=tmp_path)
+    assert (report.method, report.kernels, report.compiled, report.cached, report.workers) == ("none", 0, 0, 0, 0)
+    assert report.calls == 12 and "no-op" in report.summary()
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_nothing_installed_is_a_typed_error(fake_site: Callable[..., Path], monkeypatch: pytest.MonkeyPatch,
+                                            tmp_path: Path) -> None:
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if not (Path(p) / "deep_gemm").exists()])
+    dgcompat.reset()
+    if dgcompat.release().installed:
+        pytest.skip("a deep_gemm is installed on this machine")
+    with pytest.raises(DeepGemmUnavailableError):
+        dgcompat.warmup(SPEC, cache_dir=tmp_path)
+
+
+def test_warmup_argument_errors(clean_dgcompat: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DGCOMPAT_BACKEND", "reference")
+    with pytest.raises(BadArgumentError):
+        dgcompat.warmup(SPEC, workers=0)
+    with pytest.raises(BadArgumentError):
+        dgcompat.warmup(SPEC, device=-1)
+    with pytest.raises(BadArgumentError):
+        dgcompat.warmup("dense 256x512")  # type: ignore[arg-type]
+    with pytest.raises(BadArgumentError, match="every M exceeds"):
+        dgcompat.warmup(W.WarmupSpec((W.GroupedGemm(4, 256, 512, "masked", max_m=8),), W.MPolicy.values([16])))
+
+
+def test_cli_parses_and_reports(clean_dgcompat: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    from dgcompat_conformance.cli import main
+    from dgcompat_conformance.warmup_cli import _parser, build_spec
+
+    spec = build_spec(_parser().parse_args(["--dense", "256,512", "--dense", "256,512,bf16", "--grouped",
+                                            "8,256,512,masked,64", "--grouped", "8,256,512", "--indexer",
+                                            "64,128,64,2", "--max-m", "300", "--policy", "changes"]))
+    assert spec.shapes == (W.DenseGemm(256, 512), W.DenseGemm(256, 512, "bf16"),
+                           W.GroupedGemm(8, 256, 512, "masked", "fp8", 64), W.GroupedGemm(8, 256, 512),
+                           W.PagedIndexer(64, 128, 64, 2))
+    assert spec.m == W.MPolicy.changes(300)
+    monkeypatch.setenv("DGCOMPAT_BACKEND", "reference")
+    assert main(["warmup", "--preset", "deepseek-v3", "--json", "--cache-dir", str(tmp_path)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["method"] == "none" and report["calls"] == 6 * len(set(
+        [2 ** i for i in range(13)] + list(range(7, 257, 7))))
+    assert main(["warmup", "--dense", "256,100", "--ms", "1"]) == 2
+    assert "multiple of 128" in capsys.readouterr().err
+    assert main(["warmup", "--dense", "256,512"]) == 2  # no M given
+    assert main(["warmup", "--print-cache-dir", "--cache-dir", str(tmp_path), "--no-isolate"]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path)
+
+
+# ---- whole warmups against the fake JIT -----------------------------------------------------------
+
+@pytest.fixture
+def jit_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_dgcompat: None) -> dict[str, Any]:
+    """A fake sgl-deep-gemm 0.1.4 with a JIT, first on the path of this process and of its workers."""
+    site = tmp_path / "site"
+    write_dist(site, "sgl-deep-gemm", "0.1.4", {"deep_gemm/__init__.py": fake_jit.source("0.1.4")})
+    nvcc = fake_jit.write_nvcc(tmp_path / "bin")
+    env = {"PYTHONPATH": os.pathsep.join([str(site), str(REPO), str(REPO / "conformance")]),
+           "DGCOMPAT_ALLOW_TORCH_MISMATCH": "1", "DGCOMPAT_ARCH": "sm90", "DG_JIT_NVCC_COMPILER": str(nvcc),
+           "FAKE_NVCC_LOG": str(tmp_path / "nvcc.log"), "FAKE_NVCC_SECONDS": "0.05"}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("DG_JIT_USE_NVRTC", raising=False)
+    monkeypatch.syspath_prepend(str(site))
+    dgcompat.reset()
+    return {"env": {**os.environ, **env}, "cache": tmp_path / "cache", "log": tmp_path / "nvcc.log",
+            "site": site}
+
+
+def _compiles(log: Path) -> list[str]:
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def _serve_all(jit: dict[str, Any], spec_code: str) -> str:
+    """Make every call of the spec in a fresh process on the warm cache; return its stdout."""
+    code = textwrap.dedent(f"""
+        import dgcompat
+        from dgcompat import jit_warmup as W
+        from dgcompat._warmup_calls import Runner
+        dgcompat.use_jit_cache_dir({str(jit['cache'])!r})
+        spec = {spec_code}
+        r = Runner(0)
+        for c in W.plan_calls(spec):
+            r.run(c.shape, c.m)
+        print("served")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=jit["env"], timeout=300)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+SPEC_CODE = ("W.WarmupSpec((W.DenseGemm(256, 512), W.DenseGemm(384, 1024)), "
+             "W.MPolicy.values([1, 2, 64, 65, 300, 2000]))")
+
+
+def test_cold_then_warm(jit_env: dict[str, Any]) -> None:
+    cold = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    compiles = _compiles(jit_env["log"])
+    # The fake picks block_m 64 / 128 / 256 by M and block_n by N: 3 kernels per shape.
+    assert (cold.method, cold.calls, cold.kernels, cold.compiled, cold.cached) == ("stand-in", 12, 6, 6, 0)
+    assert len(compiles) == 6 and len(set(compiles)) == 6
+    assert len(cold.compiled_ids) == 6
+    entries = sorted((W.jit_cache_dir(jit_env["cache"]) / "cache").iterdir())
+    assert len(entries) == 6 and all((e / "kernel.cubin").exists() for e in entries)
+    assert not any((W.jit_cache_dir(jit_env["cache"]) / "tmp").iterdir())  # no leftovers of identification
+
+    warm = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    assert (warm.kernels, warm.compiled, warm.cached) == (6, 0, 6)
+    assert len(_compiles(jit_env["log"])) == 6
+    assert "served" in _serve_all(jit_env, SPEC_CODE)
+    assert len(_compiles(jit_env["log"])) == 6  # serving needed nothing more
+
+
+def test_two_processes_share_one_cache(jit_env: dict[str, Any]) -> None:
+    code = textwrap.dedent(f"""
+        import json, dgcompat
+        from dgcompat import jit_warmup as W
+        if __name__ == "__main__":
+            r = dgcompat.warmup({SPEC_CODE}, cache_dir={str(jit_env['cache'])!r}, workers=1, progress=False)
+            print(json.dumps([r.compiled, r.cached, list(r.compiled_ids)]))
+    """)
+    script = jit_env["cache"].parent / "rank.py"
+    script.write_text(code)
+    env = {**jit_env["env"], "FAKE_NVCC_SECONDS": "0.3"}
+    procs = [subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=env) for _ in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1] for o in outs]
+    results = [json.loads(o[0].strip().splitlines()[-1]) for o in outs]
+    compiled_ids = [i for r in results for i in r[2]]
+    assert sum(r[0] for r in results) == 6 and len(set(compiled_ids)) == 6  # each kernel compiled once in all
+    assert all(r[0] + r[1] == 6 for r in results)
+    compiles = _compiles(jit_env["log"])
+    assert len(compiles) == 6 and len(set(compiles)) == 6
+
+
+def test_calls_needing_two_kernels_and_bisection(jit_env: dict[str, Any]) -> None:
+    spec = W.WarmupSpec((W.PagedIndexer(64, 128, 64, 1, 256), W.DenseGemm(256, 512)), W.MPolicy.changes(300))
+    report = dgcompat.warmup(spec, cache_dir=jit_env["cache"], workers=2, progress=False)
+    compiles = _compiles(jit_env["log"])
+    assert len(compiles) == len(set(compiles)) == report.compiled
+    # indexer: one schedule kernel + one logits kernel per align(B, 32) for B <= 300 (10); dense: block_m 64, 128
+    assert report.compiled == 1 + 10 + 2
+    served = _serve_all(jit_env, "W.WarmupSpec((W.PagedIndexer(64, 128, 64, 1, 256), W.DenseGemm(256, 512)), "
+                                 "W.MPolicy.every(300))")
+    assert "served" in served and len(_compiles(jit_env["log"])) == report.compiled  # every M was covered
+
+
+def test_unsupported_shape_is_a_typed_error(jit_env: dict[str, Any]) -> None:
+    spec = W.WarmupSpec((W.DenseGemm(256, 512), W.DenseGemm(200, 512)), W.MPolicy.values([1, 2]))
+    with pytest.raises(UnsupportedFeatureError) as info:
+        dgcompat.warmup(spec, cache_dir=jit_env["cache"], workers=1, progress=False)
+    assert "N=200" in str(info.value) and "n % 64" in str(info.value)
+
+
+def test_nvrtc_falls_back_to_real_calls(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DG_JIT_USE_NVRTC", "1")
+    report = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    assert report.method == "calls" and any("NVRTC" in n for n in report.notes)
+    assert report.compiled == len(_compiles(jit_env["log"])) == 6  # one shape per worker: no kernel twice here
+
+
+def test_a_jit_ignoring_the_stand_in_falls_back(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_FIXED_NVCC", jit_env["env"]["DG_JIT_NVCC_COMPILER"])
+    report = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=1, progress=False)
+    assert report.method == "calls"
+    assert any("does not build kernels through DG_JIT_NVCC_COMPILER" in n for n in report.notes)
+    assert report.compiled == 6  # counted as new cache entries
+
+
+def test_bench_render_and_checks() -> None:
+    from bench import warmup as B
+
+    assert len(B.MS) == 49 and B.MS[0] == 1 and B.MS[-1] == 4096 and 7 in B.MS and 252 in B.MS
+    report = {"release": "sgl-deep-gemm 0.1.4", "method": "stand-in", "workers": 16, "wall_s": 11.0,
+              "start_s": 3.0, "identify_s": 3.4, "wall_s_with_start": 11.5, "compiled": 37, "cached": 0,
+              "notes": []}
+    res = {"shapes": [list(s) for s in B.SHAPES], "ms": list(B.MS), "calls": 294,
+           "serial": {"calls": 49, "calls_s": 20.0, "wall_s": 22.0, "entries": 7, "extrapolated": True,
+                      "estimate_s": 120.0},
+           "cold": report, "warm": {**report, "compiled": 0, "cached": 37, "wall_s": 4.0, "method": "record"},
+           "warm_checked": {**report, "compiled": 0, "cached": 37, "wall_s": 4.5},
+           "serve": {"calls_s": 1.0, "wall_s": 4.0, "new_entries": 0},
+           "shared": {"ranks": 8, "rank_workers": 2, "wall_s": 20.0, "compiled_per_rank": [5] * 7 + [2],
+                      "compiled_total": 37, "compiled_distinct": 37, "entries": 37},
+           "checks": {"warmup_cache_matches_serial": None}}
+    text = B.render(res)
+    assert "120.0 s (extrapolated from 49 calls in 20.0 s)" in text
+    assert "| dgcompat.warmup, warm start (record) | 4.0 s" in text and "37 (37 distinct" in text
+    assert "every call checked (fresh=True) | 4.5 s" in text
+
+
+def test_a_recorded_warmup_returns_at_once(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(W, "nvidia_smi", lambda query, device: "NVIDIA H200, 9.0")  # the record needs a GPU model
+    cold = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    assert cold.method == "stand-in" and cold.compiled == 6
+    again = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    assert (again.method, again.kernels, again.compiled, again.cached, again.workers) == ("record", 6, 0, 6, 0)
+    other = W.WarmupSpec(SPEC.shapes, W.MPolicy.values([1, 2, 64, 65, 300]))  # another description: no record
+    assert dgcompat.warmup(other, cache_dir=jit_env["cache"], workers=1, progress=False).method == "stand-in"
+    folder = W.jit_cache_dir(jit_env["cache"])
+    import shutil
+
+    shutil.rmtree(sorted((folder / "cache").iterdir())[0])  # an entry vanished: the record no longer holds
+    redo = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    assert (redo.method, redo.compiled, redo.cached) == ("stand-in", 1, 5)
+    assert dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=1, progress=False, fresh=True).method == "stand-in"
+    assert len(_compiles(jit_env["log"])) == 7
+
+
+def test_the_calling_process_loads_neither_torch_nor_deep_gemm(jit_env: dict[str, Any]) -> None:
+    code = textwrap.dedent(f"""
+        import json, sys
+        import dgcompat
+        if __name__ == "__main__":
+            spec = dgcompat.WarmupSpec((dgcompat.DenseGemm(256, 512),), dgcompat.MPolicy.values([1, 100]))
+            r = dgcompat.warmup(spec, cache_dir={str(jit_env['cache'])!r}, workers=1, progress=False)
+            print(json.dumps([r.compiled, "torch" in sys.modules, "deep_gemm" in sys.modules]))
+    """)
+    script = jit_env["cache"].parent / "parent.py"
+    script.write_text(code)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=jit_env["env"],
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [2, False, False]
