@@ -19,8 +19,8 @@ import threading
 from types import ModuleType
 from typing import Any, Callable
 
-from .errors import DeepGemmUnavailableError, IncompatibleBuildError
-from .detection import release
+from .errors import DeepGemmUnavailableError, IncompatibleBuildError, UnidentifiedBuildError
+from .detection import VENDORED, backend_choice, release
 
 __all__ = ["lock", "Slots", "backend_name", "load", "loaded_module", "reset", "register_reset"]
 
@@ -32,10 +32,10 @@ _resets: list[Callable[[], None]] = []
 
 def backend_name() -> str:
     """``"deep_gemm"``, ``"reference"`` or ``"none"`` (nothing installed and nothing chosen)."""
-    choice = os.environ.get("DGCOMPAT_BACKEND", "auto").strip().lower() or "auto"
+    choice = backend_choice()
     if choice == "reference":
         return "reference"
-    if choice in ("deep_gemm", "deep-gemm"):
+    if choice == "deep_gemm" or choice in (v[0] for v in VENDORED):  # a vendored copy is a deep_gemm backend
         return "deep_gemm"
     return "deep_gemm" if release().installed else "none"
 
@@ -53,14 +53,18 @@ def _import_deep_gemm() -> ModuleType:
             "install a certified pairing (see `dgcompat pin`) or set DGCOMPAT_BACKEND=reference to run on "
             "dgcompat's pure-torch reference backend"
         )
+    if rel.refusal is not None:
+        raise UnidentifiedBuildError(rel.refusal)
     if rel.torch_ok is False and os.environ.get("DGCOMPAT_ALLOW_TORCH_MISMATCH") != "1":
         raise IncompatibleBuildError(
-            f"{rel.label} is incompatible with torch {rel.torch} (built for torch{rel.expected_torch}): its native "
+            f"{rel.label} is incompatible with torch {rel.torch} ("
+            f"{'its stable-ABI library needs torch' if rel.torch_rule == 'minimum' else 'built for torch'}"
+            f"{rel.expected_torch}): its native "
             f"library would fail to load or mis-read every tensor. Install torch{rel.expected_torch}, or a "
             f"deep_gemm built for torch {rel.torch}. (DGCOMPAT_ALLOW_TORCH_MISMATCH=1 imports it anyway.)"
         )
     try:
-        return importlib.import_module("deep_gemm")
+        return importlib.import_module(rel.module)  # "deep_gemm", or a vendored copy's import name
     except BaseException as exc:  # OSError (undefined symbol), AssertionError (no CUDA toolkit), ...
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise

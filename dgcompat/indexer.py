@@ -78,6 +78,7 @@ def _bind_mqa() -> Callable[..., Any]:
             seqlen = caps.mqa_max_seqlen_k
             as_tensor = caps.raw_ffi_returns
             heads = caps.paged_heads
+            pair = caps.mqa_q_form == "pair"  # 2.8.1 indexes q[0], q[1] unchecked: never pass a bare q
 
             def impl(q: Any, kv: Any, w: Any, ks: Any, ke: Any, clean: bool, max_k: int | None) -> Any:
                 q, w = _pad_heads(fn, q, w, heads)
@@ -88,7 +89,7 @@ def _bind_mqa() -> Callable[..., Any]:
                 elif native_clean:
                     out = target(q, kv, w, ks, ke, clean, max_k or 0)
                 else:
-                    out = target(q, kv, w, ks, ke, max_k or 0)
+                    out = target((q, None) if pair else q, kv, w, ks, ke, max_k or 0)
                     if clean:
                         out = as_torch(out)
                         _mask_ragged(out, ks, ke, compressed=bool(max_k))

@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import re
 import shutil
-import struct
 import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+
+from dgcompat import _elf
 
 __all__ = [
     "NativeParam",
@@ -117,43 +118,10 @@ class NativeLibrary:
 # ELF: the defined dynamic symbols
 # ---------------------------------------------------------------------------------------------
 
-_SHT_DYNSYM = 11
-
-
 def _elf_exports(data: bytes) -> list[str] | None:
     """Names of defined global/weak symbols in ``.dynsym``; ``None`` if ``data`` is no ELF we read."""
-    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] not in (1, 2) or data[5] not in (1, 2):
-        return None
-    is64 = data[4] == 2
-    end = "<" if data[5] == 1 else ">"
-    try:
-        if is64:
-            (shoff,) = struct.unpack_from(end + "Q", data, 0x28)
-            shentsize, shnum = struct.unpack_from(end + "HH", data, 0x3A)
-            sh_fmt, sym_fmt = end + "IIQQQQIIQQ", end + "IBBHQQ"
-        else:
-            (shoff,) = struct.unpack_from(end + "I", data, 0x20)
-            shentsize, shnum = struct.unpack_from(end + "HH", data, 0x2E)
-            sh_fmt, sym_fmt = end + "IIIIIIIIII", end + "IIIBBH"
-        sections = [struct.unpack_from(sh_fmt, data, shoff + i * shentsize) for i in range(shnum)]
-        names: list[str] = []
-        for sec in sections:
-            if sec[1] != _SHT_DYNSYM:
-                continue
-            offset, size, link, entsize = sec[4], sec[5], sec[6], sec[9]
-            str_off = sections[link][4]
-            for pos in range(offset + entsize, offset + size, entsize):  # entry 0 is the null symbol
-                if is64:
-                    st_name, st_info, _other, st_shndx, _value, _size = struct.unpack_from(sym_fmt, data, pos)
-                else:
-                    st_name, _value, _size, st_info, _other, st_shndx = struct.unpack_from(sym_fmt, data, pos)
-                if st_shndx == 0 or (st_info >> 4) not in (1, 2):  # undefined, or local binding
-                    continue
-                stop = data.index(b"\x00", str_off + st_name)
-                names.append(data[str_off + st_name : stop].decode("ascii", "replace"))
-        return names
-    except (struct.error, IndexError, ValueError):
-        return None
+    syms = _elf.read_dynamic_bytes(data)  # the runtime's reader: one ELF mechanism for both wings
+    return None if syms is None else list(syms.defined)
 
 
 def has_python_init(so_bytes: bytes, module: str) -> bool:
