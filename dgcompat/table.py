@@ -209,18 +209,37 @@ ROWS: tuple[Row, ...] = (
         "SM90 kernel packs next_n*heads into one WGMMA; next_n=3 needs DeepGEMM PR #340",
         "the SM90 kernel accepts next_n 3/4 (then widen the row)"),
     Row("paged_heads", REF, "", {"sm90": (), "sm100": (), "sm120": ()}, "-", "-", "never"),
+    # What the indexer kernels take on each architecture. "fp8-f32": FP8 q (no scale), float32
+    # per-token KV scales, float32 weights, float32 logits (the stable contract). "mx-bf16": q
+    # with packed-UE8M0 int32 MX scales (one int32 per 128 values), MX KV scales, bf16 weights,
+    # bf16 logits; see dgcompat._sm100 for what dgcompat does there.
+    Row("indexer_inputs", REF, "", {"sm90": "fp8-f32", "sm100": "fp8-f32", "sm120": "fp8-f32"}, "-", "-", "never"),
+    Row("indexer_inputs", SGL, ">=0.2.5", {"sm90": "fp8-f32", "sm100": "mx-bf16", "sm120": "fp8-f32"},
+        "SM100: fp8_fp4_*mqa_logits((q, q_sf int32 UE8M0), ...) with bf16 weights -> bf16 logits",
+        "host asserts of 0.2.5's _C.so: is_mx_sf == (arch_major == 10 or (arch_major == 12 and is_fp4)); "
+        "weights.scalar_type() == (arch_major == 10 ? kBFloat16 : kFloat32)", "a release takes FP32 scales on SM100 again"),
+    Row("indexer_inputs", UP, ">=2.8", {"sm90": "fp8-f32", "sm100": "mx-bf16", "sm120": "fp8-f32"},
+        "SM100: fp8_fp4_*mqa_logits((q, q_sf int32 UE8M0), ...) with bf16 weights -> bf16 logits",
+        "host asserts of 2.8.1's _C_extension.abi3.so (the same conditions as sgl-deep-gemm 0.2.5)",
+        "a release takes FP32 scales on SM100 again"),
+    Row("indexer_inputs", ANY, "", {"sm90": "fp8-f32", "sm100": "fp8-f32", "sm120": "fp8-f32"},
+        "FP8 q, float32 KV scales and weights, float32 logits", "-", "never"),
     Row("paged_block_kv", REF, "", {"sm90": (), "sm100": (), "sm120": ()}, "-", "-", "never"),
-    Row("paged_block_kv", UP, ">=2.8", {"sm90": (32, 64), "sm100": (32, 64), "sm120": (32, 64, 128, 256)},
-        "get_paged_mqa_logits_metadata asserts block_kv in this set",
-        "vLLM's 2.8.1 build adds 32-token KV blocks on SM90", "never"),
-    Row("paged_block_kv", SGL, ">=0.2.5", {"sm90": (64,), "sm100": (32, 64), "sm120": (32, 64, 128, 256)},
-        "host assert of _C.so: SM120 block_kv widened to 32..256",
-        "sgl-deep-gemm 0.2.5 native contract", "never"),
-    Row("paged_block_kv", ANY, "", {"sm90": (64,), "sm100": (32, 64), "sm120": (64,)},
-        "host assert block_kv == 64 (SM90); 64 or 32 (SM100)", "upstream 2.6.1 attention.hpp", "never"),
+    Row("paged_block_kv", UP, ">=2.8", {"sm90": (32, 64), "sm100": (32, 64, 128), "sm120": (32, 64)},
+        "host assert (arch 10: 32/64/128) or (arch 9: 32/64) or (arch 12: 32/64)",
+        "vLLM's 2.8.1 build adds 32-token KV blocks on SM90 (strings of _C_extension.abi3.so)", "never"),
+    Row("paged_block_kv", SGL, ">=0.2.5", {"sm90": (64,), "sm100": (32, 64, 128), "sm120": (32, 64, 128, 256)},
+        "host assert (arch 10: 32/64/128) or (arch 9: 64) or (arch 12: 32/64/128/256)",
+        "sgl-deep-gemm 0.2.5 widened SM120 block_kv to 32..256 (strings of _C.so)", "never"),
+    Row("paged_block_kv", ANY, "", {"sm90": (64,), "sm100": (32, 64, 128), "sm120": (64,)},
+        "host assert (arch 10: 32/64/128) or (arch 12: 64) or (arch 9: 64)",
+        "strings of sgl-deep-gemm 0.2.3.post2's _C.so", "never"),
     Row("paged_heads", SGL, ">=0.2.5", {"sm90": (32, 64), "sm100": (16, 32, 64), "sm120": (16, 32, 64)},
         "host assert of 0.2.5's _C.so: num_heads == 16 or 32 or 64 (8 dropped)",
         "sgl-deep-gemm 0.2.5 native contract (see the native-contract intake)", "a release accepts 8 heads again"),
+    Row("paged_heads", UP, ">=2.8", {"sm90": (32, 64), "sm100": (16, 32, 64), "sm120": (16, 32, 64)},
+        "host assert of 2.8.1's _C_extension.abi3.so: num_heads == 16 or 32 or 64",
+        "upstream DeepGEMM 2.8 dropped 8 heads", "a release accepts 8 heads again"),
     Row("paged_heads", ANY, "", {"sm90": (32, 64), "sm100": (8, 16, 32, 64), "sm120": (8, 16, 32, 64)},
         "paged MQA kernels are instantiated for these head counts", "DeepGEMM kernel templates",
         "the kernels take any head count"),
@@ -247,6 +266,10 @@ ROWS: tuple[Row, ...] = (
         "never (dgcompat passes no compiled_dims: either default compiles a kernel per shape, results agree)"),
     Row("compiled_dims_default", SGL, "", "", "bf16_gemm_nt(..., compiled_dims='')",
         "sgl-deep-gemm compiles shape-generic bf16 kernels by default", "never (not passed)"),
+    Row("compiled_dims_default", SK, "", "", "bf16_gemm_nt(..., str compiled_dims=\"\")", "bundled schema",
+        "bundles are unsupported"),
+    Row("compiled_dims_default", SGK, "", "", "bf16_gemm_nt(..., str compiled_dims=\"\")", "bundled schema",
+        "bundles are unsupported"),
     Row("compiled_dims_default", ANY, "", "nk", "compiled_dims='nk'", "-", "never (not passed)"),
     Row("mk_alignment_arity", SGL, ">=0.2.0", 2,
         "get_theoretical_mk_alignment_for_contiguous_layout(expected_m=None, num_groups=None)",
@@ -370,6 +393,7 @@ class Capabilities:
     paged_native_next_n: tuple[int, ...]
     paged_heads: tuple[int, ...]
     paged_block_kv: tuple[int, ...]
+    indexer_inputs: str
     mqa_q_form: str
     compiled_dims_default: str
     mk_alignment_arity: int
@@ -398,8 +422,8 @@ class Capabilities:
         return "\n".join(lines)
 
 
-_PER_ARCH = {"paged_native_next_n", "paged_heads", "paged_block_kv"}
-_CONSERVATIVE = {"paged_native_next_n": (1,), "paged_heads": (), "paged_block_kv": ()}
+_PER_ARCH = {"paged_native_next_n", "paged_heads", "paged_block_kv", "indexer_inputs"}
+_CONSERVATIVE = {"paged_native_next_n": (1,), "paged_heads": (), "paged_block_kv": (), "indexer_inputs": "fp8-f32"}
 
 
 def compute(rel: Release, *, backend: str, arch: str | None, module: Any = None) -> Capabilities:

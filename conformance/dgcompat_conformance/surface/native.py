@@ -50,6 +50,7 @@ __all__ = [
     "normalize_schema_type",
     "demangle_params",
     "has_python_init",
+    "host_assert_texts",
 ]
 
 BINDING_TVM_FFI = "tvm-ffi"
@@ -747,6 +748,40 @@ def torch_build_fingerprint(so_bytes: bytes) -> str | None:
     ``TensorImpl.h`` assertions are present); ``None`` when nothing is known.
     """
     return _fingerprint(torch_header_lines(so_bytes))
+
+
+# ---------------------------------------------------------------------------------------------
+# host asserts: the native contract
+# ---------------------------------------------------------------------------------------------
+
+# DG_HOST_ASSERT(cond) keeps ``#cond`` verbatim in the read-only data: a NUL-terminated C++
+# condition such as ``num_heads == 16 or num_heads == 32``. These are the conditions a release
+# enforces on its inputs, invisible in the Python surface.
+_CSTRING_RE = re.compile(rb"(?<=\x00)[\x20-\x7e]{4,600}(?=\x00)")
+_CONDITION_RE = re.compile(r"(==|!=|<=|>=| % | < | > |\.is_contiguous\(\)|\.has_value\(\)|\.is_cuda\(\))")
+# Boolean flags with a connective: ``not clean_logits``, ``is_varlen and not is_fp4`` (each term an
+# identifier with ``_`` or ``.``, so English prose with "not"/"and" does not qualify).
+_FLAG_TERM = r"(?:not )?[a-z_][a-z0-9_]*[_.][a-z0-9_.]*(?:\(\))?"
+_FLAGS_RE = re.compile(rf"^(?:not {_FLAG_TERM}|{_FLAG_TERM}(?: (?:and|or) {_FLAG_TERM})+)$")
+_NOT_A_CONDITION_RE = re.compile(r"(->|[{};\n]|#include|__|INTERNAL ASSERT|please report|%[-0-9.]*[sdluxf]|\bTensor [a-z]|^\s|\s$)")
+_CONDITION_START_RE = re.compile(r"^[A-Za-z_(!]")
+
+
+def host_assert_texts(so_bytes: bytes) -> tuple[str, ...]:
+    """The host-assert conditions compiled into a native library, sorted and de-duplicated.
+
+    Heuristic but conservative: a string counts when it reads as a C++ boolean condition
+    (comparison, ``and``/``or``/``not``, ``.is_contiguous()``, ``.has_value()``) and is not an op
+    schema, a format string, a torch-internal assert or a symbol name.
+    """
+    found: set[str] = set()
+    for m in _CSTRING_RE.finditer(so_bytes):
+        text = m.group().decode("ascii")
+        if (_CONDITION_START_RE.match(text) and (_CONDITION_RE.search(text) or _FLAGS_RE.match(text))
+                and not _NOT_A_CONDITION_RE.search(text)
+                and not text.startswith(("_Z", "GLIBC"))):
+            found.add(text)
+    return tuple(sorted(found))
 
 
 # ---------------------------------------------------------------------------------------------
