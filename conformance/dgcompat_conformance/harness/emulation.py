@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .contract_rules import IndexerRules
+
 __all__ = [
     "StandInHang",
     "StandInNotEmulated",
@@ -56,6 +58,17 @@ class Profile:
     device_sms: int = 132  # the H200 of gpu-observed.md
     schedule_balance: str = "tail"
     ffi_returns: str = "torch"  # "torch" or "dlpack" (tvm-ffi results as DLPack capsule owners)
+    rules: IndexerRules | None = None  # indexer conditions read from the binary's host asserts
+
+    def block_kv_allowed(self, default: tuple[int, ...]) -> tuple[int, ...]:
+        """The binary's per-arch block_kv condition where it states one, else ``default``."""
+        if self.rules is not None and self.arch in self.rules.block_kv:
+            return tuple(self.rules.block_kv[self.arch])
+        return default
+
+    def mx_contract(self) -> bool:
+        """SM100 MX scale factors + bf16 weights (0.2.5 / upstream 2.8 host asserts)."""
+        return self.rules is not None and self.rules.mx_contract(self.arch)
 
     @property
     def paged_context_lens_dim(self) -> int:
@@ -530,11 +543,56 @@ def _tma_aligned_size(ctx: Ctx, a: _Args) -> int:
 # --------------------------------------------------------------------------- MQA logits
 
 
+def _mx_dequant(x: Any, sf: Any) -> Any:
+    """FP8 ``x (..., 128)`` times its packed-UE8M0 ``sf (...)`` int32 (byte i scales values 32i..32i+31)."""
+    import torch
+
+    exps = sf.contiguous().view(torch.uint8).reshape(*sf.shape, 4).to(torch.float32)
+    return x.float() * torch.pow(2.0, exps - 127.0).repeat_interleave(32, dim=-1)
+
+
+def _mqa_logits_mx(ctx: Ctx, a: _Args, kv: Any, kv_sf: Any) -> Any:
+    """The SM100 MX/bf16 path of 0.2.5 / upstream 2.8 (conditions from the binary's host asserts)."""
+    import torch
+
+    where = "csrc/apis/attention.hpp"
+    q, q_sf, weights = a.q, a.get("q_sf"), a.weights
+    _assert(q_sf is not None, where, "is_mx_sf and sf_q.has_value()")
+    assert q_sf is not None
+    _assert(_dtype(q_sf) == "int32" and q_sf.is_contiguous() and tuple(q_sf.shape) == tuple(q.shape[:2]), where,
+            f"q_sf is int32 (num_q_tokens, num_heads) packed UE8M0 (got {_dtype(q_sf)} {tuple(q_sf.shape)})")
+    _assert(_dtype(kv_sf) == "int32", where, "kv_sf.scalar_type() == (is_mx_sf ? torch::kInt32 : torch::kFloat)")
+    _assert(_dtype(weights) == "bfloat16", where,
+            "weights.scalar_type() == (arch_major == 10 ? torch::kBFloat16 : torch::kFloat32)")
+    _assert(int(q.shape[-1]) == 128, where, "head_dim == 128 (the stand-in's MX decoding)")
+    heads = (ctx.profile.rules.heads.get(ctx.profile.arch) if ctx.profile.rules else None) or ()
+    if heads:
+        _assert(int(q.shape[1]) in heads, where, " or ".join(f"num_heads == {h}" for h in heads))
+    qd, kd = _mx_dequant(q, q_sf), _mx_dequant(kv, kv_sf)
+    dense = torch.einsum("ihd,jd->ihj", qd, kd).relu_()
+    dense = (dense * weights.float().unsqueeze(-1)).sum(dim=1)
+    ks, ke = a.ks.long(), a.ke.long()
+    max_k = int(a.get("max_seqlen_k") or 0)
+    if max_k:
+        cols = ks.unsqueeze(1) + torch.arange(max_k)
+        out = dense.gather(1, cols.clamp(0, max(kd.shape[0] - 1, 0)))
+        out.masked_fill_(torch.arange(max_k).unsqueeze(0) >= (ke - ks).unsqueeze(1), float("-inf"))
+    else:
+        c = torch.arange(dense.shape[1]).unsqueeze(0)
+        out = dense.masked_fill((c < ks.unsqueeze(1)) | (c >= ke.unsqueeze(1)), float("-inf"))
+    return out.to(torch.bfloat16)  # bf16 weights give bf16 logits
+
+
 def _mqa_logits(ctx: Ctx, a: _Args) -> Any:
     if ctx.profile.flavor == "bundled":
         kv, kv_sf = _pair(ctx, "kv", a.kv)
     else:
         kv, kv_sf = a.kv, a.kv_sf
+    if ctx.profile.mx_contract():
+        return _mqa_logits_mx(ctx, a, kv, kv_sf)
+    if _dtype(a.weights) != "float32":
+        # every release's FP8 path: weights.scalar_type() == torch::kFloat (outside the SM100 MX contract)
+        _assert(False, "csrc/apis/attention.hpp", f"weights.scalar_type() == torch::kFloat (got {_dtype(a.weights)})")
     if a.get("q_sf") is not None:
         raise _not_emulated(ctx, "FP4 queries (q_sf)")
     if a.get("schedule_meta") is not None:
@@ -574,7 +632,8 @@ def _paged_metadata(ctx: Ctx, a: _Args) -> Any:
         raise _not_emulated(ctx, "varlen (indices) schedules")
     block_kv, num_sms = int(a.block_kv), int(a.num_sms)
     # upstream-history.md §1.6: block_kv == 64 (or 32 on SM100) from 7f2a703, 64 at v2.1.0.
-    allowed = (64,) if ctx.profile.arch == "sm90" or ctx.profile.flavor == "bundled" else (32, 64)
+    allowed = ctx.profile.block_kv_allowed((64,) if ctx.profile.arch == "sm90" or ctx.profile.flavor == "bundled"
+                                           else (32, 64))  # the binary's own condition where it has one
     _assert(block_kv in allowed, where, f"block_kv in {allowed} (got {block_kv})")
     _assert(0 < num_sms <= ctx.profile.device_sms, where, f"0 < num_sms <= {ctx.profile.device_sms} (got {num_sms})")
     return _compute(where, _ref().get_paged_mqa_logits_metadata, a.context_lens, block_kv, num_sms,
@@ -585,6 +644,12 @@ def _paged_logits(ctx: Ctx, a: _Args) -> Any:
     import torch
 
     where = "csrc/apis/attention.hpp"
+    if ctx.profile.mx_contract():
+        # 0.2.5 / 2.8 on SM100: MX q scales and bf16 weights; the cache's scale bytes are UE8M0.
+        _assert(a.get("q_sf") is not None, where, "is_mx_sf and sf_q.has_value()")
+        _assert(_dtype(a.weights) == "bfloat16", where,
+                "weights.scalar_type() == (arch_major == 10 ? torch::kBFloat16 : torch::kFloat32)")
+        raise _not_emulated(ctx, "the MX-scaled paged KV cache")
     if a.get("q_sf") is not None:
         raise _not_emulated(ctx, "FP4 queries (q_sf)")
     dt = a.get("logits_dtype")
@@ -617,7 +682,11 @@ def _paged_logits(ctx: Ctx, a: _Args) -> Any:
     _assert(next_n in allowed_next_n, where, "next_n == 1 or next_n == 2" if allowed_next_n == (1, 2)
             else f"next_n in {allowed_next_n}")
     # upstream-history.md §1.5: block_kv == 64 on SM90 (32 also on SM100 from 7f2a703).
-    allowed_bkv = (64,) if ctx.profile.arch == "sm90" or ctx.profile.flavor == "bundled" else (32, 64)
+    allowed_bkv = ctx.profile.block_kv_allowed((64,) if ctx.profile.arch == "sm90" or ctx.profile.flavor == "bundled"
+                                               else (32, 64))
+    heads = (ctx.profile.rules.heads.get(ctx.profile.arch) if ctx.profile.rules else None) or ()
+    if heads:
+        _assert(int(q.shape[2]) in heads, where, " or ".join(f"num_heads == {h}" for h in heads))
     _assert(block_kv in allowed_bkv, where, f"block_kv in {allowed_bkv} (got {block_kv})")
     # upstream-history.md §1.5 and §4.1: block_table int32 with stride(1) == 1.
     _assert(_dtype(block_table) == "int32", where, "block_table.scalar_type() == torch::kInt")
