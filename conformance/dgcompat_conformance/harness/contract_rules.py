@@ -25,7 +25,8 @@ from typing import Iterable, Mapping
 __all__ = ["IndexerRules", "rules_from_asserts", "ARCH_MAJOR"]
 
 ARCH_MAJOR: Mapping[str, int] = {"sm90": 9, "sm100": 10, "sm120": 12}
-_CANDIDATES = {"block_kv": (16, 32, 64, 128, 256, 512), "num_heads": (4, 8, 16, 24, 32, 48, 64, 128)}
+_CANDIDATES = {"block_kv": (16, 32, 64, 128, 256, 512), "num_heads": (4, 8, 16, 24, 32, 48, 64, 128),
+               "next_n": tuple(range(1, 9))}
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,8 @@ class IndexerRules:
     heads: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     mx_sf: Mapping[str, bool] = field(default_factory=dict)
     bf16_weights: Mapping[str, bool] = field(default_factory=dict)
+    sm90_next_n: tuple[int, ...] | None = None
+    """The SM90 kernel's native next_n list (``next_n == 1 or next_n == 2 [or next_n == 4]``)."""
     sources: tuple[str, ...] = ()
 
     def mx_contract(self, arch: str) -> bool:
@@ -151,4 +154,8 @@ def rules_from_asserts(asserts: Iterable[str]) -> IndexerRules:
         if m:
             bf16 = {arch: major == int(m.group(1)) for arch, major in ARCH_MAJOR.items()}
             sources.append(text)
-    return IndexerRules({a: v for a, v in block_kv.items()}, heads, mx, bf16, tuple(sources))
+    # The SM90 kernel packs next_n * heads into one WGMMA: its list is the only multi-value one
+    # (SM100's paths assert next_n == 1 for varlen, or take any next_n >= 1).
+    lists = sorted({s for s in _plain_sets(texts, "next_n") if len(s) > 1})
+    sm90_next_n = lists[0] if len(lists) == 1 else None
+    return IndexerRules({a: v for a, v in block_kv.items()}, heads, mx, bf16, sm90_next_n, tuple(sources))

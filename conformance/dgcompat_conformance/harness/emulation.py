@@ -80,6 +80,8 @@ class Profile:
     def paged_native_next_n(self) -> tuple[int, ...]:
         # gpu-observed.md: next_n 3 and 4 rejected with "next_n == 1 or next_n == 2" on SM90;
         # upstream-history.md §1.5 / §2.2: SM100 takes any next_n >= 1 from 7f2a703 on.
+        if self.arch == "sm90" and self.rules is not None and self.rules.sm90_next_n:
+            return self.rules.sm90_next_n  # the binary's own list (vLLM's 2.8.1 build: 1, 2, 4)
         if self.arch == "sm90" or self.flavor == "bundled":
             return (1, 2)
         return tuple(range(1, 65))
@@ -179,19 +181,26 @@ _GROUPED_FP8 = ("a", "a_sf", "b", "b_sf", "d", "grouped_layout", "recipe", "reci
 _MASKED_FP8 = ("a", "a_sf", "b", "b_sf", "d", "masked_m", "expected_m", "recipe", "recipe_a", "recipe_b",
                "compiled_dims", "disable_ue8m0_cast")
 
-#: (flavor, op) -> argument names by arity (wheel-matrix.md §5 native schema legend).
+# Upstream DeepGEMM 2.8 (stable ABI): the epilogue is (kind, alpha, sfd), three arguments.
+_EPI3 = ("epilogue_kind", "epilogue_alpha", "epilogue_sfd")
+
+#: (flavor, op) -> argument names by arity (wheel-matrix.md §5 native schema legend; 2.8.1 arities
+#: from the schemas in vllm 0.33.0's _C_extension.abi3.so).
 LAYOUTS: dict[tuple[str, str], dict[int, tuple[str, ...]]] = {
-    ("sgl", "fp8_fp4_gemm_nt"): {11: _GEMM_FP8, 12: _GEMM_FP8 + ("alpha",), 16: _GEMM_FP8 + ("alpha",) + _EPI},
+    ("sgl", "fp8_fp4_gemm_nt"): {11: _GEMM_FP8, 12: _GEMM_FP8 + ("alpha",), 16: _GEMM_FP8 + ("alpha",) + _EPI,
+                                 15: _GEMM_FP8 + ("alpha",) + _EPI3},
     ("sgl", "m_grouped_fp8_fp4_gemm_nt_contiguous"): {
         13: _GROUPED_FP8 + ("expected_m_for_psum_layout",),
         14: _GROUPED_FP8 + ("ensure_zero_padding", "expected_m_for_psum_layout"),
         18: _GROUPED_FP8 + ("ensure_zero_padding", "expected_m_for_psum_layout") + _EPI,
+        17: _GROUPED_FP8 + ("ensure_zero_padding", "expected_m_for_psum_layout") + _EPI3,
     },
-    ("sgl", "m_grouped_fp8_fp4_gemm_nt_masked"): {12: _MASKED_FP8, 16: _MASKED_FP8 + _EPI},
+    ("sgl", "m_grouped_fp8_fp4_gemm_nt_masked"): {12: _MASKED_FP8, 16: _MASKED_FP8 + _EPI, 15: _MASKED_FP8 + _EPI3},
     ("sgl", "bf16_gemm_nt"): {
         5: ("a", "b", "d", "c", "compiled_dims"),
         6: ("a", "b", "d", "c", "compiled_dims", "alpha"),
         10: ("a", "b", "d", "c", "compiled_dims", "alpha") + _EPI,
+        9: ("a", "b", "d", "c", "compiled_dims", "alpha") + _EPI3,
     },
     ("sgl", "m_grouped_bf16_gemm_nt_contiguous"): {
         7: ("a", "b", "d", "grouped_layout", "compiled_dims", "use_psum_layout", "expected_m_for_psum_layout"),
@@ -199,10 +208,13 @@ LAYOUTS: dict[tuple[str, str], dict[int, tuple[str, ...]]] = {
             "expected_m_for_psum_layout"),
         12: ("a", "b", "d", "grouped_layout", "compiled_dims", "use_psum_layout", "ensure_zero_padding",
              "expected_m_for_psum_layout") + _EPI,
+        11: ("a", "b", "d", "grouped_layout", "compiled_dims", "use_psum_layout", "ensure_zero_padding",
+             "expected_m_for_psum_layout") + _EPI3,
     },
     ("sgl", "m_grouped_bf16_gemm_nt_masked"): {
         6: ("a", "b", "d", "masked_m", "expected_m", "compiled_dims"),
         10: ("a", "b", "d", "masked_m", "expected_m", "compiled_dims") + _EPI,
+        9: ("a", "b", "d", "masked_m", "expected_m", "compiled_dims") + _EPI3,
     },
     ("sgl", "fp8_mqa_logits"): {8: ("q", "kv", "kv_sf", "weights", "ks", "ke", "clean_logits", "max_seqlen_k")},
     ("sgl", "fp8_fp4_mqa_logits"): {
@@ -226,6 +238,7 @@ LAYOUTS: dict[tuple[str, str], dict[int, tuple[str, ...]]] = {
         9: ("sf", "mn", "k", "recipe_a", "recipe_b", "recipe_c", "num_groups", "is_sfa", "disable_ue8m0_cast"),
         10: ("sf", "mn", "k", "recipe_a", "recipe_b", "recipe_c", "num_groups", "is_sfa", "disable_ue8m0_cast",
              "psum_layout"),
+        8: ("sf", "mn", "k", "recipe", "num_groups", "is_sfa", "disable_ue8m0_cast", "psum_layout"),
     },
     ("sgl", "get_mn_major_tma_aligned_packed_ue8m0_tensor"): {1: ("sf",), 2: ("sf", "psum_layout")},
     # The copies bundled in sgl-kernel / sglang-kernel (S-arch, a DeepGEMM v2.1 base).
@@ -269,7 +282,7 @@ _COMMON_LAYOUTS: dict[str, dict[int, tuple[str, ...]]] = {
     "use_deterministic_algorithms": {1: ("enable",)},
     "get_deterministic_algorithms": {0: ()},
     "set_ignore_compile_dims": {1: ("ignore",)},
-    "set_block_size_multiple_of": {2: ("m", "n")},
+    "set_block_size_multiple_of": {2: ("m", "n"), 1: ("new_value",)},
     "get_mk_alignment_for_contiguous_layout": {0: ()},
     "set_mk_alignment_for_contiguous_layout": {1: ("new_value",)},
     "get_theoretical_mk_alignment_for_contiguous_layout": {1: ("expected_m",), 2: ("expected_m", "num_groups")},
@@ -338,7 +351,9 @@ _STATE_OPS: dict[str, Callable[[Ctx, _Args], Any]] = {
     "use_deterministic_algorithms": lambda ctx, a: setattr(ctx.state, "deterministic", bool(a.enable)),
     "get_deterministic_algorithms": lambda ctx, a: ctx.state.deterministic,
     "set_ignore_compile_dims": lambda ctx, a: setattr(ctx.state, "ignore_compile_dims", bool(a.ignore)),
-    "set_block_size_multiple_of": lambda ctx, a: setattr(ctx.state, "block_size_multiple_of", (int(a.m), int(a.n))),
+    "set_block_size_multiple_of": lambda ctx, a: setattr(
+        ctx.state, "block_size_multiple_of",
+        (int(a.m), int(a.n)) if "m" in a else tuple(int(x) for x in (list(a.new_value) * 2)[:2])),
     "get_mk_alignment_for_contiguous_layout": lambda ctx, a: ctx.state.mk_alignment,
     "set_mk_alignment_for_contiguous_layout": _set_mk_alignment,
     "get_theoretical_mk_alignment_for_contiguous_layout": _theoretical_alignment,
@@ -508,7 +523,10 @@ def _transform_sf(ctx: Ctx, a: _Args) -> Any:
         # "is_sfa must be given" assertion).
         is_sfa: bool | None = bool(a.is_sfa) if len(recipe) == 3 else None
     else:
-        recipe = (int(a.recipe_a), int(a.recipe_b)) + (() if a.recipe_c is None else (int(a.recipe_c),))
+        if "recipe" in a:  # upstream 2.8: int[] recipe
+            recipe = tuple(int(x) for x in a.recipe)
+        else:
+            recipe = (int(a.recipe_a), int(a.recipe_b)) + (() if a.recipe_c is None else (int(a.recipe_c),))
         is_sfa = a.is_sfa
         # upstream-history.md §1.11 (7f2a703+, which sgl-deep-gemm's C++ follows): a 3-tuple
         # recipe needs is_sfa, a 2-tuple forbids it.
@@ -679,8 +697,8 @@ def _paged_logits(ctx: Ctx, a: _Args) -> Any:
         _assert(int(context_lens.shape[0]) == batch, where, f"context_lens.size(0) == batch_size ({batch})")
     # gpu-observed.md: "next_n == 1 or next_n == 2" on SM90.
     allowed_next_n = ctx.profile.paged_native_next_n
-    _assert(next_n in allowed_next_n, where, "next_n == 1 or next_n == 2" if allowed_next_n == (1, 2)
-            else f"next_n in {allowed_next_n}")
+    _assert(next_n in allowed_next_n, where, " or ".join(f"next_n == {n}" for n in allowed_next_n)
+            if len(allowed_next_n) <= 4 else f"next_n in {allowed_next_n}")
     # upstream-history.md §1.5: block_kv == 64 on SM90 (32 also on SM100 from 7f2a703).
     allowed_bkv = ctx.profile.block_kv_allowed((64,) if ctx.profile.arch == "sm90" or ctx.profile.flavor == "bundled"
                                                else (32, 64))

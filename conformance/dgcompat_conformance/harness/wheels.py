@@ -49,13 +49,21 @@ def _wheel_prefix(spec: ReleaseSpec) -> str:
 
 
 def find_cached_wheel(spec: ReleaseSpec, directory: Path | None = None) -> Path | None:
-    """The cached wheel of ``spec`` (any platform tag), or None."""
-    d = directory or wheel_dir()
-    if not d.is_dir():
-        return None
+    """The cached wheel of ``spec`` (any platform tag), or None.
+
+    Engine wheels (vLLM, ~340 MB) are also looked for in ``$DGCOMPAT_CACHE/<dist>``.
+    """
+    folders = [directory or wheel_dir()]
+    if spec.vendored and directory is None:
+        folders.append(cache_root() / spec.dist)
     prefix = _wheel_prefix(spec)
-    hits = sorted(p for p in d.iterdir() if p.name.lower().startswith(prefix) and p.suffix == ".whl")
-    return hits[0] if hits else None
+    for d in folders:
+        if not d.is_dir():
+            continue
+        hits = sorted(p for p in d.iterdir() if p.name.lower().startswith(prefix) and p.suffix == ".whl")
+        if hits:
+            return hits[0]
+    return None
 
 
 def fetch_wheel(spec: ReleaseSpec, *, directory: Path | None = None, timeout: float = 1800.0) -> Path:
@@ -86,14 +94,16 @@ def fetch_wheel(spec: ReleaseSpec, *, directory: Path | None = None, timeout: fl
     return target
 
 
-def _keep(name: str) -> bool:
+def _keep(name: str, package: str = "deep_gemm/") -> str | None:
+    """Where wheel member ``name`` goes in the work folder, or None to leave it out."""
     top = name.split("/", 1)[0]
-    if top.endswith(".dist-info"):
-        return True
-    if top != "deep_gemm":
-        return False
+    if package == "deep_gemm/" and top.endswith(".dist-info"):
+        return name
+    if not name.startswith(package):
+        return None
+    rel = "deep_gemm/" + name[len(package):]
     # The CUDA headers are only read by the JIT compiler, which never runs on the CPU tier.
-    return not name.startswith("deep_gemm/include/")
+    return None if rel.startswith("deep_gemm/include/") else rel
 
 
 def _stamp(wheel: Path) -> str:
@@ -127,11 +137,17 @@ def prepare_workdir(spec: ReleaseSpec, wheel: Path, *, root: Path | None = None)
     tmp = Path(tempfile.mkdtemp(dir=base, prefix=f".{spec.id}-"))
     try:
         with zipfile.ZipFile(wheel) as zf:
-            members = [n for n in zf.namelist() if _keep(n) and not n.endswith("/")]
-            if not any(n == "deep_gemm/__init__.py" for n in members):
-                raise FetchError(f"{wheel.name} holds no deep_gemm package")
-            for name in members:
-                zf.extract(name, tmp)
+            # A vendored copy (vllm/third_party/deep_gemm/) becomes a plain deep_gemm package, as an
+            # engine-independent copy would be installed; it has no dist-info of its own.
+            members = {n: dest for n in zf.namelist() if not n.endswith("/")
+                       for dest in [_keep(n, spec.package_path)] if dest is not None}
+            if "deep_gemm/__init__.py" not in members.values():
+                raise FetchError(f"{wheel.name} holds no deep_gemm package at {spec.package_path}")
+            for name, dest in members.items():
+                target = tmp / dest
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with zf.open(name) as src, open(target, "wb") as out:
+                    shutil.copyfileobj(src, out)
         (tmp / ".dgcompat-extracted").write_text(stamp)
         if work.exists() and not current():
             shutil.rmtree(work, ignore_errors=True)

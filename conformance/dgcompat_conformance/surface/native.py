@@ -626,7 +626,7 @@ _SCHEMA_CANDIDATE_RE = re.compile(
 _SCHEMA_RE = re.compile(r"^(?:(\w+)::)?([A-Za-z_]\w*(?:\.\w+)?)\((.*)\)\s*->\s*(.+)$", re.S)
 _IDENT_RE = re.compile(r"^[A-Za-z_]\w*$")
 _TYPE_RE = re.compile(r"^(?:Dict\([^()]+\)|[A-Za-z_][\w.]*)(?:\[\d*\])?\??(?:\[\d*\])?\??$")
-_ALIAS_RE = re.compile(r"\([a-z]+!?(?:\s*->\s*[a-z*]+!?)?\)")
+_ALIAS_RE = re.compile(r"\([a-z_]+!?(?:\s*->\s*[a-z_*]+!?)?\)")
 
 
 def normalize_schema_type(text: str) -> str:
