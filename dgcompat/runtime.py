@@ -16,7 +16,7 @@ from .errors import DgcompatError, IncompatibleBuildError
 
 __all__ = [
     "is_available", "get_num_sms", "set_num_sms", "num_sms", "set_pdl", "get_pdl", "compile_mode",
-    "get_mk_alignment_for_contiguous_layout",
+    "get_mk_alignment_for_contiguous_layout", "get_theoretical_mk_alignment_for_contiguous_layout",
 ]
 
 _B = SimpleNamespace()
@@ -160,4 +160,48 @@ def get_mk_alignment_for_contiguous_layout() -> int:
     if isinstance(value, (tuple, list)):
         value = value[0]
     return int(value)
+
+
+def _optional_count(fn: str, name: str, value: Any) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+        raise bad(fn, name, "None or a positive int", value)
+
+
+def get_theoretical_mk_alignment_for_contiguous_layout(expected_m: int | None = None,
+                                                       num_groups: int | None = None) -> int:
+    """The contiguous-layout alignment the release's kernels would choose for ``expected_m`` rows.
+
+    Releases differ in arity (capability ``mk_alignment_arity``): sgl-deep-gemm 0.2.0+ takes
+    ``(expected_m, num_groups)``; upstream DeepGEMM 2.4.2+ and sgl-deep-gemm before 0.2.0 take
+    ``(expected_m)`` only (they do not use the group count, which is then ignored); the bundled
+    copies and the reference backend have no such function, and their alignment is the fixed
+    :func:`get_mk_alignment_for_contiguous_layout`. Always an ``int``.
+    """
+    fn = "get_theoretical_mk_alignment_for_contiguous_layout"
+    _optional_count(fn, "expected_m", expected_m)
+    _optional_count(fn, "num_groups", num_groups)
+    try:
+        call = _B.theoretical_alignment
+    except AttributeError:
+        call = _bind_theoretical_alignment()
+    return int(call(expected_m, num_groups))
+
+
+def _bind_theoretical_alignment() -> Callable[[int | None, int | None], Any]:
+    from .table import capabilities
+
+    mod = _mod()
+    arity = capabilities().mk_alignment_arity
+    target = getattr(mod, "get_theoretical_mk_alignment_for_contiguous_layout", None)
+    call: Callable[[int | None, int | None], Any]
+    if target is None or arity == 0:
+        def call(expected_m: int | None, num_groups: int | None) -> Any:
+            return get_mk_alignment_for_contiguous_layout()
+    elif arity == 1:
+        def call(expected_m: int | None, num_groups: int | None) -> Any:
+            return target(expected_m)
+    else:
+        call = target
+    _B.theoretical_alignment = call
+    return call
 

@@ -76,6 +76,9 @@ ROWS: tuple[Row, ...] = (
     Row("pdl", SGL, ">=0.1.1", "native", "deep_gemm._C.set_pdl(bool) only",
         "sgl-deep-gemm 0.1.1 added the native op without a Python binding", "0.1.4 is the minimum",
         "presence", "_C.set_pdl"),
+    Row("pdl", UP, ">=2.4.2", "top-level", "deep_gemm.set_pdl(bool) / get_pdl()",
+        "upstream DeepGEMM 2.4.2 (7f2a703) added set_pdl/get_pdl", "never (this is the stable form)", "presence",
+        "set_pdl"),
     Row("pdl", REF, "", "top-level", "dgcompat.reference keeps a flag", "-", "never"),
     Row("pdl", ANY, "", None, "absent", "bundled copies and sgl-deep-gemm<0.1.1 have no PDL switch",
         "bundles and 0.1.0 are unsupported", "presence", "set_pdl|_C.set_pdl"),
@@ -91,6 +94,11 @@ ROWS: tuple[Row, ...] = (
         "(a, b, d, grouped_layout, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, use_psum_layout, "
         "ensure_zero_padding, expected_m_for_psum_layout)",
         "sgl-deep-gemm 0.1.4 inserted ensure_zero_padding before expected_m_for_psum_layout",
+        "never (dgcompat passes neither)"),
+    Row("ensure_zero_padding_position", UP, ">=2.6.1", 10,
+        "(a, b, d, grouped_layout, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, use_psum_layout, "
+        "ensure_zero_padding, expected_m_for_psum_layout)",
+        "upstream DeepGEMM 2.6.1 (54e2261) inserted ensure_zero_padding before expected_m_for_psum_layout",
         "never (dgcompat passes neither)"),
     Row("ensure_zero_padding_position", ANY, "", None, "no ensure_zero_padding parameter",
         "before sgl-deep-gemm 0.1.4 / bundles", "0.1.4 is the minimum"),

@@ -141,6 +141,8 @@ LENS_DIMS = 2
 COLLAPSE = False
 def set_pdl(v): _state["pdl"] = bool(v)
 def get_pdl(): return _state["pdl"]
+def get_theoretical_mk_alignment_for_contiguous_layout(expected_m=None, num_groups=None):
+    return 64 if num_groups else 128
 
 def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, grouped_layout, recipe=None, recipe_a=None, recipe_b=None,
         compiled_dims="nk", disable_ue8m0_cast=False, use_psum_layout=False, ensure_zero_padding=True,

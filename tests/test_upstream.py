@@ -95,3 +95,19 @@ def test_masked_gemm_names_on_2_8_1(fake_release: Callable[..., Any]) -> None:
     ref = torch.zeros_like(d)
     R.m_grouped_fp8_gemm_nt_masked((a, sfa), (b, sfb), ref, masked, 8)
     torch.testing.assert_close(d[0], ref[0]) and torch.testing.assert_close(d[1, :3], ref[1, :3])
+
+
+@pytest.mark.parametrize("family, expected", [("up-2.8.1", 128), ("sgl-0.2.5", 64), ("bundled", 128)])
+def test_theoretical_alignment_follows_the_arity(fake_release: Callable[..., Any], family: str, expected: int) -> None:
+    fake_release(family)
+    # 2.8.1 takes one argument (two would be a TypeError), 0.2.5 two, the bundled copies none (fixed 128)
+    assert dgcompat.get_theoretical_mk_alignment_for_contiguous_layout(256, 8) == expected
+    assert dgcompat.get_theoretical_mk_alignment_for_contiguous_layout() == 128
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(dgcompat.BadArgumentError):
+            dgcompat.get_theoretical_mk_alignment_for_contiguous_layout(bad)
+
+
+def test_upstream_pdl_and_zero_padding_rows() -> None:
+    caps = table.compute(_upstream("2.8.1"), backend="deep_gemm", arch="sm90")
+    assert caps.pdl == "top-level" and caps.ensure_zero_padding_position == 10
