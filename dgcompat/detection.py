@@ -159,7 +159,7 @@ class Release:
         return self.source != "none"
 
     def __str__(self) -> str:
-        rule = {"minimum": " or newer (stable ABI)", "exact": " exactly"}.get(self.torch_rule, "")
+        rule = {"minimum": ": the stable-ABI minimum", "exact": " exactly"}.get(self.torch_rule, "")
         lines = [
             f"deep_gemm:      {self.label}",
             f"  module:       {self.module}",
@@ -582,7 +582,7 @@ def _from_owner(found: _Found, info: _DistInfo, needed: tuple[str, ...]) -> None
     else:
         found.dist, found.source = UPSTREAM, "upstream"
         found.version = _version(info.version_text.split("+")[0]) if info.version_text else None
-        refusal = _lineage_refusal(found, str(info), needed)
+        refusal = _lineage_refusal(found, name, needed)
         if refusal is not None:
             found.dist, found.source, found.refusal = name, "unrelated", refusal
             found.problems.append(refusal + ": dgcompat cannot use it; uninstall it and install sgl-deep-gemm or an "

@@ -157,7 +157,7 @@ def test_vllm_vendored_copy(clean_dgcompat: None, tmp_path: Path, monkeypatch: p
     assert rel.torch_ok is (rel.torch is not None and Version(rel.torch.base_version) >= Version("2.10"))
     assert "vllm" not in sys.modules and "deep_gemm" not in sys.modules
     text = str(rel)
-    assert "vllm.third_party.deep_gemm" in text and "or newer (stable ABI)" in text
+    assert "vllm.third_party.deep_gemm" in text and "torch>=2.10: the stable-ABI minimum" in text
 
 
 def test_vendored_owner_version_from_its_version_file(clean_dgcompat: None, tmp_path: Path,
