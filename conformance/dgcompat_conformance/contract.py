@@ -82,7 +82,7 @@ CONTRACT_MAP: tuple[tuple[str, str], ...] = (
 #: custom epilogues, sparse attention, hyper-connection): their changes cannot affect the surface.
 OUTSIDE: tuple[tuple[str, str], ...] = (
     (r"\b(l1|l2)_(weights|acts)|\bshared_l[12]_|\bshared_intermediate_hidden\b|\bintermediate_hidden\b|"
-     r"\bring_tokens\b|\bring\b|\bpool_tokens\b|\bexperts?\b|_experts\b|\btopk\b|_topk\b|\bphysical_map\b|"
+     r"ring_tokens\b|\bring\b|pool_tokens\b|\bexperts?\b|_experts\b|\btopk\b|_topk\b|\bphysical_map\b|"
      r"\bnum_ranks\b|\bl2_lag_units\b|\bwave\b|\bdispatch_registers\b|\bweight_hidden\b|\bkHiddenAlignment\b|"
      r"\bstore_block_m_l[12]\b|\bnum_data_pool_tokens\b|\bnum_tokens_bound\b|\bnum_max_tokens_per_rank\b|"
      r"\bsqrtsoftplus\b|\bscoring_func\b|\buse_trtllm_weights\b|\bmega_gate|\bmega_moe|\bis_sm90_candidate_block_m\b",
