@@ -24,6 +24,7 @@ from .errors import (
     IncompatibleBuildError,
     KernelError,
     ScheduleMismatchError,
+    UnidentifiedBuildError,
     UnsupportedFeatureError,
 )
 
@@ -47,6 +48,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers only; runtime access i
     from .detection import release as release
     from .runtime import compile_mode as compile_mode
     from .runtime import get_mk_alignment_for_contiguous_layout as get_mk_alignment_for_contiguous_layout
+    from .runtime import (
+        get_theoretical_mk_alignment_for_contiguous_layout as get_theoretical_mk_alignment_for_contiguous_layout,
+    )
     from .runtime import get_num_sms as get_num_sms
     from .runtime import get_pdl as get_pdl
     from .runtime import is_available as is_available
@@ -70,7 +74,7 @@ _LAZY: dict[str, str] = {
     "capabilities": "table", "Capabilities": "table",
     "is_available": "runtime", "get_num_sms": "runtime", "set_num_sms": "runtime", "num_sms": "runtime",
     "set_pdl": "runtime", "get_pdl": "runtime", "compile_mode": "runtime",
-    "get_mk_alignment_for_contiguous_layout": "runtime",
+    "get_mk_alignment_for_contiguous_layout": "runtime", "get_theoretical_mk_alignment_for_contiguous_layout": "runtime",
     "fp8_gemm_nt": "gemm", "bf16_gemm_nt": "gemm",
     "MaskedOverlap": "moe", "m_grouped_fp8_gemm_nt_contiguous": "moe", "m_grouped_fp8_gemm_nt_masked": "moe",
     "fp8_m_grouped_gemm_nt_masked": "moe", "m_grouped_bf16_gemm_nt_contiguous": "moe",
@@ -88,7 +92,8 @@ _SUBMODULES = ("utils", "reference", "errors", "detection", "table", "runtime", 
 __all__ = sorted([
     "__version__", "resolve", "reset", "passthrough_names",
     "DgcompatError", "BadArgumentError", "UnsupportedFeatureError", "ScheduleMismatchError",
-    "IncompatibleBuildError", "DeepGemmUnavailableError", "KernelError", "ConfigurationError",
+    "IncompatibleBuildError", "DeepGemmUnavailableError", "UnidentifiedBuildError", "KernelError",
+    "ConfigurationError",
     *_LAZY,
 ])
 

@@ -27,7 +27,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import _env
-from .errors import DeepGemmUnavailableError, IncompatibleBuildError
+from .errors import DeepGemmUnavailableError, IncompatibleBuildError, UnidentifiedBuildError
 from .detection import release
 
 if TYPE_CHECKING:
@@ -45,11 +45,14 @@ _resets: list[Callable[[], None]] = []
 def backend_name() -> str:
     """``"deep_gemm"``, ``"reference"`` or ``"none"`` (nothing installed and nothing chosen).
 
-    Raises :class:`~dgcompat.errors.ConfigurationError` for an unknown ``DGCOMPAT_BACKEND``.
+    A vendored copy (``vllm``, ``tensorrt-llm``) is a deep_gemm backend. Raises
+    :class:`~dgcompat.errors.ConfigurationError` for an unknown ``DGCOMPAT_BACKEND``.
     """
     choice = _env.backend()
+    if choice == "reference":
+        return "reference"
     if choice != "auto":
-        return choice
+        return "deep_gemm"
     return "deep_gemm" if release().installed else "none"
 
 
@@ -66,14 +69,18 @@ def _import_deep_gemm() -> ModuleType:
             "install a certified pairing (see `dgcompat pin`) or set DGCOMPAT_BACKEND=reference to run on "
             "dgcompat's pure-torch reference backend"
         )
+    if rel.refusal is not None:
+        raise UnidentifiedBuildError(rel.refusal)
     if rel.torch_ok is False and not _env.allow_torch_mismatch():
         raise IncompatibleBuildError(
-            f"{rel.label} is incompatible with torch {rel.torch} (built for torch{rel.expected_torch}): its native "
+            f"{rel.label} is incompatible with torch {rel.torch} ("
+            f"{'its stable-ABI library needs torch' if rel.torch_rule == 'minimum' else 'built for torch'}"
+            f"{rel.expected_torch}): its native "
             f"library would fail to load or mis-read every tensor. Install torch{rel.expected_torch}, or a "
             f"deep_gemm built for torch {rel.torch}. (DGCOMPAT_ALLOW_TORCH_MISMATCH=1 imports it anyway.)"
         )
     try:
-        return importlib.import_module("deep_gemm")
+        return importlib.import_module(rel.module)  # "deep_gemm", or a vendored copy's import name
     except BaseException as exc:  # OSError (undefined symbol), AssertionError (no CUDA toolkit), ...
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise

@@ -28,19 +28,21 @@ from .errors import ConfigurationError
 __all__ = ["ARCHES", "EnvRow", "backend", "arch", "debug", "trust_schedules", "allow_torch_mismatch",
            "env_report", "VARIABLES"]
 
-Backend = Literal["auto", "deep_gemm", "reference"]
+Backend = Literal["auto", "deep_gemm", "reference", "vllm", "tensorrt-llm"]
 
 #: ``smXY`` names dgcompat plans for -> their family (the key of the table's per-architecture values).
 ARCHES: dict[str, str] = {"sm90": "sm90", "sm90a": "sm90", "sm100": "sm100", "sm100a": "sm100", "sm103": "sm100",
                           "sm110": "sm100", "sm120": "sm120", "sm121": "sm120"}
 
+# ``vllm`` / ``tensorrt-llm`` select the deep_gemm copy that engine vendors (detection.VENDORED).
 _BACKENDS: dict[str, Backend] = {"auto": "auto", "deep_gemm": "deep_gemm", "deep-gemm": "deep_gemm",
-                                 "reference": "reference"}
+                                 "reference": "reference", "vllm": "vllm", "tensorrt-llm": "tensorrt-llm",
+                                 "tensorrt_llm": "tensorrt-llm", "trtllm": "tensorrt-llm"}
 _SWITCH = {"0": False, "1": True}
 
 #: variable -> the values it accepts (for messages and :func:`env_report`).
 VARIABLES: dict[str, tuple[str, ...]] = {
-    "DGCOMPAT_BACKEND": ("auto", "deep_gemm", "reference"),
+    "DGCOMPAT_BACKEND": ("auto", "deep_gemm", "reference", "vllm", "tensorrt-llm"),
     "DGCOMPAT_ARCH": tuple(ARCHES),
     "DGCOMPAT_DEBUG": ("0", "1"),
     "DGCOMPAT_TRUST_SCHEDULES": ("0", "1"),
@@ -61,6 +63,15 @@ def backend() -> Backend:
     if found is None:
         raise ConfigurationError("DGCOMPAT_BACKEND", raw, VARIABLES["DGCOMPAT_BACKEND"])
     return found
+
+
+def backend_or_raw() -> str:
+    """``DGCOMPAT_BACKEND`` normalized, never raising: an unknown value comes back as given (lower case).
+
+    For detection, which must describe the install whatever the variable says; binding validates.
+    """
+    raw = _raw("DGCOMPAT_BACKEND").lower()
+    return _BACKENDS.get(raw, raw) if raw else "auto"
 
 
 def _arch_name(raw: str) -> str | None:

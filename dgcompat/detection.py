@@ -1,11 +1,29 @@
-"""Which deep_gemm is installed, read from distribution metadata without importing it.
+"""Which deep_gemm is installed, read from files on disk without importing it.
 
-``deep_gemm.__version__`` is not a release id (it is missing in some builds, lags ``.postN`` and
-the bundled copies carry none), and importing deep_gemm has side effects (a CUDA-toolkit lookup
-that asserts, native init, ``atexit`` hooks). So :func:`release` never imports deep_gemm, torch or
-anything CUDA: it locates the ``deep_gemm`` package with :func:`importlib.util.find_spec` (which
-does not execute it), asks :mod:`importlib.metadata` which distribution's ``RECORD`` lists those
-files, and reads the installed files to tell the binding era.
+Importing deep_gemm has side effects (a CUDA-toolkit lookup that asserts, native init, ``atexit``
+hooks), so :func:`release` never imports deep_gemm, torch, an engine or anything CUDA. It finds
+each copy of the package with :func:`importlib.util.find_spec` on top-level names only (which
+executes nothing), establishes who owns it and which release it is, and reads the native
+library's dynamic symbols (:mod:`dgcompat._elf`) for the binding era and the torch it needs.
+
+Copies, in the order ``DGCOMPAT_BACKEND=auto`` prefers them (the order vLLM itself uses):
+
+1. an importable ``deep_gemm``: owned by ``sgl-deep-gemm``, by a kernel wheel that bundles it
+   (``sgl-kernel`` / ``sglang-kernel``), by an upstream DeepGEMM build (``deep-gemm`` /
+   ``deepgemm``), or by nothing (a copied tree);
+2. vLLM's vendored copy ``vllm.third_party.deep_gemm`` (owned by the ``vllm`` distribution);
+3. TensorRT-LLM's ``tensorrt_llm.deep_gemm`` (owned by ``tensorrt-llm``).
+
+``DGCOMPAT_BACKEND=vllm`` or ``=tensorrt-llm`` selects a vendored copy even when a ``deep_gemm``
+is importable; ``=deep_gemm`` only considers the importable one.
+
+The release id comes from distribution metadata. ``deep_gemm.__version__`` is not one for
+sgl-deep-gemm (it lags ``.postN``; the bundled copies carry none), so an sgl-deep-gemm layer
+without its metadata is refused rather than guessed. Upstream DeepGEMM's ``__version__`` is its
+release (``'2.8.1'``), so a vendored or copied upstream tree is identified from it, and
+:attr:`Release.version_source` says so. An install that cannot be identified is never planned
+as another release: :attr:`Release.refusal` says why, and the first stable call raises
+:class:`~dgcompat.errors.UnidentifiedBuildError`.
 
 The answer is computed once per process and cached; tests call :func:`reset` (or
 ``release.cache_clear()``) after changing ``sys.path``.
@@ -18,19 +36,34 @@ import functools
 import hashlib
 import importlib.metadata as md
 import importlib.util
-from dataclasses import dataclass, field
+import os
+import re
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-__all__ = ["Release", "KernelWheel", "release", "reset", "KNOWN_SGL_DEEP_GEMM", "EXPECTED_TORCH"]
+from . import _elf, _torch_abi
 
-# Distributions that can own the importable ``deep_gemm`` package, in the order they are tried.
+__all__ = ["Release", "KernelWheel", "release", "reset", "KNOWN_SGL_DEEP_GEMM", "EXPECTED_TORCH", "VENDORED",
+           "BACKEND_CHOICES"]
+
 SGL_DEEP_GEMM = "sgl-deep-gemm"
+UPSTREAM = "deep-gemm"
 KERNEL_WHEELS = ("sglang-kernel", "sgl-kernel")
-UPSTREAM_NAMES = ("deep-gemm", "deep_gemm", "deepgemm")
-_CANDIDATES = (SGL_DEEP_GEMM, *KERNEL_WHEELS, *UPSTREAM_NAMES)
+UPSTREAM_NAMES = ("deep-gemm", "deepgemm")
+
+#: Engines that vendor a deep_gemm copy: (``DGCOMPAT_BACKEND`` value, owning distribution,
+#: top-level package, folder of the copy inside it, import name of the copy).
+VENDORED: tuple[tuple[str, str, str, str, str], ...] = (
+    ("vllm", "vllm", "vllm", "third_party/deep_gemm", "vllm.third_party.deep_gemm"),
+    ("tensorrt-llm", "tensorrt-llm", "tensorrt_llm", "deep_gemm", "tensorrt_llm.deep_gemm"),
+)
+
+#: Accepted ``DGCOMPAT_BACKEND`` values (aliases normalized by :func:`backend_choice`).
+BACKEND_CHOICES: tuple[str, ...] = ("auto", "deep_gemm", "reference", *(v[0] for v in VENDORED))
 
 #: Every published sgl-deep-gemm release; a newer one is "unknown" and handled by probes.
 KNOWN_SGL_DEEP_GEMM: tuple[str, ...] = (
@@ -39,9 +72,14 @@ KNOWN_SGL_DEEP_GEMM: tuple[str, ...] = (
     "0.2.3", "0.2.3.post1", "0.2.3.post2", "0.2.5",
 )
 
+#: Upstream DeepGEMM releases dgcompat has capability rows for (table.py); others are probed.
+KNOWN_UPSTREAM: tuple[str, ...] = ("2.6.1", "2.8.1")
+
 #: (distribution, releases, torch the native library was built against, evidence).
-#: No wheel declares its torch; the pairing comes from the torch-header fingerprint of each
+#: Only for libraries that import torch's C++ symbols (they need this exact torch): the binary
+#: does not name its minor, so the pairing comes from the torch-header fingerprint of each
 #: native library (see docs/compatibility.md) and, for the kernel wheels, their README pins.
+#: Stable-ABI libraries need no row: their minimum torch is read from their imports.
 EXPECTED_TORCH: tuple[tuple[str, str, str, str], ...] = (
     (SGL_DEEP_GEMM, ">=0.0.1,<0.1.5.post2", "==2.11.*", "header fingerprint of _C.so; runs on torch 2.11 (H200)"),
     (SGL_DEEP_GEMM, ">=0.1.5.post2,<0.2.1.post1", "==2.13.*", "header fingerprint of _C.so; mis-marshals 2-D tensors on torch 2.11"),
@@ -74,9 +112,13 @@ class Release:
     """What :func:`release` found. Printable; every field is plain data.
 
     ``source`` is one of ``"sgl-deep-gemm"``, ``"bundled"`` (inside sgl-kernel / sglang-kernel),
-    ``"upstream"`` (a deep-gemm source build), ``"unowned"`` (files with no owning metadata) or
-    ``"none"``. ``binding`` is ``"tvm-ffi"``, ``"torch-library"``, ``"bundled-torch-ops"``,
-    ``"pybind"``, ``"unknown"`` or ``"none"``.
+    ``"upstream"`` (an upstream DeepGEMM build), ``"vendored"`` (inside an engine: vLLM,
+    TensorRT-LLM), ``"unowned"`` (files with no owning metadata), ``"unrelated"`` (a distribution
+    named ``deep-gemm`` that is not DeepGEMM 2.x) or ``"none"``. ``binding`` is ``"tvm-ffi"``,
+    ``"torch-library"``, ``"stable-abi"``, ``"bundled-torch-ops"``, ``"pybind"``, ``"unknown"`` or
+    ``"none"``. ``dist``/``version`` name the deep_gemm lineage and release the capability table
+    is matched against (``"deep-gemm"`` for upstream DeepGEMM wherever it is installed);
+    ``owner`` names the distribution whose files they are.
     """
 
     dist: str | None
@@ -90,13 +132,26 @@ class Release:
     kernel_wheel: KernelWheel | None
     known: bool
     problems: tuple[str, ...] = field(default=())
+    module: str = "deep_gemm"
+    """The import name of the copy (``"vllm.third_party.deep_gemm"`` for vLLM's)."""
+    owner: str | None = None
+    """``"vllm 0.33.0"``, ``"sgl-deep-gemm 0.1.4"``; ``None`` when no distribution owns the files."""
+    version_source: str = "none"
+    """Where :attr:`version` came from: ``"metadata"``, ``"<path> __version__"`` or ``"none"``."""
+    torch_rule: str = "unknown"
+    """``"exact"`` (imports torch C++ symbols), ``"minimum"`` (stable ABI) or ``"unknown"``."""
+    torch_evidence: str = ""
+    refusal: str | None = None
+    """Why this install must not be used (unidentified or unrelated); ``None`` when usable."""
 
     @property
     def label(self) -> str:
-        """``"sgl-deep-gemm 0.1.4"``, ``"sglang-kernel 0.4.2 (bundled)"`` or ``"none"``."""
-        if self.dist is None:
-            return "none" if self.source == "none" else f"deep_gemm ({self.source})"
-        suffix = " (bundled)" if self.source == "bundled" else ""
+        """``"sgl-deep-gemm 0.1.4"``, ``"sglang-kernel 0.4.2 (bundled)"``,
+        ``"deep-gemm 2.8.1 (vendored in vllm 0.33.0)"`` or ``"none"``."""
+        if self.dist is None or self.version is None:
+            return "none" if self.source == "none" else f"{self.dist or 'deep_gemm'} ({self.source})"
+        suffix = {"bundled": " (bundled)", "unowned": " (unowned)", "unrelated": " (unrelated)",
+                  "vendored": f" (vendored in {self.owner})"}.get(self.source, "")
         return f"{self.dist} {self.version}{suffix}"
 
     @property
@@ -104,27 +159,31 @@ class Release:
         return self.source != "none"
 
     def __str__(self) -> str:
+        rule = {"minimum": ": the stable-ABI minimum", "exact": " exactly"}.get(self.torch_rule, "")
         lines = [
             f"deep_gemm:      {self.label}",
+            f"  module:       {self.module}",
+            f"  owner:        {self.owner or '-'}",
+            f"  version from: {self.version_source}",
             f"  binding:      {self.binding}",
             f"  location:     {self.location or '-'}",
             f"  torch:        {self.torch or 'not installed'}"
-            + (f" (native library expects torch{self.expected_torch})" if self.expected_torch else ""),
+            + (f" (native library needs torch{self.expected_torch}{rule})" if self.expected_torch else ""),
             f"  kernel wheel: {self.kernel_wheel or '-'}",
         ]
+        if self.refusal:
+            lines.append(f"  refused:      {self.refusal}")
         lines += [f"  problem:      {p}" for p in self.problems]
         return "\n".join(lines)
 
 
+# ---------------------------------------------------------------------------------------------
+# Small readers (each tolerates any malformed input: a problem, never an exception)
+# ---------------------------------------------------------------------------------------------
+
+
 def _norm(name: str) -> str:
-    return name.lower().replace("_", "-")
-
-
-def _dist(name: str) -> md.Distribution | None:
-    try:
-        return md.distribution(name)
-    except md.PackageNotFoundError:
-        return None
+    return str(canonicalize_name(name))
 
 
 def _version(text: str | None) -> Version | None:
@@ -136,59 +195,161 @@ def _version(text: str | None) -> Version | None:
         return None
 
 
-def _record_entries(dist: md.Distribution) -> dict[str, str]:
-    """``{relative path: "sha256=..."}`` for the deep_gemm files the distribution's RECORD lists."""
-    text = dist.read_text("RECORD") or ""
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        parts = line.rsplit(",", 2)
-        if len(parts) == 3 and parts[0].startswith("deep_gemm/"):
-            out[parts[0]] = parts[1]
-    return out
-
-
-def _hash_matches(root: Path, rel: str, recorded: str) -> bool | None:
-    if not recorded.startswith("sha256="):
-        return None
+def _read_text(path: Path, limit: int = 1 << 20) -> str | None:
     try:
-        data = (root / rel).read_bytes()
+        with open(path, "rb") as f:
+            return f.read(limit).decode("utf-8", "replace")
     except OSError:
-        return False
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-    return digest == recorded[len("sha256="):]
+        return None
 
 
-# Files whose hash tells who wrote deep_gemm/ last: the Python layer plus the native library.
-_FINGERPRINT_FILES = ("deep_gemm/__init__.py", "deep_gemm/_C.so", "deep_gemm/utils/layout.py")
+_VERSION_ATTR_RE = re.compile(r"^__version__\s*(?::\s*str\s*)?=\s*(?:version\s*=\s*)?['\"]([^'\"]+)['\"]", re.M)
 
 
-def _owner_score(root: Path, entries: dict[str, str]) -> tuple[int, int]:
+def _version_attribute(path: Path) -> str | None:
+    """The literal ``__version__ = '...'`` of a Python file (read as text, never executed)."""
+    text = _read_text(path)
+    m = _VERSION_ATTR_RE.search(text or "")
+    return m.group(1) if m else None
+
+
+@dataclass(frozen=True)
+class _DistInfo:
+    """One ``*.dist-info`` / ``*.egg-info`` folder, read defensively."""
+
+    folder: Path
+    name: str | None  # normalized
+    version_text: str | None
+    files: dict[str, str | None] | None  # relative path -> "sha256=..." (None: no hash); None: no RECORD
+    problems: tuple[str, ...]
+
+    @property
+    def version(self) -> Version | None:
+        return _version(self.version_text)
+
+    def __str__(self) -> str:
+        return f"{self.name or self.folder.name} {self.version_text or '?'}"
+
+
+_INFO_NAME_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._]*?)-([^-]+?)(?:-py[0-9.]+)?\.(?:dist|egg)-info$")
+
+
+def _read_dist_info(folder: Path) -> _DistInfo:
+    problems: list[str] = []
+    dist = md.PathDistribution(folder)
+    name: str | None = None
+    version_text: str | None = None
+    try:
+        meta = dist.metadata
+        name, version_text = meta["Name"], meta["Version"]  # None when absent (email.message semantics)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        problems.append(f"{folder} has unreadable METADATA ({type(exc).__name__})")
+    if not name or not version_text:
+        m = _INFO_NAME_RE.match(folder.name)
+        missing = "METADATA without Name/Version" if (name or version_text) else "no METADATA"
+        problems.append(f"{folder} has {missing}; its folder name is used"
+                        + ("" if m else " but does not name a distribution either"))
+        if m:
+            name, version_text = name or m.group(1), version_text or m.group(2)
+    if version_text and _version(version_text) is None:
+        problems.append(f"{folder}: version {version_text!r} is not a PEP 440 version")
+    files: dict[str, str | None] | None = None
+    try:
+        listed = dist.files
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        problems.append(f"{folder} has an unreadable RECORD ({type(exc).__name__}): its files cannot be verified")
+        listed = None
+    if listed is not None:
+        files = {}
+        for entry in listed:
+            digest = entry.hash
+            files[str(entry).replace("\\", "/")] = f"{digest.mode}={digest.value}" if digest is not None else None
+    return _DistInfo(folder, _norm(name) if name else None, version_text, files, tuple(problems))
+
+
+def _infos_in(site: Path) -> list[_DistInfo]:
+    try:
+        folders = sorted(p for p in site.iterdir() if p.suffix in (".dist-info", ".egg-info") and p.is_dir())
+    except OSError:
+        return []
+    return [_read_dist_info(p) for p in folders]
+
+
+def _sha256(path: Path) -> str | None:
+    try:
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError:
+        return None
+    return "sha256=" + base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
+
+
+def _fingerprint_files(pkg_rel: str, pkg_dir: Path) -> list[str]:
+    """The files whose hash tells who wrote the folder last: the Python layer and the native library."""
+    names = ["__init__.py", "_C.py", "utils/layout.py"]
+    names += sorted(p.name for p in pkg_dir.glob("*.so"))
+    return [f"{pkg_rel}/{n}" for n in names if (pkg_dir / n).is_file()]
+
+
+def _owner_score(site: Path, info: _DistInfo, checked: list[str]) -> tuple[int, int]:
     """(files whose recorded hash matches the disk, files compared)."""
     hits = compared = 0
-    for rel in _FINGERPRINT_FILES:
-        recorded = entries.get(rel)
-        if recorded is None:
-            continue
-        ok = _hash_matches(root, rel, recorded)
-        if ok is None:
+    for rel in checked:
+        recorded = (info.files or {}).get(rel)
+        if recorded is None or not recorded.startswith("sha256="):
             continue
         compared += 1
-        hits += int(ok)
+        hits += int(_sha256(site / rel) == recorded)
     return hits, compared
 
 
-def _binding(pkg_dir: Path) -> str:
-    init = pkg_dir / "__init__.py"
-    try:
-        text = init.read_text(errors="replace")
-    except OSError:
+# ---------------------------------------------------------------------------------------------
+# The native library: binding era and torch requirement
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Native:
+    binding: str
+    imports: _torch_abi.Imports | None
+    library: str | None
+    needed: tuple[str, ...] = ()
+
+
+def _native(pkg_dir: Path, init_text: str) -> _Native:
+    libs = sorted(pkg_dir.glob("*.so"))
+    bundled_lib = any(p.name.startswith("deep_gemm_cpp") for p in libs) or "deep_gemm_cpp" in init_text
+    for lib in libs:
+        syms = _elf.read_dynamic(lib)
+        if syms is None:
+            continue
+        imports = _torch_abi.classify(syms)
+        if any(s.startswith("__tvm_ffi_") for s in syms.defined):
+            binding = "tvm-ffi"
+        elif bundled_lib:
+            binding = "bundled-torch-ops"
+        elif imports.rule == "minimum":
+            binding = "stable-abi"
+        elif any(s.startswith("PyInit_") for s in syms.defined) and "load_library" not in init_text:
+            binding = "pybind"
+        else:
+            binding = "torch-library"
+        return _Native(binding, imports, lib.name, syms.needed)
+    return _Native(_binding_from_text(pkg_dir, init_text), None, None)
+
+
+def _binding_from_text(pkg_dir: Path, text: str) -> str:
+    """Textual probes of the Python layer, for a folder whose native library cannot be read."""
+    if not text:
         return "unknown"
-    # Cheap textual probes of the installed Python layer; the binding decides how native
-    # functions are reached and whether returned tensors crossed DLPack.
     if "import tvm_ffi" in text:
         return "tvm-ffi"
     if "deep_gemm_cpp" in text or any(pkg_dir.glob("deep_gemm_cpp*.so")):
         return "bundled-torch-ops"
+    if "STABLE_TORCH_LIBRARY" in text:
+        return "stable-abi"
     if "torch.ops.load_library" in text or "TORCH_LIBRARY" in text:
         return "torch-library"
     if any(pkg_dir.glob("_C*.so")) or any(pkg_dir.parent.glob("deep_gemm_cpp*.so")):
@@ -203,22 +364,71 @@ def _expected_torch(dist: str, version: Version) -> SpecifierSet | None:
     return None
 
 
+@dataclass(frozen=True)
+class _TorchNeed:
+    spec: SpecifierSet | None
+    rule: str
+    evidence: str
+    problems: tuple[str, ...] = ()
+
+
+def _torch_need(dist: str | None, version: Version | None, native: _Native) -> _TorchNeed:
+    imports = native.imports
+    table = _expected_torch(dist, version) if dist and version else None
+    if imports is not None and imports.rule == "minimum" and imports.minimum is not None:
+        why = (f"{native.library} imports only torch's stable C shim ({imports.shim_count} aoti_torch_*/torch_* "
+               f"functions, no C++ symbols); the newest needs torch {imports.minimum}")
+        problems: tuple[str, ...] = ()
+        if imports.undated:
+            problems = (f"{native.library} imports stable-ABI functions dgcompat has no date for "
+                        f"({', '.join(imports.undated[:4])}): it may need a torch newer than {imports.minimum}",)
+        return _TorchNeed(SpecifierSet(f">={imports.minimum}"), "minimum", why, problems)
+    if imports is not None and imports.rule == "exact":
+        why = f"{native.library} imports {imports.unstable_count} torch C++ symbols: it needs the torch it was built for"
+        if table is not None:
+            return _TorchNeed(table, "exact", why + f" (torch{table}, from the pairing table)")
+        return _TorchNeed(None, "exact", why, (
+            f"{native.library} was compiled against torch's C++ API, and dgcompat does not know which torch "
+            f"{dist or 'this build'} {version or ''} was built for: a different torch fails to load or mis-reads "
+            f"tensors",))
+    if table is not None:  # no readable library: the table alone
+        return _TorchNeed(table, "exact", "pairing table (native library not read)")
+    return _TorchNeed(None, "unknown", "no native library read")
+
+
 def _installed_torch() -> Version | None:
     try:
         return _version(md.version("torch"))
-    except md.PackageNotFoundError:
+    except (md.PackageNotFoundError, OSError, UnicodeDecodeError, ValueError):
         return None
+
+
+def _torch_check(label: str, need: _TorchNeed, torch_v: Version | None) -> tuple[bool | None, list[str]]:
+    if need.spec is None:
+        return None, []
+    if torch_v is None:
+        return False, [f"torch is not installed; {label}'s native library needs torch{need.spec}"]
+    if Version(torch_v.base_version) in need.spec:
+        return True, []
+    if need.rule == "minimum":
+        return False, [f"{label}'s native library uses torch's stable ABI from torch {need.spec} on, but torch "
+                       f"{torch_v} is installed: it will fail to load; upgrade torch"]
+    return False, [f"{label}'s native library was built for torch{need.spec} but torch {torch_v} is installed: it "
+                   f"will fail to load or mis-read tensors; install torch{need.spec} or a build for torch "
+                   f"{torch_v.major}.{torch_v.minor}"]
 
 
 def _kernel_wheel(source: str) -> KernelWheel | None:
     for name in KERNEL_WHEELS:
-        d = _dist(name)
-        if d is None:
+        try:
+            d = md.distribution(name)
+            v = _version(d.metadata["Version"])
+            files = d.files or []
+        except (md.PackageNotFoundError, OSError, UnicodeDecodeError, ValueError):
             continue
-        v = _version(d.version)
         if v is None:
             continue
-        bundles = bool(_record_entries(d))
+        bundles = any(str(f).startswith("deep_gemm/") for f in files)
         floor = None
         if source == "sgl-deep-gemm":
             floor = name == "sglang-kernel" and v >= KERNEL_FLOOR_WITH_SGL_DEEP_GEMM
@@ -226,128 +436,277 @@ def _kernel_wheel(source: str) -> KernelWheel | None:
     return None
 
 
-def _detect() -> Release:
-    problems: list[str] = []
+# ---------------------------------------------------------------------------------------------
+# Finding the copies (never executing a package)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Copy:
+    module: str
+    pkg_dir: Path
+    site: Path
+    pkg_rel: str  # the folder relative to site, as RECORD lists it
+    host: tuple[str, str] | None  # (BACKEND value, owning distribution) for a vendored copy
+
+
+def _top_level_dir(name: str) -> Path | None:
     try:
-        spec = importlib.util.find_spec("deep_gemm")
+        spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):
-        spec = None
-    origin = spec.origin if spec is not None else None
-    torch_v = _installed_torch()
-    if origin is None or spec is None or not spec.submodule_search_locations:
-        kw = _kernel_wheel("none")
-        return Release(None, None, "none", "none", None, None, torch_v, None, kw, False, ())
+        return None
+    if spec is None or spec.origin is None or not spec.submodule_search_locations:
+        return None
+    return Path(spec.origin).resolve().parent
 
-    pkg_dir = Path(origin).resolve().parent
-    root = pkg_dir.parent
 
-    # Every candidate distribution whose RECORD lists deep_gemm files in this very folder.
-    claims: list[tuple[md.Distribution, dict[str, str]]] = []
-    for name in _CANDIDATES:
-        d = _dist(name)
-        if d is None:
+def _copies(choice: str) -> list[_Copy]:
+    out: list[_Copy] = []
+    if choice in ("auto", "deep_gemm"):
+        pkg = _top_level_dir("deep_gemm")
+        if pkg is not None:
+            out.append(_Copy("deep_gemm", pkg, pkg.parent, "deep_gemm", None))
+    for value, dist, top, sub, module in VENDORED:
+        if choice not in ("auto", value):
             continue
-        entries = _record_entries(d)
-        if not entries:
-            continue
-        try:
-            located = Path(str(d.locate_file("deep_gemm/__init__.py"))).resolve()
-        except (OSError, TypeError):
-            continue
-        if located == pkg_dir / "__init__.py":
-            if all(_norm(d.metadata["Name"]) != _norm(c.metadata["Name"]) for c, _ in claims):
-                claims.append((d, entries))
+        host = _top_level_dir(top)
+        if host is not None and (host / sub / "__init__.py").is_file():
+            out.append(_Copy(module, host / sub, host.parent, f"{top}/{sub}", (value, dist)))
+    return out
 
-    owner: md.Distribution | None = None
+
+def backend_choice() -> str:
+    """``DGCOMPAT_BACKEND`` normalized (``auto`` when unset; unknown values are returned as given)."""
+    from ._env import backend_or_raw
+
+    return backend_or_raw()
+
+
+# ---------------------------------------------------------------------------------------------
+# Identifying one copy
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Found:
+    """The facts gathered about one copy, turned into a :class:`Release` at the end."""
+
+    copy: _Copy
+    init_text: str
+    dist: str | None = None
+    version: Version | None = None
+    source: str = "unowned"
+    owner: str | None = None
+    version_source: str = "none"
+    known: bool = False
+    refusal: str | None = None
+    problems: list[str] = field(default_factory=list)
+
+
+def _claims(copy: _Copy) -> tuple[list[_DistInfo], list[str]]:
+    """The dist-info folders of the copy's site that list its ``__init__.py``, and their problems."""
+    claims: list[_DistInfo] = []
+    problems: list[str] = []
+    target = f"{copy.pkg_rel}/__init__.py"
+    for info in _infos_in(copy.site):
+        if info.files is not None and target in info.files:
+            claims.append(info)
+            problems += info.problems
+        elif info.files is None and info.name in (SGL_DEEP_GEMM, *KERNEL_WHEELS, *UPSTREAM_NAMES):
+            problems += info.problems
+            claims.append(info)  # metadata without RECORD: a claim that cannot be verified
+    return claims, problems
+
+
+def _choose_owner(found: _Found, claims: list[_DistInfo]) -> _DistInfo | None:
+    copy = found.copy
+    if not claims:
+        return None
+    checked = _fingerprint_files(copy.pkg_rel, copy.pkg_dir)
     if len(claims) == 1:
-        owner = claims[0][0]
-        hits, compared = _owner_score(root, claims[0][1])
+        info = claims[0]
+        if info.files is None:
+            found.problems.append(f"{info} has no RECORD: the files at {copy.pkg_dir} cannot be verified as its own")
+            return info
+        hits, compared = _owner_score(copy.site, info, checked)
         if compared and hits < compared:
-            problems.append(
-                f"the deep_gemm files on disk do not match {owner.metadata['Name']} {owner.version}'s "
-                f"RECORD ({compared - hits} of {compared} checked files differ): something overwrote them; "
-                f"reinstall {owner.metadata['Name']}"
-            )
-    elif len(claims) > 1:
-        scored = sorted(((_owner_score(root, e), d) for d, e in claims), key=lambda t: t[0][0], reverse=True)
-        names = ", ".join(f"{d.metadata['Name']} {d.version}" for _, d in scored)
-        (best_hits, best_cmp), best = scored[0]
-        if best_hits > 0 and best_hits == best_cmp:
-            owner = best
-            problems.append(
-                f"{len(claims)} distributions claim deep_gemm/ ({names}); the files on disk are "
-                f"{best.metadata['Name']} {best.version}'s (RECORD hashes match). Installing one over the other "
-                f"overwrites files: uninstall the one you do not use"
-            )
-        else:
-            owner = best
-            problems.append(
-                f"{len(claims)} distributions claim deep_gemm/ ({names}) and the files on disk match none of them "
-                f"completely: the install is mixed; uninstall all and reinstall one"
-            )
+            found.problems.append(
+                f"the deep_gemm files on disk do not match {info}'s RECORD ({compared - hits} of {compared} checked "
+                f"files differ): something overwrote them; reinstall {info.name}")
+        return info
+    scored = sorted(((_owner_score(copy.site, i, checked), i) for i in claims), key=lambda t: t[0][0], reverse=True)
+    names = ", ".join(str(i) for _, i in scored)
+    (best_hits, best_cmp), best = scored[0]
+    complete = [i for (h, c), i in scored if c and h == c]
+    same_name = len({i.name for i in claims}) == 1
+    what = f"{len(claims)} {'dist-info folders of ' + str(best.name) if same_name else 'distributions'}"
+    if len(complete) == 1 and best_hits > 0:
+        found.problems.append(
+            f"{what} claim {copy.pkg_rel}/ ({names}); the files on disk are {best}'s (RECORD hashes match). "
+            f"{'A stale dist-info is left behind' if same_name else 'Installing one over the other overwrites files'}: "
+            f"uninstall the one you do not use")
+        return best
+    found.problems.append(
+        f"{what} claim {copy.pkg_rel}/ ({names}) and the files on disk match "
+        f"{'several' if complete else 'none'} of them completely: the owner cannot be established; uninstall all "
+        f"and reinstall one")
+    found.refusal = f"{copy.pkg_dir} is claimed by {names}, and the files do not tell which one they are"
+    return None
 
-    if owner is None:
-        kw = _kernel_wheel("unowned")
-        problems.append(f"deep_gemm at {pkg_dir} belongs to no installed distribution (a source tree or copied files)")
-        return Release(None, None, "unowned", _binding(pkg_dir), str(pkg_dir), None, torch_v, None, kw, False,
-                       tuple(problems))
 
-    dist_name = _norm(owner.metadata["Name"])
-    version = _version(owner.version)
-    if dist_name == SGL_DEEP_GEMM:
-        source = "sgl-deep-gemm"
-    elif dist_name in KERNEL_WHEELS:
-        source = "bundled"
+_V1_API_RE = re.compile(r"\bgemm_fp8_fp8_bf16_nt\b")
+_AMD_RE = re.compile(r"\b(rocm|hip|hipify|amdgpu|amd)\b", re.I)
+
+
+def _lineage_refusal(found: _Found, name: str, needed: tuple[str, ...]) -> str | None:
+    """Why a ``deep-gemm``-named distribution is not DeepGEMM 2.x, or None."""
+    text = found.init_text
+    if any(n.startswith(("libamdhip64", "libhiprtc", "librocm")) for n in needed) or _AMD_RE.search(text):
+        return f"{name} {found.version} at {found.copy.pkg_dir} is an AMD (ROCm) package that reuses the deep_gemm name"
+    if _V1_API_RE.search(text) and "fp8_gemm_nt" not in text:
+        return (f"{name} {found.version} at {found.copy.pkg_dir} has the v1 API (gemm_fp8_fp8_bf16_nt) and is not "
+                f"DeepGEMM 2.x")
+    if found.version is not None and found.version.major < 2:
+        return f"{name} {found.version} at {found.copy.pkg_dir} is not DeepGEMM 2.x (DeepGEMM 2.x versions start at 2)"
+    return None
+
+
+def _from_owner(found: _Found, info: _DistInfo, needed: tuple[str, ...]) -> None:
+    name = info.name or "?"
+    found.owner = str(info)
+    found.version = info.version
+    found.version_source = "metadata" if found.version is not None else "none"
+    if name == SGL_DEEP_GEMM:
+        found.dist, found.source = SGL_DEEP_GEMM, "sgl-deep-gemm"
+    elif name in KERNEL_WHEELS:
+        found.dist, found.source = name, "bundled"
     else:
-        source = "upstream"
-        dist_name = "deep-gemm"
+        found.dist, found.source = UPSTREAM, "upstream"
+        found.version = _version(info.version_text.split("+")[0]) if info.version_text else None
+        refusal = _lineage_refusal(found, name, needed)
+        if refusal is not None:
+            found.dist, found.source, found.refusal = name, "unrelated", refusal
+            found.problems.append(refusal + ": dgcompat cannot use it; uninstall it and install sgl-deep-gemm or an "
+                                            "upstream DeepGEMM build")
+            return
+    if found.version is None:
+        found.refusal = (f"{found.copy.pkg_dir} belongs to {info}, whose version {info.version_text!r} is not a "
+                         f"release id: dgcompat cannot tell which release it is")
+        found.problems.append(found.refusal)
 
-    known = False
-    expected = None
-    if version is not None:
-        expected = _expected_torch(dist_name, version)
-        if source == "sgl-deep-gemm":
-            known = str(version) in KNOWN_SGL_DEEP_GEMM
-            if not known:
-                newest = Version(KNOWN_SGL_DEEP_GEMM[-1])
-                problems.append(
-                    f"sgl-deep-gemm {version} is {'newer than' if version > newest else 'not one of'} the releases "
-                    f"dgcompat knows (up to {newest}): dgcompat probes the installed functions and uses the newest "
-                    f"known behaviour; run `dgcompat conform` before deploying it"
-                )
-        elif source == "bundled":
-            known = expected is not None
-            if not known:
-                problems.append(f"{dist_name} {version} bundles deep_gemm but is not a bundle dgcompat knows")
-        else:
-            problems.append(
-                f"deep_gemm comes from {owner.metadata['Name']} {version} (an upstream build): dgcompat treats it "
-                f"like the newest sgl-deep-gemm and probes what it has"
-            )
 
-    torch_ok: bool | None = None
-    if expected is not None:
-        if torch_v is None:
-            problems.append(f"torch is not installed; {dist_name} {version}'s native library needs torch{expected}")
-            torch_ok = False
-        else:
-            torch_ok = Version(torch_v.base_version) in expected
-            if not torch_ok:
-                problems.append(
-                    f"{dist_name} {version}'s native library was built for torch{expected} but torch {torch_v} is "
-                    f"installed: it will fail to load or mis-read tensors; install torch{expected} or a "
-                    f"{dist_name} built for torch {torch_v.major}.{torch_v.minor}"
-                )
+def _from_version_attribute(found: _Found, needed: tuple[str, ...]) -> None:
+    """A vendored copy, or files without metadata: identify upstream DeepGEMM by its ``__version__``."""
+    copy = found.copy
+    rel_init = f"{copy.pkg_rel}/__init__.py"
+    attr = _version_attribute(copy.pkg_dir / "__init__.py")
+    version = _version(attr)
+    if copy.host is None:
+        found.problems.append(f"deep_gemm at {copy.pkg_dir} belongs to no installed distribution (a source tree or "
+                              f"copied files)")
+    if version is None:
+        found.refusal = (f"{copy.pkg_dir} has no distribution metadata and no usable __version__ "
+                         f"({attr!r}): dgcompat cannot tell which release it is")
+    elif version.major < 2:
+        found.refusal = (f"{copy.pkg_dir} has no distribution metadata and says __version__ = {attr!r}; that does not "
+                         f"identify an sgl-deep-gemm release (it does not carry .postN): reinstall sgl-deep-gemm")
+    else:
+        found.dist, found.version = UPSTREAM, version
+        found.version_source = f"{rel_init} __version__"
+        found.source = "vendored" if copy.host is not None else "unowned"
+        refusal = _lineage_refusal(found, UPSTREAM, needed)
+        if refusal is not None:
+            found.source, found.refusal = "unrelated", refusal
+    if found.refusal:
+        found.problems.append(found.refusal)
 
-    kw = _kernel_wheel(source)
-    if kw is not None and kw.meets_floor is False:
-        problems.append(
-            f"{kw} is installed next to sgl-deep-gemm; engines need sglang-kernel>={KERNEL_FLOOR_WITH_SGL_DEEP_GEMM}"
-            + (" (this one bundles its own deep_gemm and overwrites sgl-deep-gemm's files)" if kw.bundles_deep_gemm else "")
-        )
 
-    return Release(dist_name, version, source, _binding(pkg_dir), str(pkg_dir), expected, torch_v, torch_ok, kw,
-                   known, tuple(problems))
+def _host_owner(copy: _Copy) -> str | None:
+    """``"vllm 0.33.0"``: the engine distribution the vendored copy came with (metadata, else its version file)."""
+    assert copy.host is not None
+    _value, dist = copy.host
+    for info in _infos_in(copy.site):
+        if info.name == dist:
+            return str(info)
+    top = copy.pkg_rel.split("/", 1)[0]
+    for candidate in ("_version.py", "version.py"):
+        attr = _version_attribute(copy.site / top / candidate)
+        if attr:
+            return f"{dist} {attr} (from {top}/{candidate})"
+    return dist
+
+
+def _identify(copy: _Copy, torch_v: Version | None) -> Release:
+    found = _Found(copy, _read_text(copy.pkg_dir / "__init__.py") or "")
+    native = _native(copy.pkg_dir, found.init_text)
+    claims, claim_problems = _claims(copy)
+    found.problems += claim_problems
+    owner = _choose_owner(found, claims) if copy.host is None else None
+    if owner is not None:
+        _from_owner(found, owner, native.needed)
+    elif found.refusal is None:
+        _from_version_attribute(found, native.needed)
+        if copy.host is not None:
+            found.owner = _host_owner(copy)
+    _judge_known(found)
+    need = _torch_need(found.dist, found.version, native) if found.refusal is None else _TorchNeed(None, "unknown", "")
+    torch_ok, torch_problems = _torch_check(f"{found.dist} {found.version}", need, torch_v)
+    kw = _kernel_wheel(found.source)
+    return Release(
+        found.dist, found.version, found.source, native.binding, str(copy.pkg_dir), need.spec, torch_v, torch_ok,
+        kw, found.known, tuple(found.problems + list(need.problems) + torch_problems + _kernel_problems(kw)),
+        module=copy.module, owner=found.owner, version_source=found.version_source, torch_rule=need.rule,
+        torch_evidence=need.evidence, refusal=found.refusal)
+
+
+def _judge_known(found: _Found) -> None:
+    if found.refusal is not None or found.version is None:
+        return
+    if found.source == "sgl-deep-gemm":
+        found.known = str(found.version) in KNOWN_SGL_DEEP_GEMM
+        if not found.known:
+            newest = Version(KNOWN_SGL_DEEP_GEMM[-1])
+            found.problems.append(
+                f"sgl-deep-gemm {found.version} is {'newer than' if found.version > newest else 'not one of'} the "
+                f"releases dgcompat knows (up to {newest}): dgcompat probes the installed functions and uses the newest "
+                f"known behaviour; run `dgcompat conform` before deploying it")
+    elif found.source == "bundled":
+        found.known = _expected_torch(found.dist or "", found.version) is not None
+        if not found.known:
+            found.problems.append(f"{found.dist} {found.version} bundles deep_gemm but is not a bundle dgcompat knows")
+    else:
+        found.known = found.version.base_version in KNOWN_UPSTREAM
+        if not found.known:
+            found.problems.append(
+                f"upstream DeepGEMM {found.version} is not a release dgcompat has rows for ({', '.join(KNOWN_UPSTREAM)}): "
+                f"dgcompat uses the nearest older upstream behaviour and probes what it has; run `dgcompat conform`")
+
+
+def _kernel_problems(kw: KernelWheel | None) -> list[str]:
+    if kw is None or kw.meets_floor is not False:
+        return []
+    return [f"{kw} is installed next to sgl-deep-gemm; engines need sglang-kernel>={KERNEL_FLOOR_WITH_SGL_DEEP_GEMM}"
+            + (" (this one bundles its own deep_gemm and overwrites sgl-deep-gemm's files)" if kw.bundles_deep_gemm
+               else "")]
+
+
+def _detect() -> Release:
+    torch_v = _installed_torch()
+    choice = backend_choice()
+    # The reference backend still reports what is installed; unknown values are reported elsewhere.
+    copies = _copies(choice if choice in BACKEND_CHOICES and choice != "reference" else "auto")
+    if not copies:
+        return Release(None, None, "none", "none", None, None, torch_v, None, _kernel_wheel("none"), False, ())
+    chosen = _identify(copies[0], torch_v)
+    others = [f"{c.module} at {c.pkg_dir}" for c in copies[1:]]
+    if others and chosen.refusal is None:
+        note = f"also installed: {'; '.join(others)} (DGCOMPAT_BACKEND selects one; {copies[0].module} is used)"
+        return _with_problems(chosen, note)
+    return chosen
+
+
+def _with_problems(rel: Release, *extra: str) -> Release:
+    return replace(rel, problems=rel.problems + extra)
 
 
 @functools.lru_cache(maxsize=1)

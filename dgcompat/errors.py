@@ -18,6 +18,7 @@ __all__ = [
     "ScheduleMismatchError",
     "IncompatibleBuildError",
     "DeepGemmUnavailableError",
+    "UnidentifiedBuildError",
     "KernelError",
     "ConfigurationError",
 ]
@@ -82,6 +83,21 @@ class IncompatibleBuildError(DgcompatError):
 
 class DeepGemmUnavailableError(IncompatibleBuildError):
     """No deep_gemm is installed, or it cannot be imported."""
+
+
+class UnidentifiedBuildError(IncompatibleBuildError):
+    """A deep_gemm is installed but dgcompat cannot establish which release it is.
+
+    Raised instead of planning it as some other release (an unowned sgl-deep-gemm layer, two
+    owners claiming the files, an unreadable version, an unrelated ``deep-gemm`` distribution).
+    ``found`` is what detection saw (``dgcompat.release()``'s refusal text).
+    """
+
+    def __init__(self, found: str) -> None:
+        self.found = found
+        super().__init__(
+            f"dgcompat cannot use the installed deep_gemm: {found}. Reinstall a certified release (see `dgcompat pin`), "
+            f"select another copy with DGCOMPAT_BACKEND, or set DGCOMPAT_BACKEND=reference")
 
 
 class KernelError(DgcompatError):

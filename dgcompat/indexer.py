@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import _binding
+from . import _binding, _sm100
 from ._checks import FP8_DTYPE_NAMES, as_torch, bad, release_label, tensor, translate
 from .errors import ScheduleMismatchError, UnsupportedFeatureError
 from .runtime import get_num_sms
@@ -78,6 +78,11 @@ def _bind_mqa() -> Callable[..., Any]:
             seqlen = caps.mqa_max_seqlen_k
             as_tensor = caps.raw_ffi_returns
             heads = caps.paged_heads
+            pair = caps.mqa_q_form == "pair"  # 2.8.1 indexes q[0], q[1] unchecked: never pass a bare q
+            if caps.indexer_inputs == "mx-bf16":  # SM100 MX/bf16 contract of 0.2.5 / 2.8.x: dgcompat._sm100
+                adapted = _sm100.ragged_mqa(fn, target, lambda q, w: _pad_heads(fn, q, w, heads), str(caps.arch))
+                _B.mqa = adapted
+                return adapted
 
             def impl(q: Any, kv: Any, w: Any, ks: Any, ke: Any, clean: bool, max_k: int | None) -> Any:
                 q, w = _pad_heads(fn, q, w, heads)
@@ -88,7 +93,7 @@ def _bind_mqa() -> Callable[..., Any]:
                 elif native_clean:
                     out = target(q, kv, w, ks, ke, clean, max_k or 0)
                 else:
-                    out = target(q, kv, w, ks, ke, max_k or 0)
+                    out = target((q, None) if pair else q, kv, w, ks, ke, max_k or 0)
                     if clean:
                         out = as_torch(out)
                         _mask_ragged(out, ks, ke, compressed=bool(max_k))
@@ -205,8 +210,11 @@ def _bind_metadata() -> Callable[..., Any]:
             raw = caps.raw_ffi_returns
             _B.metadata_form = caps.paged_context_lens
             _B.debug = _debug()
+            allowed_bkv, arch = caps.paged_block_kv, caps.arch  # the release's per-arch host assert
 
             def impl(lens: Any, block_kv: int, n_sms: int) -> Any:
+                if allowed_bkv and block_kv not in allowed_bkv:
+                    _sm100.check_block_kv("get_paged_mqa_logits_metadata", block_kv, allowed_bkv, arch)
                 out = target(lens, block_kv, n_sms)
                 return as_torch(out) if raw else out
             _B.metadata = impl
@@ -503,6 +511,10 @@ def _bind_paged() -> Callable[..., Any]:
             target = getattr(mod, name) if name else None
             if target is None:
                 raise UnsupportedFeatureError("fp8_paged_mqa_logits", "paged MQA logits", release_label())
+            if caps.indexer_inputs == "mx-bf16":  # SM100 MX/bf16 contract of 0.2.5 / 2.8.x: dgcompat._sm100
+                refused = _sm100.paged_refusal("fp8_paged_mqa_logits", str(caps.arch))
+                _B.paged = refused
+                return refused
             raw = caps.raw_ffi_returns
             if name == "fp8_fp4_paged_mqa_logits":
                 # (q, q_sf) pair: a bare q hits the torch.Tensor(...) TypeError in releases before 0.2.0.

@@ -16,7 +16,7 @@ from .errors import DgcompatError
 
 __all__ = [
     "is_available", "get_num_sms", "set_num_sms", "num_sms", "set_pdl", "get_pdl", "compile_mode",
-    "get_mk_alignment_for_contiguous_layout",
+    "get_mk_alignment_for_contiguous_layout", "get_theoretical_mk_alignment_for_contiguous_layout",
 ]
 
 #: The upstream calls of this module (see :mod:`dgcompat._calls`).
@@ -33,8 +33,15 @@ CALLS: tuple[UpstreamCall, ...] = (
                  optional=True),
     UpstreamCall("deep_gemm.get_compile_mode", "dgcompat.compile_mode", uses_result=True,
                  selected_by=("compile_mode", True), optional=True),
+    UpstreamCall("deep_gemm.get_theoretical_mk_alignment_for_contiguous_layout",
+                 "dgcompat.get_theoretical_mk_alignment_for_contiguous_layout", ("expected_m",), uses_result=True,
+                 selected_by=("mk_alignment_arity", 1), optional=True),
+    UpstreamCall("deep_gemm.get_theoretical_mk_alignment_for_contiguous_layout",
+                 "dgcompat.get_theoretical_mk_alignment_for_contiguous_layout", ("expected_m", "num_groups"),
+                 uses_result=True, selected_by=("mk_alignment_arity", 2), optional=True),
 )
-_ALIGNMENT, _GET_SMS, _SET_SMS, _SET_PDL, _GET_PDL, _SET_PDL_C, _GET_PDL_C, _SET_MODE, _GET_MODE = CALLS
+(_ALIGNMENT, _GET_SMS, _SET_SMS, _SET_PDL, _GET_PDL, _SET_PDL_C, _GET_PDL_C, _SET_MODE, _GET_MODE, _THEORY_1,
+ _THEORY_2) = CALLS
 
 
 def _selected(*calls: UpstreamCall) -> Callable[..., Any] | None:
@@ -67,6 +74,7 @@ _B = _binding.Slots(
     set_compile_mode=lambda: _selected(_SET_MODE),
     get_compile_mode=lambda: _selected(_GET_MODE),
     mk_alignment=lambda: _binding.upstream(_ALIGNMENT),
+    theoretical_alignment=lambda: _bind_theoretical_alignment(),
 )
 
 
@@ -170,3 +178,45 @@ def get_mk_alignment_for_contiguous_layout() -> int:
     Always an ``int`` (native bindings may return other integer types).
     """
     return int(_B.mk_alignment())
+
+
+def _optional_count(fn: str, name: str, value: Any) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+        raise bad(fn, name, "None or a positive int", value)
+
+
+def get_theoretical_mk_alignment_for_contiguous_layout(expected_m: int | None = None,
+                                                       num_groups: int | None = None) -> int:
+    """The contiguous-layout alignment the release's kernels would choose for ``expected_m`` rows.
+
+    Releases differ in arity (capability ``mk_alignment_arity``): sgl-deep-gemm 0.2.0+ takes
+    ``(expected_m, num_groups)``; upstream DeepGEMM 2.4.2+ and sgl-deep-gemm before 0.2.0 take
+    ``(expected_m)`` only (they do not use the group count, which is then ignored); the bundled
+    copies and the reference backend have no such function, and their alignment is the fixed
+    :func:`get_mk_alignment_for_contiguous_layout`. Always an ``int``.
+    """
+    fn = "get_theoretical_mk_alignment_for_contiguous_layout"
+    _optional_count(fn, "expected_m", expected_m)
+    _optional_count(fn, "num_groups", num_groups)
+    return int(_B.theoretical_alignment(expected_m, num_groups))
+
+
+def _bind_theoretical_alignment() -> Callable[[int | None, int | None], Any]:
+    target = _selected(_THEORY_1, _THEORY_2)  # the declaration the release's arity selects, if present
+    call: Callable[[int | None, int | None], Any]
+    if target is None:
+        def call(expected_m: int | None, num_groups: int | None) -> Any:
+            return get_mk_alignment_for_contiguous_layout()
+    elif _THEORY_1.in_effect(_capabilities()):
+        def call(expected_m: int | None, num_groups: int | None) -> Any:
+            return target(expected_m)
+    else:
+        call = target
+    return call
+
+
+def _capabilities() -> Any:
+    from .table import capabilities
+
+    return capabilities()
+

@@ -41,6 +41,8 @@ SGK = "sglang-kernel"
 BUNDLED = "bundled"
 BUNDLED_DISTS = (SK, SGK)
 REF = "reference"
+UP = "deep-gemm"  # upstream DeepGEMM 2.x, wherever installed (source build, vLLM's or TensorRT-LLM's copy)
+UNIDENTIFIED = "unidentified"  # detection refused the install: only catch-all rows match (nothing is bound)
 ANY = "*"
 #: Key of a per-architecture value used for any other (or an unknown) architecture.
 OTHER_ARCH = "other"
@@ -51,7 +53,7 @@ class Row:
     """One version-gated behaviour."""
 
     capability: str
-    dist: str  # "sgl-deep-gemm", "sgl-kernel", "sglang-kernel", "bundled" (both), "reference" or "*"
+    dist: str  # "sgl-deep-gemm", "sgl-kernel", "sglang-kernel", "bundled" (both), "deep-gemm" (upstream), "reference" or "*"
     releases: str  # PEP 440 specifier over that distribution's version; "" = every release
     value: Any
     upstream: str  # what the upstream call looks like there
@@ -88,6 +90,9 @@ ROWS: tuple[Row, ...] = (
     Row("pdl", SGL, ">=0.1.1", "native", "deep_gemm._C.set_pdl(bool) only",
         "sgl-deep-gemm 0.1.1 added the native op without a Python binding", "0.1.4 is the minimum",
         "presence", "set_pdl|_C.set_pdl", _PDL_PROBE),
+    Row("pdl", UP, ">=2.4.2", "top-level", "deep_gemm.set_pdl(bool) / get_pdl()",
+        "upstream DeepGEMM 2.4.2 (7f2a703) added set_pdl/get_pdl", "never (this is the stable form)", "presence",
+        "set_pdl|_C.set_pdl", _PDL_PROBE),
     Row("pdl", REF, "", "top-level", "dgcompat.reference keeps a flag", "-", "never"),
     Row("pdl", ANY, "", None, "absent", "bundled copies and sgl-deep-gemm<0.1.1 have no PDL switch",
         "bundles and 0.1.0 are unsupported", "presence", "set_pdl|_C.set_pdl", _PDL_PROBE),
@@ -106,6 +111,11 @@ ROWS: tuple[Row, ...] = (
         "(a, b, d, grouped_layout, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, use_psum_layout, "
         "ensure_zero_padding, expected_m_for_psum_layout)",
         "sgl-deep-gemm 0.1.4 inserted ensure_zero_padding before expected_m_for_psum_layout",
+        "never (dgcompat passes neither)", informative=True),
+    Row("ensure_zero_padding_position", UP, ">=2.6.1", 10,
+        "(a, b, d, grouped_layout, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, use_psum_layout, "
+        "ensure_zero_padding, expected_m_for_psum_layout)",
+        "upstream DeepGEMM 2.6.1 (54e2261) inserted ensure_zero_padding before expected_m_for_psum_layout",
         "never (dgcompat passes neither)", informative=True),
     Row("ensure_zero_padding_position", ANY, "", None, "no ensure_zero_padding parameter",
         "before sgl-deep-gemm 0.1.4 / bundles", "0.1.4 is the minimum", informative=True),
@@ -129,6 +139,10 @@ ROWS: tuple[Row, ...] = (
     Row("masked_gemm", SGL, "", "fp8_m_grouped_gemm_nt_masked", "only the fp8_m_grouped_* alias",
         "before sgl-deep-gemm 0.2.0", "0.2.0 is the minimum", "presence",
         "m_grouped_fp8_gemm_nt_masked|fp8_m_grouped_gemm_nt_masked"),
+    Row("masked_gemm", UP, ">=2.8", "m_grouped_fp8_gemm_nt_masked", "m_grouped_fp8_gemm_nt_masked(...) only",
+        "upstream DeepGEMM 2.8 removed the fp8_m_grouped_gemm_nt_masked / bf16_m_grouped_gemm_nt_masked aliases",
+        "never (the m_grouped_* name is the stable one)", "presence",
+        "m_grouped_fp8_gemm_nt_masked|fp8_m_grouped_gemm_nt_masked"),
     Row("masked_gemm", ANY, "", "m_grouped_fp8_gemm_nt_masked", "m_grouped_fp8_gemm_nt_masked(...)", "-", "never",
         "presence", "m_grouped_fp8_gemm_nt_masked|fp8_m_grouped_gemm_nt_masked"),
     Row("masked_overlap", BUNDLED, "", True,
@@ -148,19 +162,36 @@ ROWS: tuple[Row, ...] = (
         "fp8_fp4_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, max_seqlen_k, schedule_meta=None)",
         "sgl-deep-gemm 0.2.5 removed fp8_mqa_logits", "never (stable since 0.2.5)", "presence",
         "fp8_mqa_logits|fp8_fp4_mqa_logits"),
+    Row("mqa_logits", UP, ">=2.8", "fp8_fp4_mqa_logits",
+        "fp8_fp4_mqa_logits((q, q_sf), kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, max_seqlen_k, schedule_meta=None)",
+        "upstream DeepGEMM 2.8 removed the legacy fp8_mqa_logits", "never (stable since 2.8)", "presence",
+        "fp8_mqa_logits|fp8_fp4_mqa_logits"),
     Row("mqa_logits", ANY, "", "fp8_mqa_logits", "fp8_mqa_logits(q, kv, weights, ks, ke, clean_logits=False, max_seqlen_k=0)",
         "-", "0.2.5 is the minimum", "presence", "fp8_mqa_logits|fp8_fp4_mqa_logits"),
     Row("mqa_clean_logits", SGL, ">=0.2.5", "emulated", "no clean_logits parameter",
         "sgl-deep-gemm 0.2.5 dropped clean_logits and logits_dtype", "a release restores it"),
+    Row("mqa_clean_logits", UP, ">=2.8", "emulated", "no clean_logits parameter",
+        "upstream DeepGEMM 2.8's only MQA entry point has no clean_logits", "a release restores it"),
     Row("mqa_clean_logits", ANY, "", "native", "clean_logits=bool", "-", "0.2.5 is the minimum"),
+    # 2.8.1's wrapper reads q[0], q[1] without checking: a bare (S, H, D) q is indexed along S
+    # (two query rows taken as values and scales) instead of being rejected. Always pass a pair.
+    Row("mqa_q_form", UP, ">=2.8", "pair", "fp8_fp4_mqa_logits((q, q_sf), ...): q_fp, q_sf = q[0], q[1]",
+        "upstream DeepGEMM 2.8.1 _C.py facade (no isinstance check)", "never (dgcompat always passes (q, None))"),
+    Row("mqa_q_form", ANY, "", "bare", "q: Tensor (0.2.5 also takes a pair)", "-", "never"),
     Row("mqa_max_seqlen_k", SGL, ">=0.2.5", "required", "max_seqlen_k is positional and required",
         "sgl-deep-gemm 0.2.5 made max_seqlen_k required", "never"),
     Row("mqa_max_seqlen_k", SGK, "", "absent", "fp8_mqa_logits(q, kv, weights, ks, ke, clean_logits=True)",
         "the sglang-kernel 0.4.x bundle is an older DeepGEMM snapshot", "bundles are unsupported"),
+    Row("mqa_max_seqlen_k", UP, ">=2.8", "required", "max_seqlen_k is positional and required",
+        "upstream DeepGEMM 2.8 fp8_fp4_mqa_logits schema: int max_seqlen_k (no default)", "never"),
     Row("mqa_max_seqlen_k", ANY, "", "optional", "max_seqlen_k=0 (0 = uncompressed)", "-", "0.2.5 is the minimum"),
     Row("paged_mqa_logits", SGL, ">=0.2.5", "fp8_fp4_paged_mqa_logits",
         "fp8_fp4_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, indices=None)",
         "sgl-deep-gemm 0.2.5 removed fp8_paged_mqa_logits", "never", "presence",
+        "fp8_paged_mqa_logits|fp8_fp4_paged_mqa_logits"),
+    Row("paged_mqa_logits", UP, ">=2.8", "fp8_fp4_paged_mqa_logits",
+        "fp8_fp4_paged_mqa_logits((q, q_sf), kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, indices=None)",
+        "upstream DeepGEMM 2.8 removed the legacy fp8_paged_mqa_logits", "never", "presence",
         "fp8_paged_mqa_logits|fp8_fp4_paged_mqa_logits"),
     Row("paged_mqa_logits", ANY, "", "fp8_paged_mqa_logits",
         "fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits)",
@@ -176,6 +207,8 @@ ROWS: tuple[Row, ...] = (
     Row("paged_clean_logits_arg", SGL, ">=0.2.5", "absent",
         "fp8_fp4_paged_mqa_logits(..., max_context_len, indices=None)", "sgl-deep-gemm 0.2.5 dropped clean_logits",
         "never"),
+    Row("paged_clean_logits_arg", UP, ">=2.8", "absent",
+        "fp8_fp4_paged_mqa_logits(..., max_context_len, indices=None)", "upstream DeepGEMM 2.8 schema", "never"),
     Row("paged_clean_logits_arg", ANY, "", "optional", "clean_logits=False", "-", "0.2.5 is the minimum"),
     # clean_logits is emulated for paged logits everywhere: 2-D lengths forbid it natively, and the
     # bundled 1-D form would mask with a different per-row rule than a 2-D (B, next_n) input means.
@@ -185,13 +218,54 @@ ROWS: tuple[Row, ...] = (
     Row("paged_native_next_n", REF, "", {"sm90": (1, 2, 3, 4), "sm100": (1, 2, 3, 4), "sm120": (1, 2, 3, 4),
                                          OTHER_ARCH: (1,)},
         "-", "-", "never"),
+    Row("paged_native_next_n", BUNDLED, "", {"sm90": (1, 2), "sm100": (1, 2), "sm120": (1,), OTHER_ARCH: (1,)},
+        "host assert next_n == 1 or next_n == 2 (strings of the bundled deep_gemm_cpp, every arch)",
+        "the bundled snapshot predates the SM100 next_n=4 atoms", "bundles are unsupported"),
+    Row("paged_native_next_n", UP, ">=2.8", {"sm90": (1, 2, 4), "sm100": (1, 2, 4), "sm120": (1,), OTHER_ARCH: (1,)},
+        "vLLM's 2.8.1 build launches next_n=4 natively on SM90 (and 32-token KV blocks)",
+        "the nv_dev SM90 next_n=4 work in the build vLLM vendors", "never (widen when a release adds next_n=3)"),
     Row("paged_native_next_n", ANY, "", {"sm90": (1, 2), "sm100": (1, 2, 4), "sm120": (1,), OTHER_ARCH: (1,)},
         "SM90 host assert next_n == 1 or next_n == 2 (seen on H200 with 0.1.2/0.1.4); SM100 atoms of 2",
         "SM90 kernel packs next_n*heads into one WGMMA; next_n=3 needs DeepGEMM PR #340",
         "the SM90 kernel accepts next_n 3/4 (then widen the row)"),
     Row("paged_heads", REF, "", {"sm90": (), "sm100": (), "sm120": (), OTHER_ARCH: ()}, "-", "-", "never"),
-    Row("paged_heads", ANY, "", {"sm90": (32, 64), "sm100": (8, 16, 32, 64), "sm120": (8, 16, 32, 64),
-                                 OTHER_ARCH: ()},
+    # What the indexer kernels take on each architecture. "fp8-f32": FP8 q (no scale), float32
+    # per-token KV scales, float32 weights, float32 logits (the stable contract). "mx-bf16": q
+    # with packed-UE8M0 int32 MX scales (one int32 per 128 values), MX KV scales, bf16 weights,
+    # bf16 logits; see dgcompat._sm100 for what dgcompat does there.
+    Row("indexer_inputs", REF, "", {"sm90": "fp8-f32", "sm100": "fp8-f32", "sm120": "fp8-f32", OTHER_ARCH: "fp8-f32"}, "-", "-", "never"),
+    Row("indexer_inputs", SGL, ">=0.2.5", {"sm90": "fp8-f32", "sm100": "mx-bf16", "sm120": "fp8-f32", OTHER_ARCH: "fp8-f32"},
+        "SM100: fp8_fp4_*mqa_logits((q, q_sf int32 UE8M0), ...) with bf16 weights -> bf16 logits",
+        "host asserts of 0.2.5's _C.so: is_mx_sf == (arch_major == 10 or (arch_major == 12 and is_fp4)); "
+        "weights.scalar_type() == (arch_major == 10 ? kBFloat16 : kFloat32)", "a release takes FP32 scales on SM100 again"),
+    Row("indexer_inputs", UP, ">=2.8", {"sm90": "fp8-f32", "sm100": "mx-bf16", "sm120": "fp8-f32", OTHER_ARCH: "fp8-f32"},
+        "SM100: fp8_fp4_*mqa_logits((q, q_sf int32 UE8M0), ...) with bf16 weights -> bf16 logits",
+        "host asserts of 2.8.1's _C_extension.abi3.so (the same conditions as sgl-deep-gemm 0.2.5)",
+        "a release takes FP32 scales on SM100 again"),
+    Row("indexer_inputs", ANY, "", {"sm90": "fp8-f32", "sm100": "fp8-f32", "sm120": "fp8-f32", OTHER_ARCH: "fp8-f32"},
+        "FP8 q, float32 KV scales and weights, float32 logits", "-", "never"),
+    Row("paged_block_kv", REF, "", {"sm90": (), "sm100": (), "sm120": (), OTHER_ARCH: ()}, "-", "-", "never"),
+    Row("paged_block_kv", UP, ">=2.8", {"sm90": (32, 64), "sm100": (32, 64, 128), "sm120": (32, 64), OTHER_ARCH: ()},
+        "host assert (arch 10: 32/64/128) or (arch 9: 32/64) or (arch 12: 32/64)",
+        "vLLM's 2.8.1 build adds 32-token KV blocks on SM90 (strings of _C_extension.abi3.so)", "never"),
+    Row("paged_block_kv", SGL, ">=0.2.5", {"sm90": (64,), "sm100": (32, 64, 128), "sm120": (32, 64, 128, 256), OTHER_ARCH: ()},
+        "host assert (arch 10: 32/64/128) or (arch 9: 64) or (arch 12: 32/64/128/256)",
+        "sgl-deep-gemm 0.2.5 widened SM120 block_kv to 32..256 (strings of _C.so)", "never"),
+    Row("paged_block_kv", SGL, ">=0.1.6", {"sm90": (64,), "sm100": (32, 64, 128), "sm120": (64,), OTHER_ARCH: ()},
+        "host assert (arch 10: 32/64/128) or (arch 12: 64) or (arch 9: 64)",
+        "sgl-deep-gemm 0.1.6 added 128-token blocks on SM100 (strings of _C.so)", "never"),
+    Row("paged_block_kv", BUNDLED, "", {"sm90": (64,), "sm100": (64,), "sm120": (64,), OTHER_ARCH: ()},
+        "block_kv == 64 (the v2.1 base)", "bundled snapshot", "bundles are unsupported"),
+    Row("paged_block_kv", ANY, "", {"sm90": (64,), "sm100": (32, 64), "sm120": (64,), OTHER_ARCH: ()},
+        "host assert block_kv == 64 or (arch_major == 10 and block_kv == 32)",
+        "strings of sgl-deep-gemm 0.0.1-0.1.5.post3; upstream 2.6.1 attention.hpp", "never"),
+    Row("paged_heads", SGL, ">=0.2.5", {"sm90": (32, 64), "sm100": (16, 32, 64), "sm120": (16, 32, 64), OTHER_ARCH: ()},
+        "host assert of 0.2.5's _C.so: num_heads == 16 or 32 or 64 (8 dropped)",
+        "sgl-deep-gemm 0.2.5 native contract (see the native-contract intake)", "a release accepts 8 heads again"),
+    Row("paged_heads", UP, ">=2.8", {"sm90": (32, 64), "sm100": (16, 32, 64), "sm120": (16, 32, 64), OTHER_ARCH: ()},
+        "host assert of 2.8.1's _C_extension.abi3.so: num_heads == 16 or 32 or 64",
+        "upstream DeepGEMM 2.8 dropped 8 heads", "a release accepts 8 heads again"),
+    Row("paged_heads", ANY, "", {"sm90": (32, 64), "sm100": (8, 16, 32, 64), "sm120": (8, 16, 32, 64), OTHER_ARCH: ()},
         "paged MQA kernels are instantiated for these head counts", "DeepGEMM kernel templates",
         "the kernels take any head count"),
     # --- returned tensors ----------------------------------------------------------------------
@@ -212,6 +286,32 @@ ROWS: tuple[Row, ...] = (
     Row("transform_sf_is_sfa", BUNDLED, "", "bool", "schema: bool is_sfa=False, int[] recipe (None is rejected)",
         "bundled schema", "bundles are unsupported"),
     Row("transform_sf_is_sfa", ANY, "", "optional", "is_sfa=None", "-", "never"),
+    # --- defaults dgcompat does not pass (the release's default is used) ----------------------
+    Row("compiled_dims_default", UP, "", "nk", "bf16_gemm_nt(..., compiled_dims='nk')",
+        "upstream DeepGEMM bakes N and K into each JIT kernel by default",
+        "never (dgcompat passes no compiled_dims: either default compiles a kernel per shape, results agree)"),
+    Row("compiled_dims_default", SGL, "", "", "bf16_gemm_nt(..., compiled_dims='')",
+        "sgl-deep-gemm compiles shape-generic bf16 kernels by default", "never (not passed)"),
+    Row("compiled_dims_default", BUNDLED, "", "", "bf16_gemm_nt(..., str compiled_dims=\"\")", "bundled schema",
+        "bundles are unsupported"),
+    Row("compiled_dims_default", ANY, "", "nk", "compiled_dims='nk'", "-", "never (not passed)"),
+    Row("mk_alignment_arity", SGL, ">=0.2.0", 2,
+        "get_theoretical_mk_alignment_for_contiguous_layout(expected_m=None, num_groups=None)",
+        "sgl-deep-gemm 0.2.0 added num_groups", "never"),
+    Row("mk_alignment_arity", BUNDLED, "", 0, "absent", "bundled snapshot", "bundles are unsupported"),
+    Row("mk_alignment_arity", ANY, "", 1, "get_theoretical_mk_alignment_for_contiguous_layout(expected_m=None)",
+        "upstream DeepGEMM 2.4.2 added it with one argument", "never"),
+    Row("mk_alignment_setter", BUNDLED, "", False, "absent", "bundled snapshot", "bundles are unsupported",
+        "presence", "set_mk_alignment_for_contiguous_layout"),
+    Row("mk_alignment_setter", ANY, "", True, "set_mk_alignment_for_contiguous_layout(int)",
+        "a workspace aligned differently from the kernel's block M faults under graph replay (vLLM)", "never",
+        "presence", "set_mk_alignment_for_contiguous_layout"),
+    Row("deterministic_default", UP, ">=2.8", "off", "use_deterministic_algorithms(bool); off unless called",
+        "upstream DeepGEMM 2.8: kernels are not batch-invariant unless use_deterministic_algorithms(True)",
+        "never (a default, not a defect)"),
+    Row("deterministic_default", SGL, ">=0.2.0", "switch", "use_deterministic_algorithms(bool) exists",
+        "sgl-deep-gemm 0.2.0 added the switch; its default is not read by dgcompat", "never"),
+    Row("deterministic_default", ANY, "", None, "no switch (kernels as built)", "-", "never"),
 )
 
 def arch_family(arch: str | None) -> str | None:
@@ -270,11 +370,15 @@ def _effective(rel: Release, backend: str) -> tuple[str, Version | None]:
     """The (distribution, version) rows are matched against."""
     if backend == "reference":
         return REF, None
-    if rel.source == "sgl-deep-gemm" and rel.version is not None:
+    if rel.refusal is not None or rel.version is None:
+        return UNIDENTIFIED, None  # never planned as another release; binding refuses it
+    if rel.source == "sgl-deep-gemm":
         return SGL, rel.version
     if rel.source == "bundled" and rel.dist is not None:
         return rel.dist, rel.version
-    # Upstream builds and unknown owners: the newest known sgl-deep-gemm behaviour, refined by probes.
+    if rel.dist == UP:
+        return UP, rel.version
+    # Any other owner: the newest known sgl-deep-gemm behaviour, refined by probes.
     return SGL, Version(KNOWN_SGL_DEEP_GEMM[-1])
 
 
@@ -342,6 +446,13 @@ class Capabilities:
     paged_clean_logits_arg: PagedCleanArg
     paged_native_next_n: tuple[int, ...]
     paged_heads: tuple[int, ...]
+    paged_block_kv: tuple[int, ...]
+    indexer_inputs: str
+    mqa_q_form: str
+    compiled_dims_default: str
+    mk_alignment_arity: int
+    mk_alignment_setter: bool
+    deterministic_default: str | None
     collapsed_strides: bool
     raw_ffi_returns: bool
     bare_tensor_pairs: bool

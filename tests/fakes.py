@@ -160,6 +160,8 @@ LENS_DIMS = 2
 COLLAPSE = False
 def set_pdl(v): _state["pdl"] = bool(v)
 def get_pdl(): return _state["pdl"]
+def get_theoretical_mk_alignment_for_contiguous_layout(expected_m=None, num_groups=None):
+    return 64 if num_groups else 128
 
 def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, grouped_layout, recipe=None, recipe_a=None, recipe_b=None,
         compiled_dims="nk", disable_ue8m0_cast=False, use_psum_layout=False, ensure_zero_padding=True,
@@ -194,6 +196,56 @@ def fp8_fp4_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, sc
 def transform_sf_into_required_layout(sf, mn, k, recipe, num_groups=None, is_sfa=None, disable_ue8m0_cast=False,
         psum_layout=None):
     return _R.transform_sf_into_required_layout(sf, mn, k, recipe, num_groups=num_groups, is_sfa=is_sfa)
+'''
+
+# Upstream DeepGEMM 2.8.1 (vLLM's vendored copy): fp8_fp4_* MQA names only, no legacy aliases, and
+# wrappers that index q[0], q[1] without checking (a bare q is silently split along its first dim).
+UP_281 = _COMMON + '''
+LENS_DIMS = 2
+COLLAPSE = False
+_state["det"] = False
+def set_pdl(v): _state["pdl"] = bool(v)
+def get_pdl(): return _state["pdl"]
+def use_deterministic_algorithms(enabled): _state["det"] = bool(enabled)
+def set_mk_alignment_for_contiguous_layout(value): pass
+def get_theoretical_mk_alignment_for_contiguous_layout(expected_m=None): return 128
+
+def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, grouped_layout, recipe=None, recipe_a=None, recipe_b=None,
+        compiled_dims="nk", disable_ue8m0_cast=False, use_psum_layout=False, ensure_zero_padding=True,
+        expected_m_for_psum_layout=None, epilogue=None):
+    _grouped_contig(a, b, d, grouped_layout)
+m_grouped_fp8_gemm_nt_contiguous = m_grouped_fp8_fp4_gemm_nt_contiguous
+
+def m_grouped_fp8_fp4_gemm_nt_masked(a, b, d, masked_m, expected_m, recipe=None, recipe_a=None, recipe_b=None,
+        compiled_dims="nk", disable_ue8m0_cast=False, epilogue=None):
+    _masked(a, b, d, masked_m, expected_m)
+m_grouped_fp8_gemm_nt_masked = m_grouped_fp8_fp4_gemm_nt_masked
+
+def m_grouped_bf16_gemm_nt_contiguous(a, b, d, grouped_layout, compiled_dims="nk", use_psum_layout=False,
+        ensure_zero_padding=True, expected_m_for_psum_layout=None, epilogue=None):
+    _R.m_grouped_bf16_gemm_nt_contiguous(a, b, d, grouped_layout)
+
+def m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected_m, compiled_dims="nk", epilogue=None):
+    _R.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected_m)
+
+def fp8_fp4_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, max_seqlen_k, schedule_meta=None):
+    q_fp, q_sf = q[0], q[1]
+    if q_fp.dim() != 3:
+        raise RuntimeError("Assertion error (attention.hpp): q.dim() == 3")
+    out = _R.fp8_mqa_logits(q_fp, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits=False,
+                            max_seqlen_k=max_seqlen_k or None)
+    return out.nan_to_num(neginf=12345.0)
+
+def fp8_fp4_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
+        indices=None):
+    q_fp, q_sf = q[0], q[1]
+    return _paged(q_fp, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, False)
+
+def transform_sf_into_required_layout(sf, mn, k, recipe, num_groups=None, is_sfa=None, disable_ue8m0_cast=False,
+        psum_layout=None):
+    return _R.transform_sf_into_required_layout(sf, mn, k, recipe, num_groups=num_groups, is_sfa=is_sfa)
+
+__version__ = "2.8.1"
 '''
 
 BUNDLED = _COMMON + '''
@@ -237,4 +289,5 @@ FAMILIES = {
     "sgl-0.1.3": ("sgl-deep-gemm", "0.1.3", SGL_013),
     "sgl-0.2.5": ("sgl-deep-gemm", "0.2.5", SGL_025),
     "bundled": ("sglang-kernel", "0.4.1.post1", BUNDLED),
+    "up-2.8.1": ("deep_gemm", "2.8.1", UP_281),
 }

@@ -142,3 +142,20 @@ def test_doctor_lists_the_environment_and_flags_bad_values(monkeypatch: pytest.M
     for good in ("sm90", "sm100a", "90", "12.0"):
         monkeypatch.setenv("DGCOMPAT_ARCH", good)
         assert {v.name: v for v in doctor.environment_report()}["DGCOMPAT_ARCH"].valid, good
+
+
+def test_doctor_says_an_unidentified_install_cannot_work(clean_dgcompat: None, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    # an sgl-deep-gemm 0.1.4 Python layer whose dist-info is gone: never planned as 0.2.5
+    (tmp_path / "deep_gemm").mkdir()
+    (tmp_path / "deep_gemm" / "__init__.py").write_text("raise RuntimeError('must not import')\n__version__ = '0.1.4'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from dgcompat import reset
+
+    reset()
+    data = doctor.collect()
+    assert data["release"]["refusal"] and not data["works"] and data["abi"] is None
+    assert doctor.main([]) == 1
+    out = capsys.readouterr().out
+    assert "refused" in out and "0.1.4" in out and "cannot work" in out

@@ -53,7 +53,7 @@ def synthetic(version: str = "0.2.5") -> dict[str, Any]:
         "deep_gemm.fp8_gemm_nt": _fn("fp8_fp4_gemm_nt", "a", "b", "d", ("c", "None"), ("recipe", "None"),
                                      ("recipe_a", "None"), ("recipe_b", "None"), ("compiled_dims", "''"),
                                      ("disable_ue8m0_cast", "False"), op="fp8_fp4_gemm_nt"),
-        "deep_gemm.bf16_gemm_nt": _fn("bf16_gemm_nt", "a", "b", "d", ("c", "None"), ("compiled_dims", "'nk'")),
+        "deep_gemm.bf16_gemm_nt": _fn("bf16_gemm_nt", "a", "b", "d", ("c", "None"), ("compiled_dims", "''")),
         "deep_gemm.m_grouped_fp8_gemm_nt_contiguous": _fn("m_grouped_fp8_fp4_gemm_nt_contiguous", *contiguous),
         "deep_gemm.m_grouped_fp8_fp4_gemm_nt_contiguous": _fn("m_grouped_fp8_fp4_gemm_nt_contiguous", *contiguous),
         "deep_gemm.m_grouped_bf16_gemm_nt_contiguous": _fn("m_grouped_bf16_gemm_nt_contiguous", "a", "b", "d",
@@ -85,6 +85,11 @@ def synthetic(version: str = "0.2.5") -> dict[str, Any]:
         "deep_gemm.get_mk_alignment_for_contiguous_layout": _fn(
             "utils.layout.get_mk_alignment_for_contiguous_layout",
             returns="int(_C.get_mk_alignment_for_contiguous_layout)"),
+        "deep_gemm.get_theoretical_mk_alignment_for_contiguous_layout": _fn(
+            "utils.layout.get_theoretical_mk_alignment_for_contiguous_layout", ("expected_m", "None"),
+            ("num_groups", "None")),
+        "deep_gemm.set_mk_alignment_for_contiguous_layout": _fn(
+            "utils.layout.set_mk_alignment_for_contiguous_layout", "new_value"),
         "deep_gemm.get_num_sms": _native("get_num_sms", returns="int"),
         "deep_gemm.set_num_sms": _native("set_num_sms", "new_num_sms"),
         "deep_gemm.set_pdl": _native("set_pdl", "enable"),

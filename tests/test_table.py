@@ -18,11 +18,12 @@ PROBE_VERSIONS = {
     table.SK: ["0.3.21"],
     table.SGK: ["0.4.0", "0.4.1.post1", "0.4.2"],
     table.REF: [None],
+    table.UP: ["2.6.1", "2.8.1", "2.9.0"],
 }
 
 
 def _release(dist: str, version: str | None) -> Release:
-    source = {table.SGL: "sgl-deep-gemm", table.REF: "none"}.get(dist, "bundled")
+    source = {table.SGL: "sgl-deep-gemm", table.REF: "none", table.UP: "upstream"}.get(dist, "bundled")
     v = Version(version) if version else None
     return Release(dist if dist != table.REF else None, v, source, "unknown", None, None, None, None, None, True)
 

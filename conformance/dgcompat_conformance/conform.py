@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="releases run in parallel (default: CPU count, max 4)")
     run.add_argument("--timeout", type=positive_seconds, default=900.0,
                      help="seconds per release before it counts as hung")
-    run.add_argument("--arch", default="sm90", choices=("sm90", "sm100"), help="architecture the stand-ins emulate")
+    run.add_argument("--arch", default="sm90", choices=("sm90", "sm100", "sm120"), help="architecture the stand-ins emulate")
     run.add_argument("--examples", type=positive_int, default=None, help="hypothesis examples per property test")
     run.add_argument("-k", dest="keyword", default=None, help="only tests matching this pytest -k expression")
     run.add_argument("--tests", type=Path, action="append", default=None,

@@ -129,7 +129,7 @@ def collect(*, run_abi: bool = True) -> dict[str, Any]:
         problems_early = [f"capabilities: {exc}"]
     else:
         problems_early = []
-    abi = abi_check() if (run_abi and rel.installed) else None
+    abi = abi_check() if (run_abi and rel.installed and rel.refusal is None) else None
     problems = list(rel.problems) + problems_early
     env = environment_report()
     problems += [f"{v.name}={v.value!r}: {v.meaning} (accepted: {v.accepted})" for v in env if not v.valid]
@@ -139,7 +139,7 @@ def collect(*, run_abi: bool = True) -> dict[str, Any]:
         backend = _binding.backend_name()
     except DgcompatError as exc:  # an unknown DGCOMPAT_BACKEND: listed under environment
         backend = f"unknown ({exc})"
-    works = (rel.installed and rel.torch_ok is not False and all(v.valid for v in env)
+    works = (rel.installed and rel.refusal is None and rel.torch_ok is not False and all(v.valid for v in env)
              and (abi is None or abi["verdict"] in ("ok", "loads (kernels not checked)")))
     return {
         "dgcompat": __version__,
@@ -148,7 +148,8 @@ def collect(*, run_abi: bool = True) -> dict[str, Any]:
             "label": rel.label, "dist": rel.dist, "version": str(rel.version) if rel.version else None,
             "source": rel.source, "binding": rel.binding, "location": rel.location, "known": rel.known,
             "expected_torch": str(rel.expected_torch) if rel.expected_torch else None,
-            "torch_ok": rel.torch_ok,
+            "torch_ok": rel.torch_ok, "module": rel.module, "owner": rel.owner,
+            "version_source": rel.version_source, "torch_rule": rel.torch_rule, "refusal": rel.refusal,
         },
         "kernel_wheel": str(rel.kernel_wheel) if rel.kernel_wheel else None,
         "torch": torch_info,
@@ -168,13 +169,16 @@ def _render(data: dict[str, Any]) -> str:
         f"dgcompat {data['dgcompat']}  (backend: {data['backend']})",
         "",
         f"deep_gemm      {r['label']}" + ("" if r["known"] or r["source"] == "none" else "  [not a release dgcompat knows]"),
+        f"  module       {r['module']}  (owner: {r['owner'] or '-'}; version from {r['version_source']})",
         f"  binding      {r['binding']}",
         f"  files        {r['location'] or '-'}",
         f"kernel wheel   {data['kernel_wheel'] or '-'}",
         f"torch          {t['version'] or 'not importable'}  (CUDA {t['cuda'] or '-'})",
         f"GPU            {t['gpu'] or 'none'}" + (f"  [{t['arch']}]" if t.get("arch") else ""),
-        f"native needs   torch{r['expected_torch']}" if r["expected_torch"] else "native needs   -",
+        f"native needs   torch{r['expected_torch']} ({r['torch_rule']})" if r["expected_torch"] else "native needs   -",
     ]
+    if r["refusal"]:
+        lines.append(f"refused        {r['refusal']}")
     abi = data["abi"]
     lines.append(f"ABI check      {abi['verdict']}: {abi['detail']}" if abi else "ABI check      not run")
     lines += ["", "capabilities"]

@@ -48,9 +48,25 @@ def _torch_pin(spec: str) -> str:
     return f"torch{spec}"
 
 
+def _vendored_pin(dist: str, version: Version, certificates_dir: Path | None) -> list[str] | None:
+    """An engine wheel that vendors deep_gemm (vLLM): the engine is what gets pinned."""
+    from .harness.releases import VENDORED_FACTS
+
+    facts = VENDORED_FACTS.get(f"{dist}-{version}")
+    if facts is None:
+        return None
+    return [f"{dist}=={version}",
+            f"# deep_gemm: vendored upstream DeepGEMM {facts.deep_gemm}, stable ABI: torch{facts.torch_minimum} "
+            f"(built for torch {facts.built_for}; {dist} pins its own torch)",
+            _status(f"{dist}-{version}", certificates_dir)]
+
+
 def pin_lines(dist: str, version: Version, certificates_dir: Path | None = None) -> list[str]:
     """Requirement lines for ``dist`` at ``version`` (the comment line names the certificates behind them)."""
     dist = canonical(dist)
+    vendored = _vendored_pin(dist, version, certificates_dir)
+    if vendored is not None:
+        return vendored
     expected = _expected_torch(dist, version)
     lines = [f"{dist}=={version}"]
     lines.append(_torch_pin(str(expected)) if expected else "# torch: unknown for this release (no fingerprint)")
@@ -65,6 +81,12 @@ def suggest(rel: Release, certificates_dir: Path | None = None) -> list[str]:
     """Pin lines for the installed stack (or a note when there is nothing to pin)."""
     if rel.dist is None or rel.version is None:
         return ["# no deep_gemm distribution installed; see `dgcompat pin --release VERSION`"]
+    if rel.source == "vendored" and rel.owner:
+        host, _, host_version = rel.owner.partition(" ")
+        try:
+            return pin_lines(host, Version(host_version.split(" ", 1)[0]), certificates_dir)
+        except ValueError:
+            pass
     return pin_lines(rel.dist, rel.version, certificates_dir)
 
 
@@ -122,6 +144,15 @@ def render_compatibility(folder: Path | None = None) -> str:
         label = version if dist == SGL else f"{dist} {version} (bundled)"
         pin = f"`{dist}=={version}`" + (f", `torch{torch_spec}`" if torch_spec else "")
         lines.append(f"| {label} | {torch_spec or '?'} | {_tier_cell(cpu)} | {_tier_cell(gpu)} | {pin} |")
+    from .harness.releases import VENDORED_FACTS, VENDORED_RELEASES
+
+    for dist, version in VENDORED_RELEASES:
+        vendored_key = f"{dist}-{version}"
+        facts = VENDORED_FACTS[vendored_key]
+        label = f"{dist} {version} (vendored upstream {facts.deep_gemm}, stable ABI)"
+        pin = f"`{dist}=={version}` (deep_gemm needs torch{facts.torch_minimum}; built for {facts.built_for})"
+        lines.append(f"| {label} | {facts.torch_minimum} | {_tier_cell(by_key.get((vendored_key, 'cpu-tier')))} | "
+                     f"{_tier_cell(by_key.get((vendored_key, 'gpu')))} | {pin} |")
     return "\n".join(lines) + "\n"
 
 

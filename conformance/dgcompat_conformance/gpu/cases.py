@@ -146,7 +146,7 @@ def _capability_cause(capability: str) -> str:
     from dgcompat.table import rows_for
 
     rel = dgcompat.release()
-    dist = rel.dist if rel.source in ("sgl-deep-gemm", "bundled") and rel.dist else "*"
+    dist = rel.dist if (rel.source in ("sgl-deep-gemm", "bundled") or rel.dist == "deep-gemm") and rel.dist else "*"
     for row in rows_for(capability):
         if row.matches(dist, rel.version):
             return f"{row.since} (capability {capability}={row.value!r} for {rel.label})"

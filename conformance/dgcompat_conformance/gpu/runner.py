@@ -13,6 +13,12 @@ For each release:
 3. run every case (:mod:`.cases`) in its own child process under a watchdog: a case that prints no
    result before its deadline is recorded as a ``hang``, its process group is killed, and the run
    goes on with the next case;
+With ``--folder PATH --release-id ID`` the subject is a plain ``deep_gemm`` package folder (for
+example the upstream DeepGEMM 2.8.1 copy taken out of the vllm 0.33.0 wheel's
+``vllm/third_party/deep_gemm``) copied into its own folder instead of a wheel installed; the
+certificate records the folder's file hashes and, for a stable-ABI build, which torch it was
+built for against the torch it ran on (:func:`stable_abi_note`).
+
 4. write ``<out>/gpu-<release>.json``: the same certificate as the CPU tier (schema, release,
    distribution, binding, dgcompat version, torch, python, platform, device, timestamp, tests,
    summary), with tier ``"gpu"``, the CUDA and driver versions, the ABI result and a verdict.
@@ -21,6 +27,7 @@ Usage (any machine with a CUDA GPU, a CUDA-13 torch and nvcc)::
 
     python -m dgcompat_conformance.gpu.runner --wheels ~/.cache/dgcompat/wheels --releases 0.1.4 0.1.5
     python -m dgcompat_conformance.gpu.runner --wheels DIR --abi-only 0.2.2 0.2.5
+    python -m dgcompat_conformance.gpu.runner --folder vendor/deep_gemm --release-id vllm-0.33.0
     python -m dgcompat_conformance.gpu.runner --table        # regenerate docs/compatibility-gpu.md only
 
 Releases may run concurrently (``--jobs``); cases of one release always run one after another.
@@ -30,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import hashlib
 import json
 import os
 import platform
@@ -55,7 +63,7 @@ from . import abi as _abi
 from .cases import CASES
 
 __all__ = [
-    "SCHEMA", "OUTCOMES", "certify_release", "environment_info", "find_wheel", "install_release",
+    "SCHEMA", "OUTCOMES", "certify_release", "certify_folder", "environment_info", "find_wheel", "install_release",
     "load_certificates", "write_certificate", "render_markdown", "write_docs", "main",
 ]
 
@@ -275,19 +283,62 @@ def _incompatible_verdict(abi: dict[str, Any], forced: dict[str, Any] | None, en
     return f"incompatible: ABI check failed on torch {found} ({detail})"
 
 
+def install_folder(source: Path, target: Path) -> None:
+    """Copy a plain ``deep_gemm`` package folder to ``target/deep_gemm`` (a fresh folder, no caches)."""
+    if not (source / "__init__.py").is_file():
+        raise RuntimeError(f"{source} is not a deep_gemm package folder (no __init__.py)")
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    shutil.copytree(source, target / "deep_gemm", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+
+
+def folder_digest(folder: Path) -> dict[str, Any]:
+    """What identifies a folder subject: its path, file count and the sha256 of its Python layer and libraries."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    key = [p for p in files if p.suffix in (".py", ".so") and "include" not in p.relative_to(folder).parts]
+    h = hashlib.sha256()
+    for p in key:
+        h.update(str(p.relative_to(folder)).encode() + b"\0")
+        with p.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    return {"folder": str(folder), "files": len(files), "sha256_py_and_so": h.hexdigest()}
+
+
+def _built_for(release_id: str) -> str | None:
+    """The torch a vendored copy was built for, from its engine wheel's METADATA (a folder does not say)."""
+    from ..harness.releases import VENDORED_FACTS
+
+    facts = VENDORED_FACTS.get(release_id)
+    return None if facts is None else f"{facts.built_for} (the torch the engine wheel pins)"
+
+
+def stable_abi_note(cert: dict[str, Any], built_for: str | None) -> str | None:
+    """What a passing run of a stable-ABI build on another torch proves (None when it does not apply)."""
+    abi = cert.get("abi") or {}
+    if cert.get("binding") != "stable-abi" or not built_for:
+        return None
+    ran_on = cert.get("torch")
+    s = cert.get("summary") or {}
+    passed = cert.get("verdict") == "certified"
+    head = (f"ran on torch {ran_on} while built for torch {built_for}. The native library is a stable-ABI build: "
+            f"it imports only torch's C shim (aoti_torch_*/torch_* functions) and none of torch's C++ symbols, and "
+            f"dgcompat reads its minimum torch from those imports (torch{abi.get('expected_torch') or '>=?'}).")
+    if passed:
+        return (head + f" It loaded and all {s.get('passed', 0)} cases matched the reference: this proves the "
+                "stable ABI held from the build torch down to this one for every function this build imports "
+                "(op registration, tensor metadata, streams, the dispatcher). It does not prove torch versions "
+                "older than that minimum, nor other builds.")
+    return head + f" Verdict {cert.get('verdict')}: the run does not show the stable ABI holding on this torch."
+
+
 def certify_release(version: str, *, wheel_dirs: Sequence[Path], work: Path, env_info: dict[str, Any],
                     case_ids: Sequence[str], abi_only: bool = False, timeout_scale: float = 1.0,
                     abi_timeout: float = 240.0, python: str = sys.executable) -> dict[str, Any]:
     """Install, check and (unless ``abi_only``) run every case for one sgl-deep-gemm release."""
     t_start = time.perf_counter()
-    cert: dict[str, Any] = {
-        "schema": SCHEMA, "tier": TIER, "release": version, "distribution": SGL, "binding": None,
-        "dgcompat_version": _dgcompat_version(), "torch": env_info.get("torch"), "cuda": env_info.get("cuda"),
-        "driver": env_info.get("driver"), "python": env_info.get("python"), "platform": env_info.get("platform"),
-        "device": env_info.get("device"), "arch": (env_info.get("device") or {}).get("sm"),
-        "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "wheel": None, "abi": None, "verdict": "failed", "tests": [],
-    }
+    cert = _new_certificate(version, SGL, env_info)
     try:
         wheel = find_wheel(wheel_dirs, SGL, version)
         if wheel is None:
@@ -304,39 +355,82 @@ def certify_release(version: str, *, wheel_dirs: Sequence[Path], work: Path, env
         folder = confined(work, version)  # install_release empties <folder>/site first
         site = folder / "site"
         install_release(wheel, extra, site, python=python)
-        (folder / "jit").mkdir(parents=True, exist_ok=True)
-        env = release_env(site, folder / "jit")
-
-        abi = _abi.abi_check(abi_timeout, env=env, python=python)
-        cert["binding"] = abi.get("binding")
-        forced = None
-        if not abi.get("ok") and (abi.get("load") or {}).get("refused"):
-            # dgcompat refused the import from the torch pairing alone; show what the mismatch does.
-            forced = _abi.abi_check(abi_timeout, env=env, allow_torch_mismatch=True, python=python)
-        cert["abi"] = _abi_summary(abi, forced)
-        _say(f"[{version}] ABI: {abi.get('verdict')}: {_short(abi.get('detail', ''), 300)}"
-             + (f" | mismatch allowed: {forced.get('verdict')}: {_short(forced.get('detail', ''), 300)}" if forced else ""))
-        if not abi.get("ok"):
-            cert["verdict"] = _incompatible_verdict(abi, forced, env_info)
-        elif abi_only:
-            cert["verdict"] = "abi ok (cases not run)"
-        else:
-            for case_id in case_ids:
-                rec = run_case_child(case_id, env, CASES[case_id].timeout * timeout_scale, folder, python)
-                cert["tests"].append(_test_entry(rec))
-                val = rec.get("value")
-                _say(f"[{version}] {case_id:<28} {rec['outcome']:<7} {rec['duration']:6.1f}s"
-                     + (f"  value={val:.3g}" if isinstance(val, float) else "")
-                     + (f"  {_short(rec.get('message', ''), 300)}" if rec.get("message") else ""))
-            counts = summarize(cert["tests"])
-            bad = counts["failed"] + counts["error"] + counts["hang"]
-            cert["verdict"] = "certified" if bad == 0 else "failed"
+        _check_and_run(cert, version, folder, site, env_info=env_info, case_ids=case_ids, abi_only=abi_only,
+                       timeout_scale=timeout_scale, abi_timeout=abi_timeout, python=python)
     except Exception as exc:
         cert["runner_error"] = f"{type(exc).__name__}: {exc}"
         cert["verdict"] = "failed"
     cert["summary"] = summarize(cert["tests"])
     cert["seconds"] = round(time.perf_counter() - t_start, 1)
     return cert
+
+
+def _new_certificate(release: str, distribution: str, env_info: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA, "tier": TIER, "release": release, "distribution": distribution, "binding": None,
+        "dgcompat_version": _dgcompat_version(), "torch": env_info.get("torch"), "cuda": env_info.get("cuda"),
+        "driver": env_info.get("driver"), "python": env_info.get("python"), "platform": env_info.get("platform"),
+        "device": env_info.get("device"), "arch": (env_info.get("device") or {}).get("sm"),
+        "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "wheel": None, "abi": None, "verdict": "failed", "tests": [],
+    }
+
+
+def certify_folder(source: Path, release_id: str, *, work: Path, env_info: dict[str, Any], case_ids: Sequence[str],
+                   abi_only: bool = False, timeout_scale: float = 1.0, abi_timeout: float = 240.0,
+                   built_for_torch: str | None = None, python: str = sys.executable) -> dict[str, Any]:
+    """Like :func:`certify_release`, for a plain ``deep_gemm`` folder (no wheel, no dist-info)."""
+    t_start = time.perf_counter()
+    cert = _new_certificate(release_id, "deep-gemm", env_info)
+    try:
+        cert["folder"] = folder_digest(source.resolve())
+        folder = confined(work, release_id)  # install_folder empties <folder>/site first
+        site = folder / "site"
+        install_folder(source.resolve(), site)
+        _check_and_run(cert, release_id, folder, site, env_info=env_info, case_ids=case_ids, abi_only=abi_only,
+                       timeout_scale=timeout_scale, abi_timeout=abi_timeout, python=python)
+    except Exception as exc:
+        cert["runner_error"] = f"{type(exc).__name__}: {exc}"
+        cert["verdict"] = "failed"
+    cert["summary"] = summarize(cert["tests"])
+    cert["seconds"] = round(time.perf_counter() - t_start, 1)
+    note = stable_abi_note(cert, built_for_torch or _built_for(release_id))
+    if note:
+        cert["note"] = note
+    return cert
+
+
+def _check_and_run(cert: dict[str, Any], version: str, folder: Path, site: Path, *, env_info: dict[str, Any],
+                   case_ids: Sequence[str], abi_only: bool, timeout_scale: float, abi_timeout: float,
+                   python: str) -> None:
+    """ABI check, then every case (in its own child), into ``cert``."""
+    (folder / "jit").mkdir(parents=True, exist_ok=True)
+    env = release_env(site, folder / "jit")
+
+    abi = _abi.abi_check(abi_timeout, env=env, python=python)
+    cert["binding"] = abi.get("binding")
+    forced = None
+    if not abi.get("ok") and (abi.get("load") or {}).get("refused"):
+        # dgcompat refused the import from the torch pairing alone; show what the mismatch does.
+        forced = _abi.abi_check(abi_timeout, env=env, allow_torch_mismatch=True, python=python)
+    cert["abi"] = _abi_summary(abi, forced)
+    _say(f"[{version}] ABI: {abi.get('verdict')}: {_short(abi.get('detail', ''), 300)}"
+         + (f" | mismatch allowed: {forced.get('verdict')}: {_short(forced.get('detail', ''), 300)}" if forced else ""))
+    if not abi.get("ok"):
+        cert["verdict"] = _incompatible_verdict(abi, forced, env_info)
+    elif abi_only:
+        cert["verdict"] = "abi ok (cases not run)"
+    else:
+        for case_id in case_ids:
+            rec = run_case_child(case_id, env, CASES[case_id].timeout * timeout_scale, folder, python)
+            cert["tests"].append(_test_entry(rec))
+            val = rec.get("value")
+            _say(f"[{version}] {case_id:<28} {rec['outcome']:<7} {rec['duration']:6.1f}s"
+                 + (f"  value={val:.3g}" if isinstance(val, float) else "")
+                 + (f"  {_short(rec.get('message', ''), 300)}" if rec.get("message") else ""))
+        counts = summarize(cert["tests"])
+        bad = counts["failed"] + counts["error"] + counts["hang"]
+        cert["verdict"] = "certified" if bad == 0 else "failed"
 
 
 def write_certificate(cert: dict[str, Any], out_dir: Path) -> Path:
@@ -472,6 +566,11 @@ def _parser() -> argparse.ArgumentParser:
                         "default ~/.cache/dgcompat/wheels)")
     p.add_argument("--releases", nargs="*", default=[], help="releases to certify with every case")
     p.add_argument("--abi-only", nargs="*", default=[], help="releases to give an ABI verdict only")
+    p.add_argument("--folder", type=Path, default=None,
+                   help="certify a plain deep_gemm package folder (no wheel), e.g. vLLM's vendored copy")
+    p.add_argument("--release-id", default=None, help="with --folder: the release id of the certificate (vllm-0.33.0)")
+    p.add_argument("--built-for-torch", default=None,
+                   help="with --folder: the torch the build was made for (default: known ids, e.g. vllm-0.33.0)")
     p.add_argument("--cases", default="", help="comma-separated case ids (default: all)")
     p.add_argument("--jobs", type=positive_int, default=1, help="releases run at the same time")
     p.add_argument("--timeout-scale", type=float, default=1.0, help="multiply every case deadline")
@@ -500,8 +599,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     wheel_dirs = opts.wheels or [Path.home() / ".cache" / "dgcompat" / "wheels"]
     jobs_list = [(v, False) for v in opts.releases] + [(v, True) for v in opts.abi_only]
-    if not jobs_list:
-        print("nothing to do: give --releases and/or --abi-only (or --table)", file=sys.stderr)
+    if opts.folder is not None:
+        if not opts.release_id or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", opts.release_id):
+            print("--folder needs --release-id ID (letters, digits, . _ -), e.g. vllm-0.33.0", file=sys.stderr)
+            return 2
+        if not (opts.folder / "__init__.py").is_file():
+            print(f"--folder {opts.folder}: not a deep_gemm package folder (no __init__.py)", file=sys.stderr)
+            return 2
+    elif not jobs_list:
+        print("nothing to do: give --releases, --abi-only or --folder (or --table)", file=sys.stderr)
         return 2
     from packaging.version import InvalidVersion, Version
 
@@ -534,6 +640,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     with ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
         certs = list(pool.map(one, jobs_list))
+    if opts.folder is not None:
+        cert = certify_folder(opts.folder, opts.release_id, work=work, env_info=env_info, case_ids=case_ids,
+                              timeout_scale=opts.timeout_scale, built_for_torch=opts.built_for_torch)
+        path = write_certificate(cert, opts.out)
+        s = cert["summary"]
+        _say(f"== {opts.release_id}: {cert['verdict']}  passed {s['passed']} failed {s['failed']} hang {s['hang']} "
+             f"error {s['error']} xfail {s['xfail']}  {cert['seconds']:.0f}s -> {path.name}"
+             + (f"  runner error: {cert['runner_error']}" if cert.get("runner_error") else ""))
+        if cert.get("note"):
+            _say(f"   note: {cert['note']}")
+        certs.append(cert)
     if not opts.no_docs:
         _say(f"table: {write_docs(opts.out, opts.docs)}")
     bad = [c for c in certs if c["verdict"] == "failed"]

@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .contract_rules import IndexerRules
+
 __all__ = [
     "StandInHang",
     "StandInNotEmulated",
@@ -56,6 +58,17 @@ class Profile:
     device_sms: int = 132  # the H200 of gpu-observed.md
     schedule_balance: str = "tail"
     ffi_returns: str = "torch"  # "torch" or "dlpack" (tvm-ffi results as DLPack capsule owners)
+    rules: IndexerRules | None = None  # indexer conditions read from the binary's host asserts
+
+    def block_kv_allowed(self, default: tuple[int, ...]) -> tuple[int, ...]:
+        """The binary's per-arch block_kv condition where it states one, else ``default``."""
+        if self.rules is not None and self.arch in self.rules.block_kv:
+            return tuple(self.rules.block_kv[self.arch])
+        return default
+
+    def mx_contract(self) -> bool:
+        """SM100 MX scale factors + bf16 weights (0.2.5 / upstream 2.8 host asserts)."""
+        return self.rules is not None and self.rules.mx_contract(self.arch)
 
     @property
     def paged_context_lens_dim(self) -> int:
@@ -67,6 +80,8 @@ class Profile:
     def paged_native_next_n(self) -> tuple[int, ...]:
         # gpu-observed.md: next_n 3 and 4 rejected with "next_n == 1 or next_n == 2" on SM90;
         # upstream-history.md §1.5 / §2.2: SM100 takes any next_n >= 1 from 7f2a703 on.
+        if self.arch == "sm90" and self.rules is not None and self.rules.sm90_next_n:
+            return self.rules.sm90_next_n  # the binary's own list (vLLM's 2.8.1 build: 1, 2, 4)
         if self.arch == "sm90" or self.flavor == "bundled":
             return (1, 2)
         return tuple(range(1, 65))
@@ -166,19 +181,26 @@ _GROUPED_FP8 = ("a", "a_sf", "b", "b_sf", "d", "grouped_layout", "recipe", "reci
 _MASKED_FP8 = ("a", "a_sf", "b", "b_sf", "d", "masked_m", "expected_m", "recipe", "recipe_a", "recipe_b",
                "compiled_dims", "disable_ue8m0_cast")
 
-#: (flavor, op) -> argument names by arity (wheel-matrix.md §5 native schema legend).
+# Upstream DeepGEMM 2.8 (stable ABI): the epilogue is (kind, alpha, sfd), three arguments.
+_EPI3 = ("epilogue_kind", "epilogue_alpha", "epilogue_sfd")
+
+#: (flavor, op) -> argument names by arity (wheel-matrix.md §5 native schema legend; 2.8.1 arities
+#: from the schemas in vllm 0.33.0's _C_extension.abi3.so).
 LAYOUTS: dict[tuple[str, str], dict[int, tuple[str, ...]]] = {
-    ("sgl", "fp8_fp4_gemm_nt"): {11: _GEMM_FP8, 12: _GEMM_FP8 + ("alpha",), 16: _GEMM_FP8 + ("alpha",) + _EPI},
+    ("sgl", "fp8_fp4_gemm_nt"): {11: _GEMM_FP8, 12: _GEMM_FP8 + ("alpha",), 16: _GEMM_FP8 + ("alpha",) + _EPI,
+                                 15: _GEMM_FP8 + ("alpha",) + _EPI3},
     ("sgl", "m_grouped_fp8_fp4_gemm_nt_contiguous"): {
         13: _GROUPED_FP8 + ("expected_m_for_psum_layout",),
         14: _GROUPED_FP8 + ("ensure_zero_padding", "expected_m_for_psum_layout"),
         18: _GROUPED_FP8 + ("ensure_zero_padding", "expected_m_for_psum_layout") + _EPI,
+        17: _GROUPED_FP8 + ("ensure_zero_padding", "expected_m_for_psum_layout") + _EPI3,
     },
-    ("sgl", "m_grouped_fp8_fp4_gemm_nt_masked"): {12: _MASKED_FP8, 16: _MASKED_FP8 + _EPI},
+    ("sgl", "m_grouped_fp8_fp4_gemm_nt_masked"): {12: _MASKED_FP8, 16: _MASKED_FP8 + _EPI, 15: _MASKED_FP8 + _EPI3},
     ("sgl", "bf16_gemm_nt"): {
         5: ("a", "b", "d", "c", "compiled_dims"),
         6: ("a", "b", "d", "c", "compiled_dims", "alpha"),
         10: ("a", "b", "d", "c", "compiled_dims", "alpha") + _EPI,
+        9: ("a", "b", "d", "c", "compiled_dims", "alpha") + _EPI3,
     },
     ("sgl", "m_grouped_bf16_gemm_nt_contiguous"): {
         7: ("a", "b", "d", "grouped_layout", "compiled_dims", "use_psum_layout", "expected_m_for_psum_layout"),
@@ -186,10 +208,13 @@ LAYOUTS: dict[tuple[str, str], dict[int, tuple[str, ...]]] = {
             "expected_m_for_psum_layout"),
         12: ("a", "b", "d", "grouped_layout", "compiled_dims", "use_psum_layout", "ensure_zero_padding",
              "expected_m_for_psum_layout") + _EPI,
+        11: ("a", "b", "d", "grouped_layout", "compiled_dims", "use_psum_layout", "ensure_zero_padding",
+             "expected_m_for_psum_layout") + _EPI3,
     },
     ("sgl", "m_grouped_bf16_gemm_nt_masked"): {
         6: ("a", "b", "d", "masked_m", "expected_m", "compiled_dims"),
         10: ("a", "b", "d", "masked_m", "expected_m", "compiled_dims") + _EPI,
+        9: ("a", "b", "d", "masked_m", "expected_m", "compiled_dims") + _EPI3,
     },
     ("sgl", "fp8_mqa_logits"): {8: ("q", "kv", "kv_sf", "weights", "ks", "ke", "clean_logits", "max_seqlen_k")},
     ("sgl", "fp8_fp4_mqa_logits"): {
@@ -213,6 +238,7 @@ LAYOUTS: dict[tuple[str, str], dict[int, tuple[str, ...]]] = {
         9: ("sf", "mn", "k", "recipe_a", "recipe_b", "recipe_c", "num_groups", "is_sfa", "disable_ue8m0_cast"),
         10: ("sf", "mn", "k", "recipe_a", "recipe_b", "recipe_c", "num_groups", "is_sfa", "disable_ue8m0_cast",
              "psum_layout"),
+        8: ("sf", "mn", "k", "recipe", "num_groups", "is_sfa", "disable_ue8m0_cast", "psum_layout"),
     },
     ("sgl", "get_mn_major_tma_aligned_packed_ue8m0_tensor"): {1: ("sf",), 2: ("sf", "psum_layout")},
     # The copies bundled in sgl-kernel / sglang-kernel (S-arch, a DeepGEMM v2.1 base).
@@ -256,7 +282,7 @@ _COMMON_LAYOUTS: dict[str, dict[int, tuple[str, ...]]] = {
     "use_deterministic_algorithms": {1: ("enable",)},
     "get_deterministic_algorithms": {0: ()},
     "set_ignore_compile_dims": {1: ("ignore",)},
-    "set_block_size_multiple_of": {2: ("m", "n")},
+    "set_block_size_multiple_of": {2: ("m", "n"), 1: ("new_value",)},
     "get_mk_alignment_for_contiguous_layout": {0: ()},
     "set_mk_alignment_for_contiguous_layout": {1: ("new_value",)},
     "get_theoretical_mk_alignment_for_contiguous_layout": {1: ("expected_m",), 2: ("expected_m", "num_groups")},
@@ -325,7 +351,9 @@ _STATE_OPS: dict[str, Callable[[Ctx, _Args], Any]] = {
     "use_deterministic_algorithms": lambda ctx, a: setattr(ctx.state, "deterministic", bool(a.enable)),
     "get_deterministic_algorithms": lambda ctx, a: ctx.state.deterministic,
     "set_ignore_compile_dims": lambda ctx, a: setattr(ctx.state, "ignore_compile_dims", bool(a.ignore)),
-    "set_block_size_multiple_of": lambda ctx, a: setattr(ctx.state, "block_size_multiple_of", (int(a.m), int(a.n))),
+    "set_block_size_multiple_of": lambda ctx, a: setattr(
+        ctx.state, "block_size_multiple_of",
+        (int(a.m), int(a.n)) if "m" in a else tuple(int(x) for x in (list(a.new_value) * 2)[:2])),
     "get_mk_alignment_for_contiguous_layout": lambda ctx, a: ctx.state.mk_alignment,
     "set_mk_alignment_for_contiguous_layout": _set_mk_alignment,
     "get_theoretical_mk_alignment_for_contiguous_layout": _theoretical_alignment,
@@ -495,7 +523,10 @@ def _transform_sf(ctx: Ctx, a: _Args) -> Any:
         # "is_sfa must be given" assertion).
         is_sfa: bool | None = bool(a.is_sfa) if len(recipe) == 3 else None
     else:
-        recipe = (int(a.recipe_a), int(a.recipe_b)) + (() if a.recipe_c is None else (int(a.recipe_c),))
+        if "recipe" in a:  # upstream 2.8: int[] recipe
+            recipe = tuple(int(x) for x in a.recipe)
+        else:
+            recipe = (int(a.recipe_a), int(a.recipe_b)) + (() if a.recipe_c is None else (int(a.recipe_c),))
         is_sfa = a.is_sfa
         # upstream-history.md §1.11 (7f2a703+, which sgl-deep-gemm's C++ follows): a 3-tuple
         # recipe needs is_sfa, a 2-tuple forbids it.
@@ -530,11 +561,56 @@ def _tma_aligned_size(ctx: Ctx, a: _Args) -> int:
 # --------------------------------------------------------------------------- MQA logits
 
 
+def _mx_dequant(x: Any, sf: Any) -> Any:
+    """FP8 ``x (..., 128)`` times its packed-UE8M0 ``sf (...)`` int32 (byte i scales values 32i..32i+31)."""
+    import torch
+
+    exps = sf.contiguous().view(torch.uint8).reshape(*sf.shape, 4).to(torch.float32)
+    return x.float() * torch.pow(2.0, exps - 127.0).repeat_interleave(32, dim=-1)
+
+
+def _mqa_logits_mx(ctx: Ctx, a: _Args, kv: Any, kv_sf: Any) -> Any:
+    """The SM100 MX/bf16 path of 0.2.5 / upstream 2.8 (conditions from the binary's host asserts)."""
+    import torch
+
+    where = "csrc/apis/attention.hpp"
+    q, q_sf, weights = a.q, a.get("q_sf"), a.weights
+    _assert(q_sf is not None, where, "is_mx_sf and sf_q.has_value()")
+    assert q_sf is not None
+    _assert(_dtype(q_sf) == "int32" and q_sf.is_contiguous() and tuple(q_sf.shape) == tuple(q.shape[:2]), where,
+            f"q_sf is int32 (num_q_tokens, num_heads) packed UE8M0 (got {_dtype(q_sf)} {tuple(q_sf.shape)})")
+    _assert(_dtype(kv_sf) == "int32", where, "kv_sf.scalar_type() == (is_mx_sf ? torch::kInt32 : torch::kFloat)")
+    _assert(_dtype(weights) == "bfloat16", where,
+            "weights.scalar_type() == (arch_major == 10 ? torch::kBFloat16 : torch::kFloat32)")
+    _assert(int(q.shape[-1]) == 128, where, "head_dim == 128 (the stand-in's MX decoding)")
+    heads = (ctx.profile.rules.heads.get(ctx.profile.arch) if ctx.profile.rules else None) or ()
+    if heads:
+        _assert(int(q.shape[1]) in heads, where, " or ".join(f"num_heads == {h}" for h in heads))
+    qd, kd = _mx_dequant(q, q_sf), _mx_dequant(kv, kv_sf)
+    dense = torch.einsum("ihd,jd->ihj", qd, kd).relu_()
+    dense = (dense * weights.float().unsqueeze(-1)).sum(dim=1)
+    ks, ke = a.ks.long(), a.ke.long()
+    max_k = int(a.get("max_seqlen_k") or 0)
+    if max_k:
+        cols = ks.unsqueeze(1) + torch.arange(max_k)
+        out = dense.gather(1, cols.clamp(0, max(kd.shape[0] - 1, 0)))
+        out.masked_fill_(torch.arange(max_k).unsqueeze(0) >= (ke - ks).unsqueeze(1), float("-inf"))
+    else:
+        c = torch.arange(dense.shape[1]).unsqueeze(0)
+        out = dense.masked_fill((c < ks.unsqueeze(1)) | (c >= ke.unsqueeze(1)), float("-inf"))
+    return out.to(torch.bfloat16)  # bf16 weights give bf16 logits
+
+
 def _mqa_logits(ctx: Ctx, a: _Args) -> Any:
     if ctx.profile.flavor == "bundled":
         kv, kv_sf = _pair(ctx, "kv", a.kv)
     else:
         kv, kv_sf = a.kv, a.kv_sf
+    if ctx.profile.mx_contract():
+        return _mqa_logits_mx(ctx, a, kv, kv_sf)
+    if _dtype(a.weights) != "float32":
+        # every release's FP8 path: weights.scalar_type() == torch::kFloat (outside the SM100 MX contract)
+        _assert(False, "csrc/apis/attention.hpp", f"weights.scalar_type() == torch::kFloat (got {_dtype(a.weights)})")
     if a.get("q_sf") is not None:
         raise _not_emulated(ctx, "FP4 queries (q_sf)")
     if a.get("schedule_meta") is not None:
@@ -574,7 +650,8 @@ def _paged_metadata(ctx: Ctx, a: _Args) -> Any:
         raise _not_emulated(ctx, "varlen (indices) schedules")
     block_kv, num_sms = int(a.block_kv), int(a.num_sms)
     # upstream-history.md §1.6: block_kv == 64 (or 32 on SM100) from 7f2a703, 64 at v2.1.0.
-    allowed = (64,) if ctx.profile.arch == "sm90" or ctx.profile.flavor == "bundled" else (32, 64)
+    allowed = ctx.profile.block_kv_allowed((64,) if ctx.profile.arch == "sm90" or ctx.profile.flavor == "bundled"
+                                           else (32, 64))  # the binary's own condition where it has one
     _assert(block_kv in allowed, where, f"block_kv in {allowed} (got {block_kv})")
     _assert(0 < num_sms <= ctx.profile.device_sms, where, f"0 < num_sms <= {ctx.profile.device_sms} (got {num_sms})")
     return _compute(where, _ref().get_paged_mqa_logits_metadata, a.context_lens, block_kv, num_sms,
@@ -585,6 +662,12 @@ def _paged_logits(ctx: Ctx, a: _Args) -> Any:
     import torch
 
     where = "csrc/apis/attention.hpp"
+    if ctx.profile.mx_contract():
+        # 0.2.5 / 2.8 on SM100: MX q scales and bf16 weights; the cache's scale bytes are UE8M0.
+        _assert(a.get("q_sf") is not None, where, "is_mx_sf and sf_q.has_value()")
+        _assert(_dtype(a.weights) == "bfloat16", where,
+                "weights.scalar_type() == (arch_major == 10 ? torch::kBFloat16 : torch::kFloat32)")
+        raise _not_emulated(ctx, "the MX-scaled paged KV cache")
     if a.get("q_sf") is not None:
         raise _not_emulated(ctx, "FP4 queries (q_sf)")
     dt = a.get("logits_dtype")
@@ -614,10 +697,14 @@ def _paged_logits(ctx: Ctx, a: _Args) -> Any:
         _assert(int(context_lens.shape[0]) == batch, where, f"context_lens.size(0) == batch_size ({batch})")
     # gpu-observed.md: "next_n == 1 or next_n == 2" on SM90.
     allowed_next_n = ctx.profile.paged_native_next_n
-    _assert(next_n in allowed_next_n, where, "next_n == 1 or next_n == 2" if allowed_next_n == (1, 2)
-            else f"next_n in {allowed_next_n}")
+    _assert(next_n in allowed_next_n, where, " or ".join(f"next_n == {n}" for n in allowed_next_n)
+            if len(allowed_next_n) <= 4 else f"next_n in {allowed_next_n}")
     # upstream-history.md §1.5: block_kv == 64 on SM90 (32 also on SM100 from 7f2a703).
-    allowed_bkv = (64,) if ctx.profile.arch == "sm90" or ctx.profile.flavor == "bundled" else (32, 64)
+    allowed_bkv = ctx.profile.block_kv_allowed((64,) if ctx.profile.arch == "sm90" or ctx.profile.flavor == "bundled"
+                                               else (32, 64))
+    heads = (ctx.profile.rules.heads.get(ctx.profile.arch) if ctx.profile.rules else None) or ()
+    if heads:
+        _assert(int(q.shape[2]) in heads, where, " or ".join(f"num_heads == {h}" for h in heads))
     _assert(block_kv in allowed_bkv, where, f"block_kv in {allowed_bkv} (got {block_kv})")
     # upstream-history.md §1.5 and §4.1: block_table int32 with stride(1) == 1.
     _assert(_dtype(block_table) == "int32", where, "block_table.scalar_type() == torch::kInt")

@@ -1,8 +1,9 @@
 """The published deep_gemm builds the CPU tier knows, and how a release is named.
 
 A release id is the bare version for ``sgl-deep-gemm`` (``"0.1.4"``) and ``<dist>-<version>`` for
-the copies bundled in a kernel wheel (``"sgl-kernel-0.3.21"``). The same id names the
-expected-failure file ``conformance/dgcompat_conformance/xfails/<id>.txt`` and the certificate.
+the copies bundled in a kernel wheel (``"sgl-kernel-0.3.21"``) or vendored in an engine wheel
+(``"vllm-0.33.0"``: upstream DeepGEMM 2.8.1 at ``vllm/third_party/deep_gemm``). The same id names
+the expected-failure file ``conformance/dgcompat_conformance/xfails/<id>.txt`` and the certificate.
 """
 
 from __future__ import annotations
@@ -21,12 +22,34 @@ __all__ = [
     "SGL_DEEP_GEMM",
     "SGL_DEEP_GEMM_RELEASES",
     "BUNDLED_RELEASES",
+    "VENDORED_RELEASES",
+    "VENDORED_FACTS",
     "all_releases",
     "parse_release",
     "spec_from_wheel",
 ]
 
 _norm = canonical
+
+#: Engine wheels that vendor upstream DeepGEMM: (dist, version, folder of the copy in the wheel).
+VENDORED_RELEASES: tuple[tuple[str, str], ...] = (("vllm", "0.33.0"),)
+VENDORED_PATHS: dict[str, str] = {"vllm": "vllm/third_party/deep_gemm/"}
+
+
+@dataclass(frozen=True)
+class VendoredFacts:
+    """What a vendored copy is, read from the engine wheel (its folder alone does not say it all)."""
+
+    deep_gemm: str  # the copy's __version__
+    torch_minimum: str  # from its stable-ABI imports (dgcompat._torch_abi)
+    built_for: str  # the torch the engine wheel pins (Requires-Dist), i.e. what the copy was built against
+
+
+#: Release id -> facts (vllm 0.33.0's METADATA: Requires-Dist torch==2.14.0; the copy's
+#: _C_extension.abi3.so imports 85 C-shim functions, the newest from torch 2.10).
+VENDORED_FACTS: dict[str, VendoredFacts] = {"vllm-0.33.0": VendoredFacts("2.8.1", ">=2.10", "2.14.0")}
+
+_KNOWN_DISTS = (SGL_DEEP_GEMM, *KERNEL_DISTS, *VENDORED_PATHS)
 
 
 @dataclass(frozen=True)
@@ -43,6 +66,16 @@ class ReleaseSpec:
         return _norm(self.dist) in KERNEL_DISTS
 
     @property
+    def vendored(self) -> bool:
+        """True for an upstream DeepGEMM copy vendored in an engine wheel (vLLM)."""
+        return _norm(self.dist) in VENDORED_PATHS
+
+    @property
+    def package_path(self) -> str:
+        """Where the deep_gemm package sits inside the wheel (``deep_gemm/`` or the vendored folder)."""
+        return VENDORED_PATHS.get(_norm(self.dist), "deep_gemm/")
+
+    @property
     def id(self) -> str:
         """``"0.1.4"`` for sgl-deep-gemm, ``"sgl-kernel-0.3.21"`` for a bundled copy."""
         return self.version if _norm(self.dist) == SGL_DEEP_GEMM else f"{_norm(self.dist)}-{self.version}"
@@ -53,7 +86,8 @@ class ReleaseSpec:
         return f"{_norm(self.dist)}=={self.version}"
 
     def __str__(self) -> str:
-        return f"{_norm(self.dist)} {self.version}" + (" (bundled)" if self.bundled else "")
+        return f"{_norm(self.dist)} {self.version}" + (" (bundled)" if self.bundled else
+                                                       " (vendored deep_gemm)" if self.vendored else "")
 
 
 def all_releases(*, bundled: bool = False) -> list[ReleaseSpec]:
@@ -78,8 +112,9 @@ def parse_release(text: str) -> ReleaseSpec:
     m = re.fullmatch(r"([A-Za-z][A-Za-z0-9_.-]*?)\s*(?:==|-|\s)\s*(\d[0-9A-Za-z.+!]*)", text)
     if m and not text[0].isdigit():
         dist, version = _norm(m.group(1)), m.group(2)
-        if dist not in (SGL_DEEP_GEMM, *KERNEL_DISTS):
-            raise ValueError(f"unknown distribution {m.group(1)!r}: expected sgl-deep-gemm, sgl-kernel or sglang-kernel")
+        if dist not in _KNOWN_DISTS:
+            raise ValueError(f"unknown distribution {m.group(1)!r}: expected sgl-deep-gemm, sgl-kernel, sglang-kernel "
+                             f"or vllm")
         return ReleaseSpec(dist, _checked_version(version, text))
     if re.fullmatch(r"\d[0-9A-Za-z.+!]*", text):
         return ReleaseSpec(SGL_DEEP_GEMM, _checked_version(text, text))
@@ -93,6 +128,7 @@ def spec_from_wheel(path: str | Path) -> ReleaseSpec:
         dist, version = parse_name(p.name)
     except CacheError as exc:
         raise ValueError(str(exc)) from exc
-    if dist not in (SGL_DEEP_GEMM, *KERNEL_DISTS):
-        raise ValueError(f"{p.name} is a {dist} wheel: only sgl-deep-gemm, sgl-kernel and sglang-kernel hold deep_gemm")
+    if dist not in _KNOWN_DISTS:
+        raise ValueError(f"{p.name} is a {dist} wheel: only sgl-deep-gemm, sgl-kernel, sglang-kernel and vllm hold "
+                         f"deep_gemm")
     return ReleaseSpec(dist, str(version), p.resolve())

@@ -322,8 +322,12 @@ def install(workdir: Path, *, dist: str, version: str, arch: str = "sm90", ffi_r
     if flavor == "bundled":
         era = "torch-library"
     device_sms = 132 if arch == "sm90" else 148
+    from ..surface.native import host_assert_texts
+    from .contract_rules import rules_from_asserts
+
+    rules = rules_from_asserts(host_assert_texts(lib.read_bytes()))  # the binary's own indexer conditions
     profile = Profile(dist=dist, version=version, flavor=flavor, binding=era, arch=arch, device_sms=device_sms,
-                      schedule_balance=_schedule_balance(flavor, version), ffi_returns=ffi_returns)
+                      schedule_balance=_schedule_balance(flavor, version), ffi_returns=ffi_returns, rules=rules)
     state = NativeState(num_sms=device_sms)
     cuda_home = Path(tempfile.mkdtemp(prefix="dgcompat-cuda-home-", dir=scratch))
     atexit.register(shutil.rmtree, cuda_home, ignore_errors=True)

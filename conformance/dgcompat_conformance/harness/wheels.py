@@ -32,8 +32,14 @@ wheel_sha256 = sha256_file
 
 
 def find_cached_wheel(spec: ReleaseSpec, directory: Path | None = None) -> Path | None:
-    """The cached wheel of ``spec`` (any platform tag), or None."""
-    return wheelcache.find(spec.dist, spec.version, directory)
+    """The cached wheel of ``spec`` (any platform tag), or None.
+
+    Engine wheels (vLLM, ~340 MB) are also looked for in ``$DGCOMPAT_CACHE/<dist>``.
+    """
+    found = wheelcache.find(spec.dist, spec.version, directory)
+    if found is None and spec.vendored and directory is None:
+        found = wheelcache.find(spec.dist, spec.version, cache_root() / spec.dist)
+    return found
 
 
 def fetch_wheel(spec: ReleaseSpec, *, directory: Path | None = None, timeout: float = 1800.0) -> Path:
@@ -48,14 +54,16 @@ def fetch_wheel(spec: ReleaseSpec, *, directory: Path | None = None, timeout: fl
     return wheelcache.fetch(spec.dist, spec.version, directory=directory, timeout=timeout)
 
 
-def _keep(name: str) -> bool:
+def _keep(name: str, package: str = "deep_gemm/") -> str | None:
+    """Where wheel member ``name`` goes in the work folder, or None to leave it out."""
     top = name.split("/", 1)[0]
-    if top.endswith(".dist-info"):
-        return True
-    if top != "deep_gemm":
-        return False
+    if package == "deep_gemm/" and top.endswith(".dist-info"):
+        return name
+    if not name.startswith(package):
+        return None
+    rel = "deep_gemm/" + name[len(package):]
     # The CUDA headers are only read by the JIT compiler, which never runs on the CPU tier.
-    return not name.startswith("deep_gemm/include/")
+    return None if rel.startswith("deep_gemm/include/") else rel
 
 
 def _stamp(wheel: Path) -> str:
@@ -84,11 +92,17 @@ def prepare_workdir(spec: ReleaseSpec, wheel: Path, *, root: Path | None = None)
         except (OSError, zipfile.BadZipFile) as exc:
             raise FetchError(f"{wheel.name} is not a readable wheel: {exc}") from exc
         with zf:
-            members = [n for n in zf.namelist() if _keep(n) and not n.endswith("/")]
-            if not any(n == "deep_gemm/__init__.py" for n in members):
-                raise FetchError(f"{wheel.name} holds no deep_gemm package")
-            for name in members:
-                zf.extract(name, tmp)
+            # A vendored copy (vllm/third_party/deep_gemm/) becomes a plain deep_gemm package, as an
+            # engine-independent copy would be installed; it has no dist-info of its own.
+            members = {n: dest for n in zf.namelist() if not n.endswith("/")
+                       for dest in [_keep(n, spec.package_path)] if dest is not None}
+            if "deep_gemm/__init__.py" not in members.values():
+                raise FetchError(f"{wheel.name} holds no deep_gemm package at {spec.package_path}")
+            for name, dest in members.items():
+                target = tmp / dest
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with zf.open(name) as src, open(target, "wb") as out:
+                    shutil.copyfileobj(src, out)
         (tmp / ".dgcompat-extracted").write_text(stamp)
         if work.exists() and not current():
             shutil.rmtree(work, ignore_errors=True)

@@ -131,6 +131,20 @@ def _claim_transform_sf_is_sfa(s: Surface) -> str | None:
     return "optional" if found[1].get("default") == "None" else "bool"
 
 
+def _claim_compiled_dims_default(s: Surface) -> str | None:
+    found = _param(_record(s, "bf16_gemm_nt"), "compiled_dims")
+    return None if found is None else str(found[1].get("default")).strip("'\"")
+
+
+def _claim_mk_alignment_arity(s: Surface) -> int:
+    rec = _record(s, "get_theoretical_mk_alignment_for_contiguous_layout")
+    return 0 if rec is None else len(_params(rec))
+
+
+def _claim_mk_alignment_setter(s: Surface) -> bool:
+    return _record(s, "set_mk_alignment_for_contiguous_layout") is not None
+
+
 #: Capability -> what a surface says about it (the same vocabulary as :class:`~dgcompat.table.Capabilities`).
 SURFACE_CLAIMS: Mapping[str, Callable[[Surface], Any]] = {
     "compile_mode": _claim_compile_mode,
@@ -150,6 +164,9 @@ SURFACE_CLAIMS: Mapping[str, Callable[[Surface], Any]] = {
     "collapsed_strides": _claim_collapsed_strides,
     "raw_ffi_returns": _claim_raw_ffi_returns,
     "transform_sf_is_sfa": _claim_transform_sf_is_sfa,
+    "compiled_dims_default": _claim_compiled_dims_default,
+    "mk_alignment_arity": _claim_mk_alignment_arity,
+    "mk_alignment_setter": _claim_mk_alignment_setter,
 }
 
 #: Capabilities a surface cannot show, and why (they are certified by the conformance tiers instead).
@@ -161,6 +178,12 @@ NOT_SURFACE_VISIBLE: Mapping[str, str] = {
     "paged_native_next_n": "architecture-dependent: which next_n the compiled kernels and their host asserts accept "
                            "(per SM family)",
     "paged_heads": "architecture-dependent: the head counts the kernel templates are instantiated for",
+    "paged_block_kv": "architecture-dependent host asserts of the native library (the native-contract intake, "
+                      "dgcompat_conformance.contract, maps their changes)",
+    "indexer_inputs": "architecture-dependent host asserts of the native library (MX scales, bf16 weights on SM100); "
+                      "the native-contract intake maps their changes",
+    "mqa_q_form": "decided inside the wrapper body (q[0], q[1] unchecked in 2.8.1); the surface records signatures",
+    "deterministic_default": "the default of a native switch is native state, not part of any signature",
     "bare_tensor_pairs": "decided inside the private function _parse_tensor_or_tuple (torch.Tensor(...) vs "
                          "torch.tensor); the surface records public names only, not the bodies of private functions",
 }

@@ -291,7 +291,13 @@ def latest(*, version: str | None = None, baseline: str | None = None, index_url
     if cpu_tier:
         say(f"intake: running the CPU tier for {newest}")
         tier = run_cpu_tier(newest, out_dir=out_dir or Path("conformance-results"), timeout=timeout)
+    # The native contract (host asserts of both _C.so): a change nothing covers is never "safe".
+    from ..contract import latest_findings
+
+    native = latest_findings(base, newest)
+    rows_needed += native.notes
     where = [_where(m) for m in _drift(mapped)]
+    where += native.breaking
     where += [f"capability table: {p}" for p in table_problems]
     where += [f"call: {p}" for p in call_problems]
     where += [f"torch pairing: {p}" for p in torch_problems]

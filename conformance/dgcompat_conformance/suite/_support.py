@@ -64,7 +64,8 @@ def release() -> Any:
 
 
 def flavor() -> str:
-    """``sgl`` (sgl-deep-gemm), ``bundled`` (sgl-kernel / sglang-kernel copy), ``reference`` or ``other``."""
+    """``sgl`` (sgl-deep-gemm), ``bundled`` (sgl-kernel / sglang-kernel copy), ``upstream`` (upstream
+    DeepGEMM 2.x: a source build, vLLM's or TensorRT-LLM's copy), ``reference`` or ``other``."""
     if tier() == "reference":
         return "reference"
     rel = release()
@@ -72,6 +73,8 @@ def flavor() -> str:
         return "sgl"
     if rel.source == "bundled":
         return "bundled"
+    if rel.dist == "deep-gemm" and rel.version is not None and rel.refusal is None:
+        return "upstream"
     return "other"
 
 

@@ -28,7 +28,8 @@ def _sgl_legacy_wrappers() -> bool:
 def test_import_and_detection(raw: Any) -> None:
     rel = S.release()
     assert rel.installed
-    assert rel.source in ("sgl-deep-gemm", "bundled", "upstream")
+    assert rel.refusal is None
+    assert rel.source in ("sgl-deep-gemm", "bundled", "upstream", "vendored", "unowned")
     assert callable(raw.get_num_sms)
 
 
@@ -106,13 +107,13 @@ def test_grouped_contiguous_positional(raw: Any) -> None:
 
 
 def test_grouped_contiguous_m_indices_keyword(raw: Any, flavor: str) -> None:
-    # gpu-observed.md / upstream-history.md §1.2: sgl-deep-gemm calls the argument grouped_layout,
-    # so m_indices= raises TypeError; the bundled schemas still name it m_indices.
+    # gpu-observed.md / upstream-history.md §1.2: sgl-deep-gemm and upstream 2.3+ call the argument
+    # grouped_layout, so m_indices= raises TypeError; the bundled schemas still name it m_indices.
     g = S.gen(4)
     m_indices = S.contiguous_layout([128])
     a, b = S.fp8_token(128, 256, g), S.fp8_block(128, 256, g, groups=1)
     d = torch.zeros((128, 128), dtype=torch.bfloat16, device=S.device())
-    if flavor == "sgl":
+    if flavor in ("sgl", "upstream"):
         with pytest.raises(TypeError):
             raw.m_grouped_fp8_gemm_nt_contiguous(a, b, d, m_indices=m_indices)
     else:
@@ -126,7 +127,9 @@ def test_masked_return_value(raw: Any, flavor: str) -> None:
     x = S.masked_inputs(2, 64, 128, 256, g)
     d = torch.zeros((2, 64, 128), dtype=torch.bfloat16, device=S.device())
     want = torch.zeros_like(d)
-    got = raw.fp8_m_grouped_gemm_nt_masked(x["a"], x["b"], d, x["masked_m"], x["expected_m"])
+    # upstream 2.8 removed the fp8_m_grouped_* alias; the m_grouped_* name is the same function
+    masked = getattr(raw, "fp8_m_grouped_gemm_nt_masked", None) or raw.m_grouped_fp8_gemm_nt_masked
+    got = masked(x["a"], x["b"], d, x["masked_m"], x["expected_m"])
     # gpu-observed.md: None on sgl-deep-gemm; wheel-matrix.md §5: (int?, int?) on the bundled copies.
     assert got == ((None, None) if flavor == "bundled" else None)
     reference.m_grouped_fp8_gemm_nt_masked(x["a"], x["b"], want, x["masked_m"], x["expected_m"])
@@ -135,8 +138,8 @@ def test_masked_return_value(raw: Any, flavor: str) -> None:
 
 
 def test_mqa_logits_presence(raw: Any, flavor: str) -> None:
-    # wheel-matrix.md §1 item 1: removed in sgl-deep-gemm 0.2.5.
-    removed = flavor == "sgl" and S.version_at_least("0.2.5")
+    # wheel-matrix.md §1 item 1: removed in sgl-deep-gemm 0.2.5 and in upstream DeepGEMM 2.8.
+    removed = (flavor == "sgl" and S.version_at_least("0.2.5")) or (flavor == "upstream" and S.version_at_least("2.8"))
     assert hasattr(raw, "fp8_mqa_logits") is not removed
     assert hasattr(raw, "fp8_paged_mqa_logits") is not removed
 
@@ -191,11 +194,21 @@ def test_paged_context_lens_forms(raw: Any, flavor: str, form: str, next_n: int,
     # What the release accepts (gpu-observed.md; upstream-history.md §3 S-arch column):
     # sgl-deep-gemm wants 2-D lengths and native next_n in {1, 2} (SM90); the bundled copies 1-D.
     eff_next_n = 1 if form == "flat" else next_n
+    # sgl-deep-gemm 0.2.5 and upstream 2.8 assert MX q scales and bf16 weights on SM100 (host asserts
+    # is_mx_sf == (arch_major == 10 or ...), weights.scalar_type() == (arch_major == 10 ? kBFloat16 : ...)):
+    # this launch (FP8 q without scale, float32 weights) is rejected there.
+    mx_sm100 = S.arch() == "sm100" and ((flavor == "sgl" and S.version_at_least("0.2.5"))
+                                        or (flavor == "upstream" and S.version_at_least("2.8")))
     if flavor == "sgl":
         # upstream-history.md §2.2: SM100 takes any next_n natively.
-        ok = form in ("2d", "flat") and (eff_next_n in (1, 2) or S.arch() not in (None, "sm90"))
+        ok = form in ("2d", "flat") and (eff_next_n in (1, 2) or S.arch() not in (None, "sm90")) and not mx_sm100
     elif flavor == "bundled":
         ok = form == "1d" and next_n in (1, 2)
+    elif flavor == "upstream":
+        # upstream 2.4.2+ (7f2a703): 2-D lengths only; the 2.8.1 build vLLM vendors launches next_n 1, 2
+        # and 4 on SM90 (its host assert "next_n == 1 or next_n == 2 or next_n == 4").
+        sm90 = (1, 2, 4) if S.version_at_least("2.8") else (1, 2)
+        ok = form in ("2d", "flat") and (eff_next_n in sm90 or S.arch() not in (None, "sm90")) and not mx_sm100
     else:
         pytest.skip("no expectation for this distribution")
     num_sms = int(raw.get_num_sms())

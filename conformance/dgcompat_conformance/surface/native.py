@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import re
 import shutil
-import struct
 import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+
+from dgcompat import _elf
 
 __all__ = [
     "NativeParam",
@@ -49,6 +50,7 @@ __all__ = [
     "normalize_schema_type",
     "demangle_params",
     "has_python_init",
+    "host_assert_texts",
 ]
 
 BINDING_TVM_FFI = "tvm-ffi"
@@ -117,43 +119,10 @@ class NativeLibrary:
 # ELF: the defined dynamic symbols
 # ---------------------------------------------------------------------------------------------
 
-_SHT_DYNSYM = 11
-
-
 def _elf_exports(data: bytes) -> list[str] | None:
     """Names of defined global/weak symbols in ``.dynsym``; ``None`` if ``data`` is no ELF we read."""
-    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] not in (1, 2) or data[5] not in (1, 2):
-        return None
-    is64 = data[4] == 2
-    end = "<" if data[5] == 1 else ">"
-    try:
-        if is64:
-            (shoff,) = struct.unpack_from(end + "Q", data, 0x28)
-            shentsize, shnum = struct.unpack_from(end + "HH", data, 0x3A)
-            sh_fmt, sym_fmt = end + "IIQQQQIIQQ", end + "IBBHQQ"
-        else:
-            (shoff,) = struct.unpack_from(end + "I", data, 0x20)
-            shentsize, shnum = struct.unpack_from(end + "HH", data, 0x2E)
-            sh_fmt, sym_fmt = end + "IIIIIIIIII", end + "IIIBBH"
-        sections = [struct.unpack_from(sh_fmt, data, shoff + i * shentsize) for i in range(shnum)]
-        names: list[str] = []
-        for sec in sections:
-            if sec[1] != _SHT_DYNSYM:
-                continue
-            offset, size, link, entsize = sec[4], sec[5], sec[6], sec[9]
-            str_off = sections[link][4]
-            for pos in range(offset + entsize, offset + size, entsize):  # entry 0 is the null symbol
-                if is64:
-                    st_name, st_info, _other, st_shndx, _value, _size = struct.unpack_from(sym_fmt, data, pos)
-                else:
-                    st_name, _value, _size, st_info, _other, st_shndx = struct.unpack_from(sym_fmt, data, pos)
-                if st_shndx == 0 or (st_info >> 4) not in (1, 2):  # undefined, or local binding
-                    continue
-                stop = data.index(b"\x00", str_off + st_name)
-                names.append(data[str_off + st_name : stop].decode("ascii", "replace"))
-        return names
-    except (struct.error, IndexError, ValueError):
-        return None
+    syms = _elf.read_dynamic_bytes(data)  # the runtime's reader: one ELF mechanism for both wings
+    return None if syms is None else list(syms.defined)
 
 
 def has_python_init(so_bytes: bytes, module: str) -> bool:
@@ -657,7 +626,7 @@ _SCHEMA_CANDIDATE_RE = re.compile(
 _SCHEMA_RE = re.compile(r"^(?:(\w+)::)?([A-Za-z_]\w*(?:\.\w+)?)\((.*)\)\s*->\s*(.+)$", re.S)
 _IDENT_RE = re.compile(r"^[A-Za-z_]\w*$")
 _TYPE_RE = re.compile(r"^(?:Dict\([^()]+\)|[A-Za-z_][\w.]*)(?:\[\d*\])?\??(?:\[\d*\])?\??$")
-_ALIAS_RE = re.compile(r"\([a-z]+!?(?:\s*->\s*[a-z*]+!?)?\)")
+_ALIAS_RE = re.compile(r"\([a-z_]+!?(?:\s*->\s*[a-z_*]+!?)?\)")
 
 
 def normalize_schema_type(text: str) -> str:
@@ -779,6 +748,40 @@ def torch_build_fingerprint(so_bytes: bytes) -> str | None:
     ``TensorImpl.h`` assertions are present); ``None`` when nothing is known.
     """
     return _fingerprint(torch_header_lines(so_bytes))
+
+
+# ---------------------------------------------------------------------------------------------
+# host asserts: the native contract
+# ---------------------------------------------------------------------------------------------
+
+# DG_HOST_ASSERT(cond) keeps ``#cond`` verbatim in the read-only data: a NUL-terminated C++
+# condition such as ``num_heads == 16 or num_heads == 32``. These are the conditions a release
+# enforces on its inputs, invisible in the Python surface.
+_CSTRING_RE = re.compile(rb"(?<=\x00)[\x20-\x7e]{4,600}(?=\x00)")
+_CONDITION_RE = re.compile(r"(==|!=|<=|>=| % | < | > |\.is_contiguous\(\)|\.has_value\(\)|\.is_cuda\(\))")
+# Boolean flags with a connective: ``not clean_logits``, ``is_varlen and not is_fp4`` (each term an
+# identifier with ``_`` or ``.``, so English prose with "not"/"and" does not qualify).
+_FLAG_TERM = r"(?:not )?[a-z_][a-z0-9_]*[_.][a-z0-9_.]*(?:\(\))?"
+_FLAGS_RE = re.compile(rf"^(?:not {_FLAG_TERM}|{_FLAG_TERM}(?: (?:and|or) {_FLAG_TERM})+)$")
+_NOT_A_CONDITION_RE = re.compile(r"(->|[{};\n]|#include|__|INTERNAL ASSERT|please report|%[-0-9.]*[sdluxf]|\bTensor [a-z]|^\s|\s$)")
+_CONDITION_START_RE = re.compile(r"^[A-Za-z_(!]")
+
+
+def host_assert_texts(so_bytes: bytes) -> tuple[str, ...]:
+    """The host-assert conditions compiled into a native library, sorted and de-duplicated.
+
+    Heuristic but conservative: a string counts when it reads as a C++ boolean condition
+    (comparison, ``and``/``or``/``not``, ``.is_contiguous()``, ``.has_value()``) and is not an op
+    schema, a format string, a torch-internal assert or a symbol name.
+    """
+    found: set[str] = set()
+    for m in _CSTRING_RE.finditer(so_bytes):
+        text = m.group().decode("ascii")
+        if (_CONDITION_START_RE.match(text) and (_CONDITION_RE.search(text) or _FLAGS_RE.match(text))
+                and not _NOT_A_CONDITION_RE.search(text)
+                and not text.startswith(("_Z", "GLIBC"))):
+            found.add(text)
+    return tuple(sorted(found))
 
 
 # ---------------------------------------------------------------------------------------------

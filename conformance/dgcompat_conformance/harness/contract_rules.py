@@ -1,0 +1,161 @@
+"""Indexer rules the CPU-tier stand-ins enforce, evaluated from the host asserts of the binary itself.
+
+The conditions compiled into a release's native library (``host_assert_texts``) are parsed with
+:mod:`ast` (never executed) and evaluated for each architecture:
+
+- ``block_kv``: the condition over ``arch_major`` and ``block_kv`` only, e.g.
+  ``(arch_major == 10 and (block_kv == 32 or block_kv == 64)) or (arch_major == 9 and block_kv == 64)``;
+- heads: the condition over ``arch_major`` and ``num_heads`` only where there is one (0.1.4-0.1.5.post3);
+  otherwise the unqualified head lists (the ``{32, 64}`` one is the SM90 kernel's, observed on the H200;
+  the other one the SM100/SM120 kernels');
+- MX scale factors: ``is_mx_sf == (arch_major == 10 or (arch_major == 12 and is_fp4))`` evaluated for
+  FP8 (``is_fp4`` false);
+- bf16 weights: ``weights.scalar_type() == (arch_major == N ? kBFloat16 : kFloat32)``.
+
+An architecture a condition does not decide keeps the stand-in's earlier default (None here).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+__all__ = ["IndexerRules", "rules_from_asserts", "ARCH_MAJOR"]
+
+ARCH_MAJOR: Mapping[str, int] = {"sm90": 9, "sm100": 10, "sm120": 12}
+_CANDIDATES = {"block_kv": (16, 32, 64, 128, 256, 512), "num_heads": (4, 8, 16, 24, 32, 48, 64, 128),
+               "next_n": tuple(range(1, 9))}
+
+
+@dataclass(frozen=True)
+class IndexerRules:
+    """Per architecture: allowed block_kv / heads (None = not decided by the binary), MX and bf16 needs."""
+
+    block_kv: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    heads: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    mx_sf: Mapping[str, bool] = field(default_factory=dict)
+    bf16_weights: Mapping[str, bool] = field(default_factory=dict)
+    sm90_next_n: tuple[int, ...] | None = None
+    """The SM90 kernel's native next_n list (``next_n == 1 or next_n == 2 [or next_n == 4]``)."""
+    sources: tuple[str, ...] = ()
+
+    def mx_contract(self, arch: str) -> bool:
+        return bool(self.mx_sf.get(arch)) and bool(self.bf16_weights.get(arch))
+
+
+class _Unsupported(ValueError):
+    pass
+
+
+def _eval(node: ast.AST, env: Mapping[str, int | bool]) -> int | bool:
+    """Evaluate the small C++-in-Python subset (and/or/not, ==, names, ints, parentheses)."""
+    if isinstance(node, ast.Expression):
+        return _eval(node.body, env)
+    if isinstance(node, ast.BoolOp):
+        values = [bool(_eval(v, env)) for v in node.values]
+        return all(values) if isinstance(node.op, ast.And) else any(values)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return not _eval(node.operand, env)
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
+        return _eval(node.left, env) == _eval(node.comparators[0], env)
+    if isinstance(node, ast.Name) and node.id in env:
+        return env[node.id]
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, bool)):
+        return node.value
+    raise _Unsupported(ast.dump(node)[:80])
+
+
+def _names(text: str) -> set[str]:
+    return set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text)) - {"and", "or", "not"}
+
+
+def _parse(text: str) -> ast.Expression | None:
+    try:
+        return ast.parse(text, mode="eval")
+    except SyntaxError:
+        return None
+
+
+def _arch_sets(asserts: Iterable[str], var: str) -> tuple[dict[str, tuple[int, ...]], list[str]]:
+    out: dict[str, tuple[int, ...]] = {}
+    used: list[str] = []
+    for text in asserts:
+        if _names(text) != {"arch_major", var}:
+            continue
+        tree = _parse(text)
+        if tree is None:
+            continue
+        try:
+            sets = {arch: tuple(v for v in _CANDIDATES[var] if _eval(tree, {"arch_major": major, var: v}))
+                    for arch, major in ARCH_MAJOR.items()}
+        except _Unsupported:
+            continue
+        used.append(text)
+        for arch, values in sets.items():
+            out[arch] = tuple(sorted(set(out.get(arch, values)) & set(values)))
+    return out, used
+
+
+def _plain_sets(asserts: Iterable[str], var: str) -> list[tuple[int, ...]]:
+    found = []
+    for text in asserts:
+        if _names(text) != {var}:
+            continue
+        tree = _parse(text)
+        if tree is None:
+            continue
+        try:
+            found.append(tuple(v for v in _CANDIDATES[var] if _eval(tree, {var: v})))
+        except _Unsupported:
+            continue
+    return found
+
+
+def _heads(asserts: list[str]) -> tuple[dict[str, tuple[int, ...]], list[str]]:
+    qualified, used = _arch_sets(asserts, "num_heads")
+    if qualified:
+        return {a: v for a, v in qualified.items() if v}, used
+    plain = [s for s in _plain_sets(asserts, "num_heads") if len(s) > 1]
+    sm90 = [s for s in plain if s == (32, 64)]
+    other = [s for s in plain if s != (32, 64)]
+    out: dict[str, tuple[int, ...]] = {}
+    if sm90:
+        out["sm90"] = (32, 64)
+    if len(other) == 1:
+        out["sm100"] = out["sm120"] = other[0]
+    return out, []
+
+
+_BF16_RE = re.compile(r"^weights\.scalar_type\(\) == \(arch_major == (\d+) \? [\w:]*BFloat16 : [\w:]*Float(?:32)?\)$")
+
+
+def rules_from_asserts(asserts: Iterable[str]) -> IndexerRules:
+    """The indexer rules a release's host asserts state (see the module docstring)."""
+    texts = sorted(set(asserts))
+    block_kv, used = _arch_sets(texts, "block_kv")
+    heads, used_heads = _heads(texts)
+    mx: dict[str, bool] = {}
+    bf16: dict[str, bool] = {}
+    sources = list(used) + used_heads
+    for text in texts:
+        if _names(text) == {"is_mx_sf", "arch_major", "is_fp4"} and text.startswith("is_mx_sf =="):
+            tree = _parse(text)
+            if tree is None or not isinstance(tree.body, ast.Compare):
+                continue
+            try:
+                mx = {arch: bool(_eval(tree.body.comparators[0], {"arch_major": major, "is_fp4": False}))
+                      for arch, major in ARCH_MAJOR.items()}
+            except _Unsupported:
+                continue
+            sources.append(text)
+        m = _BF16_RE.match(text)
+        if m:
+            bf16 = {arch: major == int(m.group(1)) for arch, major in ARCH_MAJOR.items()}
+            sources.append(text)
+    # The SM90 kernel packs next_n * heads into one WGMMA: its list is the only multi-value one
+    # (SM100's paths assert next_n == 1 for varlen, or take any next_n >= 1).
+    lists = sorted({s for s in _plain_sets(texts, "next_n") if len(s) > 1})
+    sm90_next_n = lists[0] if len(lists) == 1 else None
+    return IndexerRules({a: v for a, v in block_kv.items()}, heads, mx, bf16, sm90_next_n, tuple(sources))

@@ -1,0 +1,56 @@
+"""The SM100 / SM120 indexer contract on the CPU tier: real wheel Python layers, stand-ins that
+enforce the conditions read from each binary's host asserts, under DGCOMPAT_ARCH=sm100 and sm120."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dgcompat_conformance.harness.contract_rules import rules_from_asserts
+from dgcompat_conformance.harness.releases import parse_release
+
+WHEELS = Path.home() / ".cache" / "dgcompat" / "wheels"
+
+_SM100_025 = (
+    "(arch_major == 10 and (block_kv == 32 or block_kv == 64 or block_kv == 128)) or (arch_major == 9 and "
+    "block_kv == 64) or (arch_major == 12 and (block_kv == 32 or block_kv == 64 or block_kv == 128 or block_kv == 256))",
+    "is_mx_sf == (arch_major == 10 or (arch_major == 12 and is_fp4))",
+    "weights.scalar_type() == (arch_major == 10 ? torch::kBFloat16 : torch::kFloat32)",
+    "num_heads == 16 or num_heads == 32 or num_heads == 64",
+    "num_heads == 32 or num_heads == 64",
+    "__import__('os').system('x') == 1",  # never evaluated: not in the condition grammar
+)
+
+
+def test_rules_are_evaluated_from_the_assert_texts() -> None:
+    rules = rules_from_asserts(_SM100_025)
+    assert rules.block_kv == {"sm90": (64,), "sm100": (32, 64, 128), "sm120": (32, 64, 128, 256)}
+    assert rules.mx_contract("sm100") and not rules.mx_contract("sm120") and not rules.mx_contract("sm90")
+    assert rules.heads == {"sm90": (32, 64), "sm100": (16, 32, 64), "sm120": (16, 32, 64)}
+    assert rules_from_asserts(["block_kv == 64 or (arch_major == 10 and block_kv == 32)"]).block_kv == {
+        "sm90": (64,), "sm100": (32, 64), "sm120": (64,)}
+
+
+def _run(release: str, arch: str, tmp_path: Path) -> dict[str, str]:
+    from dgcompat_conformance.harness.child import SUITE_DIR
+    from dgcompat_conformance.harness.runner import RunOptions, run_release
+
+    opts = RunOptions(out_dir=tmp_path / arch, arch=arch, tests=[SUITE_DIR / "test_native_contract.py"],
+                      no_xfails=True, timeout=600, write_certificates=False)
+    cert = run_release(parse_release(release), opts)
+    assert not cert.get("harness_error"), cert.get("harness_error")
+    return {t["id"].rsplit("::", 1)[1]: t["outcome"] for t in cert["tests"]}
+
+
+@pytest.mark.skipif(not (WHEELS / "sgl_deep_gemm-0.2.5-py3-none-manylinux2014_x86_64.whl").exists(),
+                    reason="the sgl-deep-gemm wheels are not in the shared cache")
+@pytest.mark.parametrize("release, arch, skipped", [
+    ("0.2.5", "sm100", "test_every_block_kv_of_the_contract_computes"),  # paged refused under MX
+    ("0.2.5", "sm120", "test_raw_release_enforces_the_mx_contract"),
+    ("0.2.3.post2", "sm100", "test_raw_release_enforces_the_mx_contract"),
+])
+def test_contract_on_the_cpu_tier(release: str, arch: str, skipped: str, tmp_path: Path) -> None:
+    outcomes = _run(release, arch, tmp_path)
+    assert outcomes.pop(skipped) == "skipped"
+    assert outcomes and set(outcomes.values()) == {"passed"}, outcomes

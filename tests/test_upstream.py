@@ -1,0 +1,113 @@
+"""Upstream DeepGEMM 2.x (vLLM's and TensorRT-LLM's copies): the table's rows and the adapters that honour them."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pytest
+import torch
+from packaging.version import Version
+
+import dgcompat
+from dgcompat import reference as R
+from dgcompat import table
+from dgcompat.detection import Release
+
+D = 128
+
+
+def _upstream(version: str, **kw: Any) -> Release:
+    return Release("deep-gemm", Version(version), "vendored", "stable-abi", None, None, None, None, None, True, **kw)
+
+
+@pytest.mark.parametrize("version, mqa, paged, clean, seqlen, q_form, det", [
+    ("2.6.1", "fp8_mqa_logits", "fp8_paged_mqa_logits", "native", "optional", "bare", None),
+    ("2.8.1", "fp8_fp4_mqa_logits", "fp8_fp4_paged_mqa_logits", "emulated", "required", "pair", "off"),
+])
+def test_upstream_rows(version: str, mqa: str, paged: str, clean: str, seqlen: str, q_form: str,
+                       det: str | None) -> None:
+    caps = table.compute(_upstream(version), backend="deep_gemm", arch="sm90")
+    assert (caps.mqa_logits, caps.paged_mqa_logits, caps.mqa_clean_logits) == (mqa, paged, clean)
+    assert (caps.mqa_max_seqlen_k, caps.mqa_q_form, caps.deterministic_default) == (seqlen, q_form, det)
+    assert caps.mk_alignment_arity == 1 and caps.mk_alignment_setter and caps.compiled_dims_default == "nk"
+    assert caps.masked_gemm == "m_grouped_fp8_gemm_nt_masked" and caps.compile_mode is False
+    assert caps.release == f"deep-gemm {version} (vendored in None)" or caps.release.startswith("deep-gemm")
+
+
+def test_sgl_deep_gemm_is_not_planned_as_upstream() -> None:
+    rel = Release("sgl-deep-gemm", Version("0.2.5"), "sgl-deep-gemm", "torch-library", None, None, None, None, None,
+                  True)
+    caps = table.compute(rel, backend="deep_gemm", arch="sm90")
+    assert caps.mk_alignment_arity == 2 and caps.compiled_dims_default == "" and caps.mqa_q_form == "bare"
+
+
+def test_vllm_fork_native_next_n_and_block_kv() -> None:
+    caps = table.compute(_upstream("2.8.1"), backend="deep_gemm", arch="sm90")
+    assert 4 in caps.paged_native_next_n and 32 in caps.paged_block_kv
+
+
+@pytest.mark.parametrize("dist, version", [("sglang-kernel", "0.4.2"), ("sgl-kernel", "0.3.21")])
+def test_bundled_next_n_row_matches_their_host_assert(dist: str, version: str) -> None:
+    rel = Release(dist, Version(version), "bundled", "bundled-torch-ops", None, None, None, None, None, True)
+    for arch in ("sm90", "sm100"):
+        assert table.compute(rel, backend="deep_gemm", arch=arch).paged_native_next_n == (1, 2)
+
+
+def test_refused_install_plans_nothing_specific() -> None:
+    rel = Release(None, None, "unowned", "tvm-ffi", None, None, None, None, None, False, refusal="no version")
+    caps = table.compute(rel, backend="deep_gemm", arch="sm90")
+    assert caps.mqa_max_seqlen_k == "optional" and caps.mqa_logits == "fp8_mqa_logits"
+
+
+def test_ragged_mqa_logits_never_hands_2_8_1_a_bare_q(fake_release: Callable[..., Any]) -> None:
+    fake_release("up-2.8.1")
+    caps = dgcompat.capabilities()
+    assert caps.mqa_q_form == "pair" and caps.mqa_logits == "fp8_fp4_mqa_logits" and caps.deterministic_default == "off"
+    g = torch.Generator().manual_seed(1)
+    nq, nk, h = 5, 40, 32
+    q = torch.randn(nq, h, D, generator=g).to(torch.float8_e4m3fn)
+    k = torch.randn(nk, D, generator=g).to(torch.float8_e4m3fn)
+    ks_ = torch.tensor([0, 3, 10, 10, 20], dtype=torch.int32)
+    ke_ = torch.tensor([5, 20, 11, 30, 40], dtype=torch.int32)
+    sf = torch.rand(nk, generator=g) + 0.5
+    w = torch.rand(nq, h, generator=g)
+    for clean in (False, True):
+        out = dgcompat.fp8_mqa_logits(q, (k, sf), w, ks_, ke_, clean_logits=clean)
+        ref = R.fp8_mqa_logits(q, (k, sf), w, ks_, ke_, clean_logits=True)
+        valid = (torch.arange(nk).view(1, -1) >= ks_.view(-1, 1)) & (torch.arange(nk).view(1, -1) < ke_.view(-1, 1))
+        torch.testing.assert_close(out[valid], ref[valid], rtol=1e-4, atol=1e-3)
+        if clean:
+            assert torch.isneginf(out[~valid]).all()
+
+
+def test_masked_gemm_names_on_2_8_1(fake_release: Callable[..., Any]) -> None:
+    mod = fake_release("up-2.8.1")
+    assert not hasattr(mod, "fp8_m_grouped_gemm_nt_masked")  # removed upstream; dgcompat still offers it
+    g = torch.Generator().manual_seed(0)
+    e, m, n, k = 2, 8, 128, 128
+    a = torch.randn(e, m, k, generator=g).to(torch.float8_e4m3fn)
+    b = torch.randn(e, n, k, generator=g).to(torch.float8_e4m3fn)
+    sfa = torch.ones(e, m, k // 128)
+    sfb = torch.ones(e, n // 128, k // 128)
+    masked = torch.tensor([8, 3], dtype=torch.int32)
+    d = torch.zeros(e, m, n, dtype=torch.bfloat16)
+    dgcompat.fp8_m_grouped_gemm_nt_masked((a, sfa), (b, sfb), d, masked, 8)
+    ref = torch.zeros_like(d)
+    R.m_grouped_fp8_gemm_nt_masked((a, sfa), (b, sfb), ref, masked, 8)
+    torch.testing.assert_close(d[0], ref[0]) and torch.testing.assert_close(d[1, :3], ref[1, :3])
+
+
+@pytest.mark.parametrize("family, expected", [("up-2.8.1", 128), ("sgl-0.2.5", 64), ("bundled", 128)])
+def test_theoretical_alignment_follows_the_arity(fake_release: Callable[..., Any], family: str, expected: int) -> None:
+    fake_release(family)
+    # 2.8.1 takes one argument (two would be a TypeError), 0.2.5 two, the bundled copies none (fixed 128)
+    assert dgcompat.get_theoretical_mk_alignment_for_contiguous_layout(256, 8) == expected
+    assert dgcompat.get_theoretical_mk_alignment_for_contiguous_layout() == 128
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(dgcompat.BadArgumentError):
+            dgcompat.get_theoretical_mk_alignment_for_contiguous_layout(bad)
+
+
+def test_upstream_pdl_and_zero_padding_rows() -> None:
+    caps = table.compute(_upstream("2.8.1"), backend="deep_gemm", arch="sm90")
+    assert caps.pdl == "top-level" and caps.ensure_zero_padding_position == 10
