@@ -39,9 +39,13 @@ CALLS: tuple[UpstreamCall, ...] = (
     UpstreamCall("deep_gemm.get_theoretical_mk_alignment_for_contiguous_layout",
                  "dgcompat.get_theoretical_mk_alignment_for_contiguous_layout", ("expected_m", "num_groups"),
                  uses_result=True, selected_by=("mk_alignment_arity", 2), optional=True),
+    # Releases without the theoretical function answer with the fixed alignment.
+    UpstreamCall("deep_gemm.get_mk_alignment_for_contiguous_layout",
+                 "dgcompat.get_theoretical_mk_alignment_for_contiguous_layout", uses_result=True,
+                 selected_by=("mk_alignment_arity", 0), alternatives=("deep_gemm.get_m_alignment_for_contiguous_layout",)),
 )
 (_ALIGNMENT, _GET_SMS, _SET_SMS, _SET_PDL, _GET_PDL, _SET_PDL_C, _GET_PDL_C, _SET_MODE, _GET_MODE, _THEORY_1,
- _THEORY_2) = CALLS
+ _THEORY_2, _THEORY_0) = CALLS
 
 
 def _selected(*calls: UpstreamCall) -> Callable[..., Any] | None:
@@ -205,8 +209,10 @@ def _bind_theoretical_alignment() -> Callable[[int | None, int | None], Any]:
     target = _selected(_THEORY_1, _THEORY_2)  # the declaration the release's arity selects, if present
     call: Callable[[int | None, int | None], Any]
     if target is None:
+        fixed = _binding.upstream(_THEORY_0)
+
         def call(expected_m: int | None, num_groups: int | None) -> Any:
-            return get_mk_alignment_for_contiguous_layout()
+            return fixed()
     elif _THEORY_1.in_effect(_capabilities()):
         def call(expected_m: int | None, num_groups: int | None) -> Any:
             return target(expected_m)

@@ -299,6 +299,7 @@ ROWS: tuple[Row, ...] = (
         "get_theoretical_mk_alignment_for_contiguous_layout(expected_m=None, num_groups=None)",
         "sgl-deep-gemm 0.2.0 added num_groups", "never"),
     Row("mk_alignment_arity", BUNDLED, "", 0, "absent", "bundled snapshot", "bundles are unsupported"),
+    Row("mk_alignment_arity", REF, "", 0, "absent: the fixed get_mk_alignment_for_contiguous_layout", "-", "never"),
     Row("mk_alignment_arity", ANY, "", 1, "get_theoretical_mk_alignment_for_contiguous_layout(expected_m=None)",
         "upstream DeepGEMM 2.4.2 added it with one argument", "never"),
     Row("mk_alignment_setter", BUNDLED, "", False, "absent", "bundled snapshot", "bundles are unsupported",

@@ -124,6 +124,7 @@ def _masked(a, b, d, masked_m, expected_m):
 '''
 
 SGL_013 = _COMMON + '''
+def get_theoretical_mk_alignment_for_contiguous_layout(expected_m=None): return 128
 LENS_DIMS = 2
 COLLAPSE = True
 class _Native:

@@ -122,6 +122,8 @@ def _exercise(family: str) -> dict[str, Callable[[], Any]]:
         "dgcompat.get_mn_major_tma_aligned_packed_ue8m0_tensor":
             lambda: dgcompat.get_mn_major_tma_aligned_packed_ue8m0_tensor(dgcompat.ceil_to_ue8m0(torch.rand(64, 4))),
         "dgcompat.get_mk_alignment_for_contiguous_layout": dgcompat.get_mk_alignment_for_contiguous_layout,
+        "dgcompat.get_theoretical_mk_alignment_for_contiguous_layout":
+            lambda: dgcompat.get_theoretical_mk_alignment_for_contiguous_layout(256, 4),
         "dgcompat.get_num_sms": dgcompat.get_num_sms,
         "dgcompat.set_num_sms": lambda: dgcompat.set_num_sms(100),
         "dgcompat.set_pdl": lambda: dgcompat.set_pdl(True),

@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from dgcompat.detection import Release
 from dgcompat.table import Capabilities, compute, lookup
 
+from .dists import canonical
 from .surface import SurfaceError, resolve_wheel
 from .surface._sources import read_wheel
 from .surface.native import host_assert_texts
@@ -135,7 +135,7 @@ def release_for(text: str) -> Release:
         return Release("deep-gemm", Version("2.8.1"), "vendored", "stable-abi", None, None, None, None, None, True,
                        owner=f"vllm {text[5:]}")
     dist, _, version = text.rpartition("==") if "==" in text else ("sgl-deep-gemm", "", text)
-    dist = str(canonicalize_name(dist))
+    dist = canonical(dist)
     try:
         v = Version(version)
     except InvalidVersion as exc:
