@@ -48,7 +48,6 @@ import ctypes
 import os
 import sys
 import weakref
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -301,24 +300,37 @@ def _hint_key(lens: Any) -> tuple[int, int]:
 
 # --- capture awareness ---------------------------------------------------------------------------
 
-def _capture_state(device_is_cuda: bool) -> Any:
-    """None outside CUDA-graph capture (or on CPU), else a token naming the capture underway.
+def _capture_state() -> Any:
+    """None outside CUDA-graph capture, else a token naming the capture underway on the current stream.
 
-    Only asks CUDA for tensors already on a CUDA device (so the caller's context exists).
+    Never creates a CUDA context (torch answers False without one).
     """
-    if not device_is_cuda:
+    if not _capturing()():
         return None
-    torch = sys.modules["torch"]
-    if not torch.cuda.is_current_stream_capturing():
-        return None
-    cid = _capture_id(torch)
+    cid = _capture_id()
     return ("capture", cid if cid is not None else _EPOCH[0])
+
+
+_IS_CAPTURING: Any = None  # torch._C._cuda_isCurrentStreamCapturing where torch has CUDA
+
+
+def _capturing() -> Any:
+    global _IS_CAPTURING
+    if _IS_CAPTURING is None:
+        torch = sys.modules["torch"]
+        # CPU builds have only a stand-in class of that name.
+        _IS_CAPTURING = torch._C._cuda_isCurrentStreamCapturing if torch.cuda._is_compiled() else _never
+    return _IS_CAPTURING
+
+
+def _never() -> bool:
+    return False
 
 
 _CU: list[Any] = []
 
 
-def _capture_id(torch: Any) -> int | None:
+def _capture_id() -> int | None:
     """The CUDA driver's id of the capture underway on the current stream (None if unavailable).
 
     ``cuStreamGetCaptureInfo`` is called with every optional out-pointer NULL past the id, which
@@ -337,7 +349,7 @@ def _capture_id(torch: Any) -> int | None:
         return None
     status = ctypes.c_int(0)
     cid = ctypes.c_ulonglong(0)
-    handle = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    handle = ctypes.c_void_p(sys.modules["torch"].cuda.current_stream().cuda_stream)
     try:
         err = fn(handle, ctypes.byref(status), ctypes.byref(cid), None, None, None, None)
     except Exception:  # noqa: BLE001 - any failure: fall back to the epoch
@@ -495,7 +507,7 @@ def _version_key(t: Any) -> Any:
 
 #: Upper bound on the bytes of derived tensors kept across calls (lengths, block tables, schedules).
 CACHE_BYTES = 64 << 20
-_DERIVED: OrderedDict[tuple[Any, ...], tuple[Any, Any, int]] = OrderedDict()  # key -> (roots, value, bytes)
+_DERIVED: dict[tuple[Any, ...], tuple[Any, Any, int]] = {}  # key -> (source weakrefs, tensors, bytes); LRU order
 _DERIVED_BYTES = [0]
 
 
@@ -507,15 +519,15 @@ def _cached(key: tuple[Any, ...], roots: tuple[Any, ...], make: Callable[[], tup
     """``make()``'s tensors for ``key``, cached while every tensor in ``roots`` is alive."""
     hit = _DERIVED.get(key)
     if hit is not None and all(r() is t for r, t in zip(hit[0], roots)):
-        _DERIVED.move_to_end(key)
+        _DERIVED[key] = _DERIVED.pop(key)  # most recently used last
         return tuple(hit[1])
     value = make()
     if _debug():
         return value
+    _drop(key)
     size = _nbytes(*value)
-    if hit is not None:
-        _drop(key)
-    refs = tuple(weakref.ref(r, _sweeper) for r in roots)
+    # Each source's death drops this entry (a plain dict pop: safe from a garbage-collector callback).
+    refs = tuple(weakref.ref(r, lambda _r, k=key: _drop(k)) for r in roots)
     _DERIVED[key] = (refs, value, size)
     _DERIVED_BYTES[0] += size
     while _DERIVED and (_DERIVED_BYTES[0] > CACHE_BYTES or len(_DERIVED) > 256):
@@ -529,19 +541,13 @@ def _drop(key: tuple[Any, ...]) -> None:
         _DERIVED_BYTES[0] -= entry[2]
 
 
-def _sweeper(_ref: Any) -> None:
-    # A source tensor died: drop every entry derived from a dead tensor.
-    for key in [k for k, e in _DERIVED.items() if any(r() is None for r in e[0])]:
-        _drop(key)
-
-
 # --- paged logits: planning ----------------------------------------------------------------------
 
 # The most recent plan, as one tuple (read by the hot path with a single unpacking):
 # (lens_ref, lens_version, sched_ref, sched_version, bt_ref, bt_version (-1: not read), q_shape, q_dtype,
-#  w_shape, w_dtype, kv_shape, kv_dtype, device_index, max_len, clean, indices_ref (None: no indices), capture
-#  token, cuda, launch q shape (None: as given), launch lens, launch block table, launch schedule, (unused),
-#  row lengths for emulated clean_logits (None: not requested), one-row stride repair)
+#  w_shape, w_dtype, validated kv caches {id: tensor}, device index, max_len, clean, indices_ref (None: no
+#  indices), capture token, cuda, launch q shape (None: as given), launch lens, launch block table, launch
+#  schedule, row lengths for emulated clean_logits (None: not requested), one-row stride repair)
 _LAST: tuple[Any, ...] | None = None
 
 
@@ -619,7 +625,7 @@ def _plan(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, sche
     block_kv = kv_cache.shape[1]
     num_sms = schedule.shape[0] - 1
     cuda = bool(q.is_cuda)
-    token = _capture_state(cuda)
+    token = _capture_state()
     _note_capture(token)
     debug = _debug()
     if lens.dim() == 1 or lens.shape[1] > 1:
@@ -664,11 +670,28 @@ def _plan(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, sche
     if clean and caps.paged_clean_logits == "emulated":
         row_len = _cached(("rows", lens_key, form, b, n, token), (_root(lens),),
                           lambda: (_row_lens(lens, b, n, form).view(-1, 1),))[0]
+    # kv caches validated for this plan (a layer's cache is a long-lived tensor; held here, its id is never reused
+    # while the plan lives); others are checked by _admit_kv, like the first call.
+    kv_ok = {id(kv_cache): kv_cache}
     return (weakref.ref(lens), lens._version, weakref.ref(schedule), schedule._version, weakref.ref(block_table),
             block_table._version if bt_read else -1, q.shape, q.dtype, weights.shape, weights.dtype,
-            kv_cache.shape, kv_cache.dtype, q.get_device(), max_len, clean,
-            None if indices is None else weakref.ref(indices), token, cuda,
-            q_shape, launch_lens, launch_bt, launch_schedule, None, row_len, rows <= 1)
+            kv_ok, q.device, max_len, clean, None if indices is None else weakref.ref(indices), token, cuda,
+            q_shape, launch_lens, launch_bt, launch_schedule, row_len, rows <= 1)
+
+
+def _admit_kv(kv_ok: dict[int, Any], kv_cache: Any, plan: tuple[Any, ...]) -> bool:
+    """Whether another layer's kv cache fits the plan (same checks as the first call); remembers it if so."""
+    first = next(iter(kv_ok.values()))
+    if (not _is_tensor(kv_cache) or kv_cache.dtype is not first.dtype or kv_cache.dim() != 4
+            or tuple(kv_cache.shape[1:]) != tuple(first.shape[1:]) or kv_cache.device != first.device):
+        return False
+    if len(kv_ok) < 512:
+        kv_ok[id(kv_cache)] = kv_cache
+    return True
+
+
+def _is_tensor(x: Any) -> bool:
+    return isinstance(x, sys.modules["torch"].Tensor)
 
 
 def _launch_table(bt: Any, layout: str, b: int, n: int, token: Any) -> tuple[Any, bool]:
@@ -695,41 +718,62 @@ def _no_diagnosis(*_args: Any) -> None:
     """Arguments were checked up front; whatever deep_gemm rejects is reported as a KernelError."""
 
 
-def _bind_paged() -> Callable[..., Any]:
-    """The upstream paged-logits call as ``f(q, kv, weights, lens, block_table, schedule, max_len, indices)``.
+_TENSOR: Any = None  # torch.Tensor, set when the paged call is bound (nothing imports torch at import dgcompat)
+_FROM_DLPACK: Any = None
 
-    Bound to the upstream function itself where it takes exactly that (clean_logits defaults to False,
-    and dgcompat masks clean_logits itself); a small adapter elsewhere.
-    """
+
+def _bind_paged_common() -> tuple[Any, str, Any]:
+    global _TENSOR, _FROM_DLPACK
     import torch
 
+    _TENSOR, _FROM_DLPACK = torch.Tensor, torch.utils.dlpack.from_dlpack
     mod = _binding.load()
     caps = capabilities()
-    tensor_type = torch.Tensor
-    from_dlpack = torch.utils.dlpack.from_dlpack
     name = caps.paged_mqa_logits
     target = getattr(mod, name) if name else None
     if target is None:
         raise UnsupportedFeatureError("fp8_paged_mqa_logits", "paged MQA logits", release_label())
-    raw = caps.raw_ffi_returns
+    return target, name or "", caps
+
+
+def _bind_paged() -> Callable[..., Any]:
+    """The upstream paged-logits call as ``f(q, kv, weights, lens, block_table, schedule, max_len)``.
+
+    The upstream function itself where it takes exactly that (clean_logits defaults to False, and
+    dgcompat masks clean_logits itself); a small adapter elsewhere. The caller converts a tvm-ffi
+    result to a torch tensor.
+    """
+    target, name, caps = _bind_paged_common()
     if name == "fp8_fp4_paged_mqa_logits":
         # (q, q_sf) pair: a bare q hits the torch.Tensor(...) TypeError in releases before 0.2.0.
-        def impl(q: Any, kv: Any, w: Any, lens: Any, bt: Any, sched: Any, max_len: int, ix: Any) -> Any:
-            out = (target((q, None), kv, w, lens, bt, sched, max_len) if ix is None
-                   else target((q, None), kv, w, lens, bt, sched, max_len, indices=ix))
-            return out if type(out) is tensor_type else from_dlpack(out)
-    elif caps.paged_clean_logits_arg == "required":
-        def impl(q: Any, kv: Any, w: Any, lens: Any, bt: Any, sched: Any, max_len: int, ix: Any) -> Any:
-            return target(q, kv, w, lens, bt, sched, max_len, False)  # no indices here (paged_indices False)
-    else:
-        def impl(q: Any, kv: Any, w: Any, lens: Any, bt: Any, sched: Any, max_len: int, ix: Any) -> Any:
-            out = (target(q, kv, w, lens, bt, sched, max_len) if ix is None
-                   else target(q, kv, w, lens, bt, sched, max_len, indices=ix))
-            return out if not raw or type(out) is tensor_type else from_dlpack(out)
-    return impl
+        def pair(q: Any, kv: Any, w: Any, lens: Any, bt: Any, sched: Any, max_len: int) -> Any:
+            return target((q, None), kv, w, lens, bt, sched, max_len)
+        return pair
+    if caps.paged_clean_logits_arg == "required":
+        def required(q: Any, kv: Any, w: Any, lens: Any, bt: Any, sched: Any, max_len: int) -> Any:
+            return target(q, kv, w, lens, bt, sched, max_len, False)
+        return required
+    return target
 
 
-_B = _binding.Slots(mqa=_bind_mqa, metadata=_bind_metadata, paged=_bind_paged)
+def _bind_paged_varlen() -> Callable[..., Any]:
+    """``f(q, kv, weights, lens, block_table, schedule, max_len, indices)`` (releases with ``indices=``)."""
+    target, name, caps = _bind_paged_common()
+    if not caps.paged_indices:
+        def refuse(*_args: Any) -> Any:
+            raise UnsupportedFeatureError("fp8_paged_mqa_logits", "indices= (varlen paged MQA)", release_label())
+        return refuse
+    if name == "fp8_fp4_paged_mqa_logits":
+        def pair(q: Any, kv: Any, w: Any, lens: Any, bt: Any, sched: Any, max_len: int, ix: Any) -> Any:
+            return target((q, None), kv, w, lens, bt, sched, max_len, indices=ix)
+        return pair
+
+    def keyword(q: Any, kv: Any, w: Any, lens: Any, bt: Any, sched: Any, max_len: int, ix: Any) -> Any:
+        return target(q, kv, w, lens, bt, sched, max_len, indices=ix)
+    return keyword
+
+
+_B = _binding.Slots(mqa=_bind_mqa, metadata=_bind_metadata, paged=_bind_paged, paged_varlen=_bind_paged_varlen)
 
 
 def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor,
@@ -759,28 +803,34 @@ def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch
     """
     p = _LAST
     if p is not None:
-        (lr, lv, sr, sv, br, bv, qs, qd, ws, wd, ks, kd, dev, ml, cl, ix, token, cuda,
-         q_launch, l_lens, l_bt, l_sched, l_ix, row_len, one_row) = p
+        (lr, lv, sr, sv, br, bv, qs, qd, ws, wd, kv_ok, dev, ml, cl, ix, token, cuda,
+         q_launch, l_lens, l_bt, l_sched, row_len, one_row) = p
         if (lr() is context_lens and sr() is schedule_meta and br() is block_table
                 and context_lens._version == lv and schedule_meta._version == sv
                 and (bv < 0 or block_table._version == bv)
-                and q.shape == qs and weights.shape == ws and kv_cache.shape == ks
-                and q.dtype is qd and weights.dtype is wd and kv_cache.dtype is kd
-                and q.get_device() == dev and weights.get_device() == dev and kv_cache.get_device() == dev
+                and q.shape == qs and weights.shape == ws and q.dtype is qd and weights.dtype is wd
+                and q.device == dev and weights.device == dev
+                and (kv_ok.get(id(kv_cache)) is kv_cache or _admit_kv(kv_ok, kv_cache, p))
                 and max_context_len == ml and clean_logits is cl
                 and (indices is None if ix is None else ix() is indices)
-                and _capture_state(cuda) == token):
+                and (not _IS_CAPTURING() if token is None else _capture_state() == token)):
             pass
         else:
             p = None
     if p is None:
         p = _lookup_plan(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
                          clean_logits, indices)
-        (lr, lv, sr, sv, br, bv, qs, qd, ws, wd, ks, kd, dev, ml, cl, ix, token, cuda,
-         q_launch, l_lens, l_bt, l_sched, l_ix, row_len, one_row) = p
+        (lr, lv, sr, sv, br, bv, qs, qd, ws, wd, kv_ok, dev, ml, cl, ix, token, cuda,
+         q_launch, l_lens, l_bt, l_sched, row_len, one_row) = p
     try:
-        out = _B.paged(q if q_launch is None else q.view(q_launch), kv_cache, weights, l_lens, l_bt, l_sched,
-                       max_context_len, indices)
+        if indices is None:
+            out = _B.paged(q if q_launch is None else q.view(q_launch), kv_cache, weights, l_lens, l_bt, l_sched,
+                           max_context_len)
+        else:
+            out = _B.paged_varlen(q if q_launch is None else q.view(q_launch), kv_cache, weights, l_lens, l_bt,
+                                  l_sched, max_context_len, indices)
+        if type(out) is not _TENSOR:
+            out = _FROM_DLPACK(out)
     except Exception as exc:
         translate("fp8_paged_mqa_logits", exc, _no_diagnosis)
     if row_len is not None:
