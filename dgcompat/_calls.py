@@ -116,6 +116,12 @@ CALLS: tuple[UpstreamCall, ...] = (
               uses_result=True, selected_by=("paged_mqa_logits", "fp8_fp4_paged_mqa_logits")),
     UpstreamCall(_dg("get_paged_mqa_logits_metadata"), "dgcompat.get_paged_mqa_logits_metadata",
               ("context_lens", "block_kv", "num_sms"), uses_result=True),
+    # indices= (varlen) by keyword, only when the caller passes it and the release has it. The paged
+    # logits call passes it the same way (to whichever name paged_mqa_logits selects); the paged_indices
+    # row's surface claim checks both functions for the parameter.
+    UpstreamCall(_dg("get_paged_mqa_logits_metadata"), "dgcompat.get_paged_mqa_logits_metadata",
+              ("context_lens", "block_kv", "num_sms"), ("indices",), uses_result=True,
+              selected_by=("paged_indices", True)),
     # scales.py
     UpstreamCall(_dg("transform_sf_into_required_layout"), "dgcompat.transform_sf_into_required_layout",
               ("sf", "mn", "k", "recipe", "num_groups", "is_sfa"), uses_result=True),

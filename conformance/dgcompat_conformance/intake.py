@@ -255,6 +255,14 @@ def _claim_paged_clean_logits_arg(s: Surface) -> str | None:
     return "required" if found[1].get("default") is None else "optional"
 
 
+def _claim_paged_indices(s: Surface) -> bool | None:
+    name = _claim_paged_mqa_logits(s)
+    meta = _record(s, "get_paged_mqa_logits_metadata")
+    if name is None or meta is None:
+        return None
+    return _param(_record(s, name), "indices") is not None and _param(meta, "indices") is not None
+
+
 def _claim_collapsed_strides(s: Surface) -> bool:
     return s.get("binding") == "tvm-ffi"
 
@@ -289,6 +297,7 @@ SURFACE_CLAIMS: Mapping[str, Callable[[Surface], Any]] = {
     "mqa_max_seqlen_k": _claim_mqa_max_seqlen_k,
     "paged_mqa_logits": _claim_paged_mqa_logits,
     "paged_clean_logits_arg": _claim_paged_clean_logits_arg,
+    "paged_indices": _claim_paged_indices,
     "collapsed_strides": _claim_collapsed_strides,
     "raw_ffi_returns": _claim_raw_ffi_returns,
     "transform_sf_is_sfa": _claim_transform_sf_is_sfa,
@@ -451,7 +460,9 @@ def _touches() -> dict[tuple[str, str | None], tuple[str, ...]]:
         t[(_dg(name), "return")] = ("raw_ffi_returns",)
         t[(_dg(name), "clean_logits")] = ("paged_clean_logits", "paged_clean_logits_arg")
         t[(_dg(name), "context_lens")] = ("paged_context_lens",)
+        t[(_dg(name), "indices")] = ("paged_indices",)
     t[(_dg("get_paged_mqa_logits_metadata"), "return")] = ("raw_ffi_returns",)
+    t[(_dg("get_paged_mqa_logits_metadata"), "indices")] = ("paged_indices",)
     t[(_dg("get_paged_mqa_logits_metadata"), "context_lens")] = ("paged_context_lens",)
     t[(_dg("transform_sf_into_required_layout"), "return")] = ("collapsed_strides",)
     t[(_dg("transform_sf_into_required_layout"), "is_sfa")] = ("transform_sf_is_sfa",)
