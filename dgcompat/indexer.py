@@ -527,12 +527,18 @@ def _cached(key: tuple[Any, ...], roots: tuple[Any, ...], make: Callable[[], tup
     _drop(key)
     size = _nbytes(*value)
     # Each source's death drops this entry (a plain dict pop: safe from a garbage-collector callback).
-    refs = tuple(weakref.ref(r, lambda _r, k=key: _drop(k)) for r in roots)
+    refs = tuple(weakref.ref(r, _dropper(key)) for r in roots)
     _DERIVED[key] = (refs, value, size)
     _DERIVED_BYTES[0] += size
     while _DERIVED and (_DERIVED_BYTES[0] > CACHE_BYTES or len(_DERIVED) > 256):
         _drop(next(iter(_DERIVED)))
     return value
+
+
+def _dropper(key: tuple[Any, ...]) -> Callable[[Any], None]:
+    def drop(_ref: Any) -> None:
+        _drop(key)
+    return drop
 
 
 def _drop(key: tuple[Any, ...]) -> None:
