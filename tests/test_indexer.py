@@ -310,7 +310,7 @@ def test_engine_patterns_replay(fake_release: Callable[[str], Any], monkeypatch:
     # buffers as the engine does and replay: every replay must give that batch's logits. The fake
     # kernel re-checks the schedule against its lengths at replay (HANG on a mismatch), so "nothing"
     # (lengths written, schedule never refreshed) shows that replay cannot hang either.
-    from .graphsim import Graph
+    from dgcompat_conformance.gpu.graphsim import Graph
 
     mod = fake_release(family)
     batches = _batches(2 if n == 4 else 3, n, 4, seed=100 + n)
@@ -318,7 +318,7 @@ def test_engine_patterns_replay(fake_release: Callable[[str], Any], monkeypatch:
     buf.write(batches[0], "out", batches[0]["kv"])
     buf.launch()  # eager warm-up: its derivations must not be frozen into the graph
     graph = Graph()
-    with graph.capture(monkeypatch, mod):
+    with graph.capture(mod):
         out = buf.launch()
     torch.testing.assert_close(out, _expect(batches[0], n, buf.max_len), rtol=1e-4, atol=1e-3)
     for batch in batches[1:]:
@@ -332,7 +332,7 @@ def test_layers_of_one_capture_share_one_schedule(fake_release: Callable[[str], 
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     # Within one capture the schedule derived for the first layer is valid for the later ones (its
     # kernel is recorded first); a second capture on the same buffers derives its own.
-    from .graphsim import Graph
+    from dgcompat_conformance.gpu.graphsim import Graph
 
     mod = fake_release("sgl-0.1.3")
     batches = _batches(2, 4, 3, seed=7)
@@ -341,7 +341,7 @@ def test_layers_of_one_capture_share_one_schedule(fake_release: Callable[[str], 
     graphs = [Graph(), Graph()]
     outs = []
     for graph in graphs:
-        with graph.capture(monkeypatch, mod):
+        with graph.capture(mod):
             outs.append([buf.launch() for _layer in range(3)])
         assert graph.natives("get_paged_mqa_logits_metadata") == 1, "one schedule per captured step"
         assert graph.natives("fp8_paged_mqa_logits") == 3
@@ -356,14 +356,14 @@ def test_layers_of_one_capture_share_one_schedule(fake_release: Callable[[str], 
 def test_capture_issues_no_host_sync(fake_release: Callable[[str], Any], monkeypatch: pytest.MonkeyPatch) -> None:
     # A host synchronization is illegal on a capturing stream; graphsim raises on one. Every layout
     # (native, flat with derived lengths and a repeated table, emulated clean_logits) records cleanly.
-    from .graphsim import Graph
+    from dgcompat_conformance.gpu.graphsim import Graph
 
     mod = fake_release("sgl-0.1.3")
     for n, form in ((2, "seq"), (2, "rows"), (4, "seq"), (4, "flat")):
         batches = _batches(3, n, 2, seed=n)
         buf = _Buffers(batches[0], n, form, False, 300 // BKV + 1)
         buf.write(batches[0], "out", batches[0]["kv"])
-        with Graph().capture(monkeypatch, mod):
+        with Graph().capture(mod):
             buf.launch()
 
 

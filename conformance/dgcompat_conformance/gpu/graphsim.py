@@ -1,5 +1,8 @@
 """A CPU analogue of CUDA-graph capture and replay, for the paged indexer's replay hazard.
 
+Used by dgcompat's unit tests and by the GPU tier's replay cases when they dry-run on the CPU
+(``DGCOMPAT_CASES_DEVICE=cpu``); on a GPU those cases use ``torch.cuda.CUDAGraph`` itself.
+
 A CUDA graph records the device work a call issued (kernels and copies, with the addresses they
 read and write) and replays exactly that work later; no Python runs at replay. :class:`Graph`
 does the same on the CPU:
@@ -25,12 +28,11 @@ import itertools
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-_IDS = itertools.count(1)
+_IDS = itertools.count(1)  # graph ids (the driver's capture ids stand-in)
 _SYNCS = {"_local_scalar_dense", "equal", "nonzero", "is_nonzero", "item"}
 
 
@@ -55,22 +57,28 @@ class Graph:
         return sum(1 for kind, fn, *_ in self.nodes if kind == "native" and fn.__name__ == name)
 
     @contextmanager
-    def capture(self, monkeypatch: pytest.MonkeyPatch, module: Any) -> Iterator["Graph"]:
-        """Record the calls made inside the block (dgcompat sees a capture with this graph's id)."""
+    def capture(self, module: Any) -> Iterator["Graph"]:
+        """Record the calls made inside the block (dgcompat sees a capture with this graph's id);
+        ``module`` is the bound deep_gemm (or reference) module whose native calls become nodes."""
         from dgcompat import indexer
 
-        wrapped = _wrap_natives(self, module, monkeypatch)
+        saved = _wrap_natives(self, module)
+        hooks = {"_IS_CAPTURING": lambda: True, "_capture_id": lambda: self.id}
+        old = {name: getattr(indexer, name) for name in hooks}
         indexer._B.clear()  # rebind to the wrapped natives
-        with monkeypatch.context() as m:
-            m.setattr(indexer, "_IS_CAPTURING", lambda: True)
-            m.setattr(indexer, "_capture_id", lambda: self.id)
-            self.recording = True
-            try:
-                with _Recorder(self):
-                    yield self
-            finally:
-                self.recording = False
-        del wrapped
+        for name, value in hooks.items():
+            setattr(indexer, name, value)
+        self.recording = True
+        try:
+            with _Recorder(self):
+                yield self
+        finally:
+            self.recording = False
+            for name, value in old.items():
+                setattr(indexer, name, value)
+            for name, value in saved.items():
+                setattr(module, name, value)
+            indexer._B.clear()
 
     def replay(self) -> None:
         """Re-run the recorded work in order on the recorded tensors."""
@@ -116,13 +124,13 @@ class _Recorder(TorchDispatchMode):
 _NATIVE_DEPTH = [0]
 
 
-def _wrap_natives(graph: Graph, module: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+def _wrap_natives(graph: Graph, module: Any) -> dict[str, Any]:
     names = [n for n in ("get_paged_mqa_logits_metadata", "fp8_paged_mqa_logits", "fp8_fp4_paged_mqa_logits")
              if hasattr(module, n)]
-    for name in names:
-        real = getattr(module, name)
-        monkeypatch.setattr(module, name, _native(graph, real))
-    return names
+    saved = {name: getattr(module, name) for name in names}
+    for name, real in saved.items():
+        setattr(module, name, _native(graph, real))
+    return saved
 
 
 def _native(graph: Graph, real: Callable[..., Any]) -> Callable[..., Any]:
