@@ -551,7 +551,7 @@ def _drop(key: tuple[Any, ...]) -> None:
 
 # The most recent plan, as one tuple (read by the hot path with a single unpacking):
 # (lens_ref, lens_version, sched_ref, sched_version, bt_ref, bt_version (-1: not read), q_shape, q_dtype,
-#  w_shape, w_dtype, validated kv caches {id: tensor}, device index, max_len, clean, indices_ref (None: no
+#  w_shape, w_dtype, validated kv caches {id: tensor}, device, max_len, clean, (indices_ref, version) (None: no
 #  indices), capture token, cuda, launch q shape (None: as given), launch lens, launch block table, launch
 #  schedule, row lengths for emulated clean_logits (None: not requested), one-row stride repair)
 _LAST: tuple[Any, ...] | None = None
@@ -681,7 +681,8 @@ def _plan(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, sche
     kv_ok = {id(kv_cache): kv_cache}
     return (weakref.ref(lens), lens._version, weakref.ref(schedule), schedule._version, weakref.ref(block_table),
             block_table._version if bt_read else -1, q.shape, q.dtype, weights.shape, weights.dtype,
-            kv_ok, q.device, max_len, clean, None if indices is None else weakref.ref(indices), token, cuda,
+            kv_ok, q.device, max_len, clean, None if indices is None else (weakref.ref(indices), indices._version),
+            token, cuda,
             q_shape, launch_lens, launch_bt, launch_schedule, row_len, rows <= 1)
 
 
@@ -818,7 +819,7 @@ def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch
                 and q.device == dev and weights.device == dev
                 and (kv_ok.get(id(kv_cache)) is kv_cache or _admit_kv(kv_ok, kv_cache, p))
                 and max_context_len == ml and clean_logits is cl
-                and (indices is None if ix is None else ix() is indices)
+                and (indices is None if ix is None else ix[0]() is indices and indices._version == ix[1])
                 and (not _IS_CAPTURING() if token is None else _capture_state() == token)):
             pass
         else:
