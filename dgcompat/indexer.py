@@ -306,7 +306,13 @@ def _capture_state() -> Any:
     Never creates a CUDA context (torch answers False without one).
     """
     if not _capturing()():
+        _WAS_CAPTURING[0] = False
         return None
+    if not _WAS_CAPTURING[0]:
+        # A new capture began since the last call dgcompat saw outside one (the token's fallback when the
+        # driver's capture id is unavailable; back-to-back captures without an eager call share it).
+        _EPOCH[0] += 1
+        _WAS_CAPTURING[0] = True
     cid = _capture_id()
     return ("capture", cid if cid is not None else _EPOCH[0])
 
@@ -360,13 +366,6 @@ def _capture_id() -> int | None:
 # Counts transitions into capture: the token of a capture when the driver's id is unavailable.
 _EPOCH = [0]
 _WAS_CAPTURING = [False]
-
-
-def _note_capture(token: Any) -> None:
-    capturing = token is not None
-    if capturing and not _WAS_CAPTURING[0]:
-        _EPOCH[0] += 1
-    _WAS_CAPTURING[0] = capturing
 
 
 # --- schedules you hold --------------------------------------------------------------------------
@@ -632,7 +631,6 @@ def _plan(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, sche
     num_sms = schedule.shape[0] - 1
     cuda = bool(q.is_cuda)
     token = _capture_state()
-    _note_capture(token)
     debug = _debug()
     if lens.dim() == 1 or lens.shape[1] > 1:
         _HINTS[_hint_key(lens)] = (n, per_row)

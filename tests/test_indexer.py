@@ -353,6 +353,29 @@ def test_layers_of_one_capture_share_one_schedule(fake_release: Callable[[str], 
                 torch.testing.assert_close(out, _expect(batch, 4, buf.max_len), rtol=1e-4, atol=1e-3)
 
 
+def test_captures_without_driver_ids(fake_release: Callable[[str], Any]) -> None:
+    # Without the driver's capture id, captures are told apart by the eager calls between them (an
+    # engine's warm-up): each graph still records its own schedule, and both replay correctly.
+    from dgcompat_conformance.gpu.graphsim import Graph
+
+    mod = fake_release("sgl-0.1.3")
+    batches = _batches(2, 4, 3, seed=8)
+    buf = _Buffers(batches[0], 4, "seq", False, 300 // BKV + 1)
+    buf.write(batches[0], "out", batches[0]["kv"])
+    graphs, outs = [Graph(), Graph()], []
+    for graph in graphs:
+        buf.launch()  # eager warm-up
+        with graph.capture(mod, driver_id=False):
+            outs.append([buf.launch() for _layer in range(2)])
+        assert graph.natives("get_paged_mqa_logits_metadata") == 1
+    for batch in batches[1:]:
+        buf.write(batch, "nothing", buf.kv)
+        for graph, layer_outs in zip(graphs, outs):
+            graph.replay()
+            for out in layer_outs:
+                torch.testing.assert_close(out, _expect(batch, 4, buf.max_len), rtol=1e-4, atol=1e-3)
+
+
 def test_capture_issues_no_host_sync(fake_release: Callable[[str], Any], monkeypatch: pytest.MonkeyPatch) -> None:
     # A host synchronization is illegal on a capturing stream; graphsim raises on one. Every layout
     # (native, flat with derived lengths and a repeated table, emulated clean_logits) records cleanly.

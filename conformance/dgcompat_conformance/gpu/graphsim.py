@@ -57,13 +57,14 @@ class Graph:
         return sum(1 for kind, fn, *_ in self.nodes if kind == "native" and fn.__name__ == name)
 
     @contextmanager
-    def capture(self, module: Any) -> Iterator["Graph"]:
-        """Record the calls made inside the block (dgcompat sees a capture with this graph's id);
-        ``module`` is the bound deep_gemm (or reference) module whose native calls become nodes."""
+    def capture(self, module: Any, *, driver_id: bool = True) -> Iterator["Graph"]:
+        """Record the calls made inside the block (dgcompat sees a capture with this graph's id, or, with
+        ``driver_id=False``, a capture whose id the driver does not tell); ``module`` is the bound
+        deep_gemm (or reference) module whose native calls become nodes."""
         from dgcompat import indexer
 
         saved = _wrap_natives(self, module)
-        hooks = {"_IS_CAPTURING": lambda: True, "_capture_id": lambda: self.id}
+        hooks = {"_IS_CAPTURING": lambda: True, "_capture_id": (lambda: self.id) if driver_id else (lambda: None)}
         old = {name: getattr(indexer, name) for name in hooks}
         indexer._B.clear()  # rebind to the wrapped natives
         for name, value in hooks.items():
