@@ -708,7 +708,8 @@ def _launch_table(bt: Any, layout: str, b: int, n: int, token: Any) -> tuple[Any
         # The kernels assert stride(1) == 1; a transposed (B, 1) view passes is_contiguous() but not that.
         make = lambda: (bt.clone(memory_format=_contiguous()),)  # noqa: E731
     else:
-        make = lambda: (bt.repeat_interleave(n, dim=0),)  # noqa: E731
+        # expand + reshape: one copy kernel, no host synchronization (capturable).
+        make = lambda: (bt.unsqueeze(1).expand(b, n, bt.shape[1]).reshape(rows, bt.shape[1]),)  # noqa: E731
     key = ("table", _mem_key(bt), bt._version, layout, n, token)
     return _cached(key, (_root(bt),), make)[0], True
 
