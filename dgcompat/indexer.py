@@ -709,7 +709,8 @@ def _launch_table(bt: Any, layout: str, b: int, n: int, token: Any) -> tuple[Any
         make = lambda: (bt.clone(memory_format=_contiguous()),)  # noqa: E731
     else:
         # expand + reshape: one copy kernel, no host synchronization (capturable).
-        make = lambda: (bt.unsqueeze(1).expand(b, n, bt.shape[1]).reshape(rows, bt.shape[1]),)  # noqa: E731
+        # (contiguous: for one sequence reshape returns a zero-stride view, and kernels read rows densely)
+        make = lambda: (bt.unsqueeze(1).expand(b, n, bt.shape[1]).reshape(rows, bt.shape[1]).contiguous(),)  # noqa: E731
     key = ("table", _mem_key(bt), bt._version, layout, n, token)
     return _cached(key, (_root(bt),), make)[0], True
 
