@@ -703,9 +703,10 @@ def _launch_table(bt: Any, layout: str, b: int, n: int, token: Any) -> tuple[Any
     """The block table the kernel gets, and whether it is a copy (so writes to ``bt`` must be re-read)."""
     rows = b * n
     if layout == "native" or bt.shape[0] == rows:
-        if bt.stride(-1) == 1:
+        if bt.stride(-1) == 1 and (bt.shape[0] <= 1 or bt.stride(0) == bt.shape[1]):
             return bt, False
-        # The kernels assert stride(1) == 1; a transposed (B, 1) view passes is_contiguous() but not that.
+        # Dense rows: the kernels assert only stride(1) == 1 (a transposed (B, 1) view passes is_contiguous()
+        # but not that), and not every release honours another row stride.
         make = lambda: (bt.clone(memory_format=_contiguous()),)  # noqa: E731
     else:
         # expand + reshape: one copy kernel, no host synchronization (capturable).

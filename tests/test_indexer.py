@@ -492,6 +492,23 @@ def test_mqa_padding_rejects_broadcast_weights(fake_release: Callable[[str], Any
         dgcompat.fp8_mqa_logits(q, (k, torch.ones(10)), torch.rand(4, 1), ks_, ke_)
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+def test_padded_strided_block_table(fake_release: Callable[[str], Any], family: str) -> None:
+    # A slice of a wider page table (row stride > max_blocks), as engines pass: rows are read right.
+    fake_release(family)
+    i = _inputs(3, 2, [70, 130, 100])
+    wide = torch.full((3, i["bt"].shape[1] + 5), -1, dtype=torch.int32)
+    wide[:, : i["bt"].shape[1]] = i["bt"]
+    table = wide[:, : i["bt"].shape[1]]
+    assert table.stride(0) != table.shape[1]
+    for form in ("seq", "rows", "flat"):
+        lens = _lens(i["ctx"], 2, form)
+        sched = dgcompat.get_paged_mqa_logits_metadata(lens, BKV, 8)
+        out = dgcompat.fp8_paged_mqa_logits(i["q"], i["kv"], i["w"], lens, table, sched, i["max_len"],
+                                            clean_logits=True)
+        torch.testing.assert_close(out, _reference(i, 2), rtol=1e-4, atol=1e-3)
+
+
 # --- smaller ones (issue 12, 5) -------------------------------------------------------------------
 
 def test_rebuilt_schedule_error_is_translated(fake_release: Callable[[str], Any],
