@@ -2,37 +2,56 @@
 
 Paged MQA logits is where releases disagree most, and where a mistake hangs the GPU:
 
-- ``context_lens`` is 2-D in every sgl-deep-gemm release (1-D asserts) and 1-D in the bundled copies;
-- SM90 launches ``next_n`` 1 or 2 natively; more query rows per sequence must be split into one row
-  per token (q viewed ``(B*next_n, 1, H, D)``, block table repeated per row, lengths ``(B*next_n, 1)``);
+- ``context_lens`` is 2-D in every sgl-deep-gemm release (1-D asserts) and 1-D in the bundled copies
+  (row ``j`` of a sequence then sees ``ctx - next_n + 1 + j`` keys);
+- SM90 launches ``next_n`` 1 or 2 natively; more query rows per sequence are launched as one row per
+  token ("flat": q viewed ``(B*next_n, 1, H, D)``, one length and one block-table row per query row);
 - the schedule (``get_paged_mqa_logits_metadata``) drives a persistent kernel: launched with lengths
   other than the ones it was built from, the kernel can wait forever.
 
-dgcompat accepts every form, launches the one the release and architecture take natively, builds
-the matching schedule itself when the given one was built for another layout (once per batch: the
-plan is cached on the identity and version counters of the lengths, schedule and block table, which
-all layers of a step share), and refuses to launch a schedule that does not belong to the lengths.
+One function (:func:`_layout`) decides how a call is launched (native ``(B, next_n)`` or flat) and
+one (:func:`_launch_lens`) which lengths tensor the kernel gets; both the schedule builder and the
+launch use them, so the schedule is always built from the very tensor the kernel reads.
 
-**The schedule rule.** A schedule belongs to the ``context_lens`` tensor it was built from, as that
-tensor was at that moment. Writing new lengths into the same buffer (``copy_``, ``fill_``, ...) makes
-the schedule stale; refresh it in place with ``get_paged_mqa_logits_metadata(lens, block_kv,
-out=schedule)`` (the buffer keeps its address, so CUDA graphs that captured it stay valid). Writes
-torch does not see (a raw Triton/CUDA kernel writing into the lengths buffer) do not bump the version
-counter: refresh the schedule after them too. With ``DGCOMPAT_DEBUG=1`` dgcompat additionally
-rebuilds the schedule from the current lengths and compares (a device synchronization per call).
-Inside a CUDA graph replay no Python runs: refresh schedule and lengths before every replay.
+**The launch rule.** dgcompat owns the schedule the kernel gets:
+
+1. The schedule you pass is launched as is only when it provably belongs to the launch: it was
+   returned by :func:`get_paged_mqa_logits_metadata` for this ``context_lens`` (the same memory),
+   neither was written since (torch version counters), and the call is not being captured into a
+   CUDA graph.
+2. Otherwise dgcompat builds the schedule itself, with the release's own metadata kernel, from the
+   launch lengths, on the device and in stream order, as part of the call: under CUDA-graph
+   capture that kernel is recorded, so every replay recomputes the schedule from whatever lengths
+   are in the buffer at that replay. Whatever else dgcompat derives from your tensors (per-row
+   lengths, a block table repeated per row) is computed the same way.
+3. A schedule dgcompat built for this ``context_lens`` that is still untouched while the lengths
+   were written (or that was built for another lengths tensor) is an engine bug: that call raises
+   :class:`~dgcompat.errors.ScheduleMismatchError` and launches nothing.
+
+Derived tensors are cached per batch (identity and version counter of lengths, schedule and block
+table), so all layers of a step share one metadata call. Entries made outside a capture are never
+used inside one, and entries made inside a capture only within that same capture (a kernel
+recorded earlier in it recomputes them at every replay).
+
+What an engine must do before a replay: write the next batch into the captured buffers (q, weights,
+lengths, block table). What it need not do: refresh the schedule buffer (dgcompat recomputes the
+schedule inside the graph; refreshing it does no harm). In eager mode, writes torch does not see
+(a raw kernel writing into the lengths or block-table buffer) do not bump a version counter:
+refresh the schedule after them (``get_paged_mqa_logits_metadata(lens, block_kv, out=schedule)``),
+which invalidates every cached derivation. ``DGCOMPAT_DEBUG=1`` derives everything afresh on every
+call (no cache; for hunting such writes).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import sys
 import weakref
-from collections import OrderedDict
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import _binding, _sm100
+from . import _binding, _env, _sm100
 from ._checks import FP8_DTYPE_NAMES, as_torch, bad, release_label, tensor, translate
 from .errors import ScheduleMismatchError, UnsupportedFeatureError
 from .runtime import get_num_sms
@@ -43,79 +62,66 @@ if TYPE_CHECKING:
 
 __all__ = ["fp8_mqa_logits", "get_paged_mqa_logits_metadata", "fp8_paged_mqa_logits"]
 
-_B = SimpleNamespace()
-
-
-def _reset() -> None:
-    global _LAST
-    _B.__dict__.clear()
-    _SCHEDULES.clear()
-    _PLANS.clear()
-    _LAST = None
-
 
 # --- the non-paged (ragged) MQA logits ----------------------------------------------------------
 
 def _bind_mqa() -> Callable[..., Any]:
-    with _binding.lock:
-        impl = getattr(_B, "mqa", None)
-        if impl is not None:
-            return impl
-        mod = _binding.load()
-        caps = capabilities()
-        fn = "fp8_mqa_logits"
-        if caps.backend == "reference":
-            ref = mod.fp8_mqa_logits
+    """The upstream call as ``f(q, kv, w, ks, ke, clean, max_k)``; clean_logits is emulated where the
+    release cannot take it together with the compressed layout (or at all)."""
+    mod = _binding.load()
+    caps = capabilities()
+    fn = "fp8_mqa_logits"
+    name = caps.mqa_logits
+    target = getattr(mod, name) if name else None
+    if target is None:
+        raise UnsupportedFeatureError(fn, "MQA logits", release_label())
+    native_clean = caps.mqa_clean_logits == "native"
+    seqlen = caps.mqa_max_seqlen_k
+    as_tensor = caps.raw_ffi_returns
+    heads = caps.paged_heads
+    pair = caps.mqa_q_form == "pair"  # 2.8.1 indexes q[0], q[1] unchecked: never pass a bare q
+    if caps.indexer_inputs == "mx-bf16":  # SM100 MX/bf16 contract of 0.2.5 / 2.8.x: dgcompat._sm100
+        return _sm100.ragged_mqa(fn, target, lambda q, w: _pad_heads(fn, q, w, heads), str(caps.arch))
 
-            def impl(q: Any, kv: Any, w: Any, ks: Any, ke: Any, clean: bool, max_k: int | None) -> Any:
-                return ref(q, kv, w, ks, ke, clean_logits=clean, max_seqlen_k=max_k)
+    def impl(q: Any, kv: Any, w: Any, ks: Any, ke: Any, clean: bool, max_k: int | None) -> Any:
+        q, w = _pad_heads(fn, q, w, heads)
+        compressed = bool(max_k)
+        if seqlen == "absent":
+            if compressed:
+                raise UnsupportedFeatureError(fn, "max_seqlen_k", release_label())
+            out = target(q, kv, w, ks, ke, clean)
+            return as_torch(out) if as_tensor else out
+        # Every release asserts clean_logits=False with max_seqlen_k > 0: mask that case here.
+        masked_here = clean and (compressed or not native_clean)
+        if native_clean:
+            out = target(q, kv, w, ks, ke, clean and not compressed, max_k or 0)
         else:
-            name = caps.mqa_logits
-            target = getattr(mod, name) if name else None
-            if target is None:
-                raise UnsupportedFeatureError(fn, "MQA logits", release_label())
-            native_clean = caps.mqa_clean_logits == "native"
-            seqlen = caps.mqa_max_seqlen_k
-            as_tensor = caps.raw_ffi_returns
-            heads = caps.paged_heads
-            pair = caps.mqa_q_form == "pair"  # 2.8.1 indexes q[0], q[1] unchecked: never pass a bare q
-            if caps.indexer_inputs == "mx-bf16":  # SM100 MX/bf16 contract of 0.2.5 / 2.8.x: dgcompat._sm100
-                adapted = _sm100.ragged_mqa(fn, target, lambda q, w: _pad_heads(fn, q, w, heads), str(caps.arch))
-                _B.mqa = adapted
-                return adapted
-
-            def impl(q: Any, kv: Any, w: Any, ks: Any, ke: Any, clean: bool, max_k: int | None) -> Any:
-                q, w = _pad_heads(fn, q, w, heads)
-                if seqlen == "absent":
-                    if max_k:
-                        raise UnsupportedFeatureError(fn, "max_seqlen_k", release_label())
-                    out = target(q, kv, w, ks, ke, clean)
-                elif native_clean:
-                    out = target(q, kv, w, ks, ke, clean, max_k or 0)
-                else:
-                    out = target((q, None) if pair else q, kv, w, ks, ke, max_k or 0)
-                    if clean:
-                        out = as_torch(out)
-                        _mask_ragged(out, ks, ke, compressed=bool(max_k))
-                return as_torch(out) if as_tensor else out
-        _B.mqa = impl
-        return impl
+            out = target((q, None) if pair else q, kv, w, ks, ke, max_k or 0)
+        if as_tensor or masked_here:
+            out = as_torch(out)
+        if masked_here:
+            _mask_ragged(out, ks, ke, compressed=compressed)
+        return out
+    return impl
 
 
 def _pad_heads(fn: str, q: Any, w: Any, heads: tuple[int, ...]) -> tuple[Any, Any]:
     """Zero-pad heads up to a count the kernels are built for (zero q rows and weights add nothing)."""
     if not heads or q.dim() != 3 or q.shape[1] in heads:
         return q, w
-    h = q.shape[1]
+    nq, h = q.shape[0], q.shape[1]
+    if w.dim() != 2 or tuple(w.shape) != (nq, h):
+        # Padding would broadcast a (Nq, 1) weights tensor over every head: refuse it like the kernel.
+        raise bad(fn, "weights", f"shape (Nq, H) = ({nq}, {h})", w)
     bigger = [n for n in heads if n > h]
     if not bigger:
         raise bad(fn, "q", f"a head count in {heads} (or fewer, padded)", q)
     import torch
 
     target = min(bigger)
-    qp = torch.zeros((q.shape[0], target, q.shape[2]), dtype=q.dtype, device=q.device)
+    qp = torch.zeros((nq, target, q.shape[2]), dtype=q.dtype, device=q.device)
     qp[:, :h].copy_(q)
-    wp = torch.zeros((w.shape[0], target), dtype=w.dtype, device=w.device)
+    wp = torch.zeros((nq, target), dtype=w.dtype, device=w.device)
     wp[:, :h].copy_(w)
     return qp, wp
 
@@ -129,6 +135,12 @@ def _mask_ragged(out: Any, ks: Any, ke: Any, *, compressed: bool) -> None:
     else:
         invalid = (cols.unsqueeze(0) < ks.unsqueeze(1)) | (cols.unsqueeze(0) >= ke.unsqueeze(1))
     out.masked_fill_(invalid, float("-inf"))
+
+
+def _check_max_seqlen_k(fn: str, max_seqlen_k: Any) -> None:
+    if max_seqlen_k is not None and (isinstance(max_seqlen_k, bool) or not isinstance(max_seqlen_k, int)
+                                     or max_seqlen_k < 0):
+        raise bad(fn, "max_seqlen_k", "None or a non-negative int", max_seqlen_k)
 
 
 def _diagnose_mqa(q: Any, kv: Any, weights: Any, ks: Any, ke: Any, max_seqlen_k: Any) -> None:
@@ -151,9 +163,10 @@ def _diagnose_mqa(q: Any, kv: Any, weights: Any, ks: Any, ke: Any, max_seqlen_k:
         tensor(fn, name, t, dims=(1,), dtypes=("int32",))
         if t.shape[0] != nq:
             raise bad(fn, name, f"one int32 bound per query: shape ({nq},)", t)
-    if max_seqlen_k is not None and (isinstance(max_seqlen_k, bool) or not isinstance(max_seqlen_k, int)
-                                     or max_seqlen_k < 0):
-        raise bad(fn, "max_seqlen_k", "None or a non-negative int", max_seqlen_k)
+    for name, t in (("kv[0]", k), ("kv[1]", k_sf), ("weights", weights), ("ks", ks), ("ke", ke)):
+        if t.device != q.device:
+            raise bad(fn, name, f"on {q.device} like q", t)
+    _check_max_seqlen_k(fn, max_seqlen_k)
 
 
 def fp8_mqa_logits(q: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor], weights: torch.Tensor,
@@ -165,165 +178,84 @@ def fp8_mqa_logits(q: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor], weigh
       ``weights``: float32 ``(Nq, H)``; ``ks``/``ke``: int32 ``(Nq,)``, query ``i`` sees keys ``[ks[i], ke[i])``.
     - Returns float32 ``(Nq, Nk)`` (or ``(Nq, max_seqlen_k)`` compressed, column ``j`` = key ``ks[i] + j``,
       when ``max_seqlen_k`` is given). Entries outside a query's range are ``-inf`` with ``clean_logits=True``
-      (emulated where the release dropped the option), unspecified otherwise.
+      (emulated where the release cannot do it, e.g. together with ``max_seqlen_k``), unspecified otherwise.
+    - ``max_seqlen_k``: None or an int >= 0 (0 = uncompressed); the sglang-kernel copies have no
+      compressed layout (:class:`~dgcompat.errors.UnsupportedFeatureError`).
     - Head counts the kernels are not built for are zero-padded internally.
     """
+    if max_seqlen_k is not None:
+        _check_max_seqlen_k("fp8_mqa_logits", max_seqlen_k)
     try:
-        impl = _B.mqa
-    except AttributeError:
-        impl = _bind_mqa()
-    try:
-        return impl(q, kv, weights, ks, ke, clean_logits, max_seqlen_k)
+        return _B.mqa(q, kv, weights, ks, ke, clean_logits, max_seqlen_k)
     except Exception as exc:
         translate("fp8_mqa_logits", exc, _diagnose_mqa, q, kv, weights, ks, ke, max_seqlen_k)
 
 
-# --- schedules ---------------------------------------------------------------------------------
+# --- one decision: how a paged call is launched -------------------------------------------------
 
-@dataclass
-class _Schedule:
-    """What a schedule tensor belongs to."""
+def _layout(dims: str, native_n: tuple[int, ...], form: str, n: int, per_row_table: bool, varlen: bool) -> str:
+    """``"native"`` (q ``(B, next_n, H, D)``) or ``"flat"`` (one query row per token).
 
-    ref: weakref.ref[Any]
-    version: int
-    lens_key: tuple[int, int, bool]  # (data_ptr, numel, contiguous) of the caller's context_lens
-    lens_version: int
-    launch_lens: Any  # the tensor actually given to deep_gemm's metadata call
-    block_kv: int
-    num_sms: int
-
-
-_SCHEDULES: dict[int, _Schedule] = {}
-
-
-def _lens_key(t: Any) -> tuple[int, int, bool]:
-    return (t.data_ptr(), t.numel(), t.is_contiguous())
-
-
-def _bind_metadata() -> Callable[..., Any]:
-    with _binding.lock:
-        impl = getattr(_B, "metadata", None)
-        if impl is None:
-            mod = _binding.load()
-            caps = capabilities()
-            target = mod.get_paged_mqa_logits_metadata
-            raw = caps.raw_ffi_returns
-            _B.metadata_form = caps.paged_context_lens
-            _B.debug = _debug()
-            allowed_bkv, arch = caps.paged_block_kv, caps.arch  # the release's per-arch host assert
-
-            def impl(lens: Any, block_kv: int, n_sms: int) -> Any:
-                if allowed_bkv and block_kv not in allowed_bkv:
-                    _sm100.check_block_kv("get_paged_mqa_logits_metadata", block_kv, allowed_bkv, arch)
-                out = target(lens, block_kv, n_sms)
-                return as_torch(out) if raw else out
-            _B.metadata = impl
-        return impl
-
-
-def _metadata_lens(lens: Any, form: str) -> Any:
-    """The lengths tensor the release's metadata call takes for the caller's ``lens``."""
-    if form == "2d":
-        return lens.view(-1, 1) if lens.dim() == 1 else lens
-    if form == "1d":
-        if lens.dim() == 1:
-            return lens
-        return lens.view(-1) if lens.shape[1] == 1 else lens.amax(dim=1).to(lens.dtype)
-    return lens
-
-
-def _check_lens(fn: str, lens: Any) -> None:
-    tensor(fn, "context_lens", lens, dims=(1, 2), dtypes=("int32",), what="an int32 lengths tensor")
-    if not lens.is_contiguous():
-        raise bad(fn, "context_lens", "a contiguous tensor (the kernels assert it)", lens,
-                  hint="pass context_lens.contiguous() and build the schedule from that same tensor")
-
-
-def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num_sms: int | None = None, *,
-                                  out: torch.Tensor | None = None) -> torch.Tensor:
-    """Build the paged-MQA schedule: int32 ``(num_sms + 1, 2)``.
-
-    - ``context_lens``: int32, contiguous, ``(B,)``, ``(B, next_n)`` or ``(B*next_n, 1)`` (see
-      :func:`fp8_paged_mqa_logits`); pass the very tensor you will launch with.
-    - ``block_kv``: KV tokens per cache block (64 for DeepSeek V3.2's index cache).
-    - ``num_sms``: defaults to :func:`dgcompat.get_num_sms`.
-    - ``out``: an existing schedule buffer to refresh in place (keeps its address for CUDA graphs).
+    ``dims``: the release's ``paged_context_lens`` (``"1d"``, ``"2d"``; ``"any"`` = ``"2d"``); ``form``:
+    the caller's lengths, ``"seq"`` ``(B,)``, ``"rows"`` ``(B, next_n)`` or ``"flat"`` ``(B*next_n, 1)``.
+    Native needs one block-table row per sequence (a per-row table is launched flat, as is), a
+    ``next_n`` the architecture launches, and lengths the release's form expresses exactly (the
+    1-D form cannot carry arbitrary per-row lengths, so ``(B, next_n)`` goes flat there).
     """
-    fn = "get_paged_mqa_logits_metadata"
-    _check_lens(fn, context_lens)
-    if isinstance(block_kv, bool) or not isinstance(block_kv, int) or block_kv <= 0:
-        raise bad(fn, "block_kv", "a positive int", block_kv)
-    if num_sms is None:
-        num_sms = get_num_sms()
-    elif isinstance(num_sms, bool) or not isinstance(num_sms, int) or num_sms <= 0:
-        raise bad(fn, "num_sms", "None or a positive int", num_sms)
-    try:
-        impl = _B.metadata
-    except AttributeError:
-        impl = _bind_metadata()
-    if _B.debug and context_lens.numel():
-        low = int(context_lens.min())
-        if low < 1:
-            raise bad(fn, "context_lens", "lengths >= 1 (the kernels require it)", f"a minimum of {low}")
-    launch_lens = _metadata_lens(context_lens, _B.metadata_form)
-    try:
-        schedule = impl(launch_lens, block_kv, num_sms)
-    except Exception as exc:
-        translate(fn, exc, _no_diagnosis)
-    if out is not None:
-        tensor(fn, "out", out, dims=(2,), dtypes=("int32",))
-        if tuple(out.shape) != tuple(schedule.shape) or out.device != schedule.device:
-            raise bad(fn, "out", f"an int32 buffer of shape {tuple(schedule.shape)} on {schedule.device}", out)
-        out.copy_(schedule)
-        schedule = out
-    _register(schedule, context_lens, launch_lens, block_kv, num_sms)
-    return schedule
+    if n == 1 or form == "flat" or per_row_table or varlen or n not in native_n:
+        return "flat"
+    if dims == "1d" and form == "rows":
+        return "flat"
+    return "native"
 
 
-def _register(schedule: Any, lens: Any, launch_lens: Any, block_kv: int, num_sms: int) -> None:
-    key = id(schedule)
-    def forget(_ref: Any, k: int = key) -> None:
-        _SCHEDULES.pop(k, None)
-
-    _SCHEDULES[key] = _Schedule(weakref.ref(schedule, forget),
-                                schedule._version, _lens_key(lens), lens._version, launch_lens, block_kv, num_sms)
-
-
-# --- paged logits: planning ----------------------------------------------------------------------
-
-@dataclass
-class _Plan:
-    # What the plan was made for (checked on every call).
-    lens: Any
-    lens_version: int
-    schedule: Any
-    schedule_version: int
-    block_table: Any
-    block_table_version: int
-    q_shape: Any
-    max_context_len: int
-    clean: bool
-    # How to launch.
-    q_launch_shape: tuple[int, ...] | None
-    launch_lens: Any
-    launch_schedule: Any
-    launch_block_table: Any
-    rows: int
-    invalid: Any  # bool (rows, max_context_len) mask for emulated clean_logits, or None
-    block_table_derived: bool  # the launch uses a copy of block_table, so its writes must be seen
+def _recipe(layout: str, form: str, b: int, n: int, dims: str) -> tuple[Any, ...]:
+    """How the launch lengths are made from the caller's (a hashable key; see :func:`_launch_lens`)."""
+    if layout == "native":
+        if form == "seq":
+            return ("as-is",) if dims == "1d" else ("row-lens", b, n, "2d")
+        return ("row-max", b, n)
+    if form == "seq" and n > 1:
+        return ("row-lens", b, n, "1d" if dims == "1d" else "flat")
+    return ("view", "1d" if dims == "1d" else "2d")
 
 
-_PLANS: OrderedDict[tuple[Any, ...], _Plan] = OrderedDict()
-_LAST: _Plan | None = None
-_binding.register_reset(_reset)
+def _launch_lens(lens: Any, recipe: tuple[Any, ...]) -> Any:
+    """The lengths tensor the kernel (and its schedule) gets, made by ``recipe``:
+
+    - ``as-is``: native launch on a 1-D release, ``(B,)`` as given;
+    - ``row-lens``: each query row's causal length ``ctx - next_n + 1 + j`` of ``(B,)`` lengths, as
+      ``(B, next_n)`` (native, 2-D release), ``(B*next_n,)`` (flat, 1-D release) or ``(B*next_n, 1)``;
+    - ``row-max``: native ``(B, next_n)`` on a 2-D release with every column the row's longest length
+      (the kernels size every row of a sequence by its last column; the positions computed past a
+      row's own length are unspecified, like every position past it);
+    - ``view``: one length per query row, a view of the caller's tensor (no copy).
+    Derived lengths are clamped to >= 1 (the kernels need every row to see a position).
+    """
+    kind = recipe[0]
+    if kind == "as-is":
+        return lens
+    if kind == "view":
+        return lens.view(-1) if recipe[1] == "1d" else lens.view(-1, 1)
+    b, n = recipe[1], recipe[2]
+    if kind == "row-max":
+        return lens.amax(dim=1, keepdim=True).expand(b, n).contiguous()
+    per_row = _clamp1(_row_lens(lens, b, n, "seq"))
+    return per_row.view(b, n) if recipe[3] == "2d" else per_row if recipe[3] == "1d" else per_row.view(-1, 1)
 
 
-def _debug() -> bool:
-    return os.environ.get("DGCOMPAT_DEBUG", "") not in ("", "0")
+def _row_lens(lens: Any, b: int, n: int, form: str) -> Any:
+    """int32 ``(b*n,)`` visible length of each query row, in query-row order (may be <= 0)."""
+    if form == "seq" and n > 1:
+        import torch
+
+        offs = torch.arange(1 - n, 1, device=lens.device, dtype=lens.dtype)
+        return (lens.view(-1, 1) + offs).view(-1)
+    return lens.view(-1)
 
 
-def _trust_foreign() -> bool:
-    return os.environ.get("DGCOMPAT_TRUST_SCHEDULES", "") not in ("", "0")
+def _clamp1(t: Any) -> Any:
+    return t.clamp_min(1)
 
 
 def _shape_of_rows(fn: str, q: Any, lens: Any) -> tuple[int, int, str]:
@@ -341,34 +273,322 @@ def _shape_of_rows(fn: str, q: Any, lens: Any) -> tuple[int, int, str]:
     n0, n1 = lens.shape
     if n1 == 1 and n0 == rows:
         b = q.shape[0] if q.dim() == 4 else rows
-        return b, rows // b if b else 1, "flat"
+        return b, (rows // b if b else 1), "flat"
     if n0 * n1 != rows or (q.dim() == 4 and (q.shape[0], q.shape[1]) != (n0, n1)):
         want = f"({q.shape[0]}, {q.shape[1]}) or ({rows}, 1)" if q.dim() == 4 else f"(B, next_n) with B*next_n = {rows}"
         raise bad(fn, "context_lens", f"2-D lengths of shape {want} matching q", lens)
     return n0, n1, "rows"
 
 
-def _row_lens(lens: Any, b: int, n: int, form: str) -> Any:
-    """int32 (b*n,) visible length of each query row, in query-row order (may be <= 0)."""
-    import torch
+def _lens_only(lens: Any) -> tuple[int, int, str]:
+    """(B, next_n, form) from the lengths alone (what the schedule builder knows); next_n of 1-D
+    lengths is what the last launch with such lengths had."""
+    if lens.dim() == 1:
+        return lens.shape[0], _HINTS.get((1, 0), (1, False))[0], "seq"
+    n0, n1 = lens.shape
+    if n1 == 1:
+        return n0, 1, "flat"
+    return n0, n1, "rows"
 
-    if form == "seq":
-        offs = torch.arange(n, device=lens.device, dtype=lens.dtype) - (n - 1)
-        return (lens.view(-1, 1) + offs).reshape(-1)
-    return lens.reshape(-1)
+
+# What the last launch with lengths of a given signature ((dim, next_n of 2-D lengths)) looked like:
+# (next_n, per-row table). The schedule builder does not see q or the block table; it builds for
+# the layout the last such launch had, so an engine's steady state makes one metadata call per batch.
+_HINTS: dict[tuple[int, int], tuple[int, bool]] = {}
 
 
-def _plan(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, schedule: Any, max_len: Any,
-          clean: bool) -> _Plan:
-    import torch
+def _hint_key(lens: Any) -> tuple[int, int]:
+    return (1, 0) if lens.dim() == 1 else (2, lens.shape[1])
 
-    fn = "fp8_paged_mqa_logits"
+
+# --- capture awareness ---------------------------------------------------------------------------
+
+def _capture_state() -> Any:
+    """None outside CUDA-graph capture, else a token naming the capture underway on the current stream.
+
+    Never creates a CUDA context (torch answers False without one).
+    """
+    if not _capturing()():
+        _WAS_CAPTURING[0] = False
+        return None
+    if not _WAS_CAPTURING[0]:
+        # A new capture began since the last call dgcompat saw outside one (the token's fallback when the
+        # driver's capture id is unavailable; back-to-back captures without an eager call share it).
+        _EPOCH[0] += 1
+        _WAS_CAPTURING[0] = True
+    cid = _capture_id()
+    return ("capture", cid if cid is not None else _EPOCH[0])
+
+
+_IS_CAPTURING: Any = None  # torch._C._cuda_isCurrentStreamCapturing where torch has CUDA
+
+
+def _capturing() -> Any:
+    global _IS_CAPTURING
+    if _IS_CAPTURING is None:
+        torch = sys.modules["torch"]
+        # CPU builds have only a stand-in class of that name.
+        _IS_CAPTURING = torch._C._cuda_isCurrentStreamCapturing if torch.cuda._is_compiled() else _never
+    return _IS_CAPTURING
+
+
+def _never() -> bool:
+    return False
+
+
+_CU: list[Any] = []
+
+
+def _capture_id() -> int | None:
+    """The CUDA driver's id of the capture underway on the current stream (None if unavailable).
+
+    ``cuStreamGetCaptureInfo`` is called with every optional out-pointer NULL past the id, which
+    matches each of its ABI revisions.
+    """
+    if not _CU:
+        try:
+            lib = ctypes.CDLL("libcuda.so.1")
+            fn = lib.cuStreamGetCaptureInfo
+            fn.restype = ctypes.c_int
+            _CU.append(fn)
+        except (OSError, AttributeError):
+            _CU.append(None)
+    fn = _CU[0]
+    if fn is None:
+        return None
+    status = ctypes.c_int(0)
+    cid = ctypes.c_ulonglong(0)
+    handle = ctypes.c_void_p(sys.modules["torch"].cuda.current_stream().cuda_stream)
+    try:
+        err = fn(handle, ctypes.byref(status), ctypes.byref(cid), None, None, None, None)
+    except Exception:  # noqa: BLE001 - any failure: fall back to the epoch
+        return None
+    return int(cid.value) if err == 0 and status.value == 1 else None
+
+
+# Counts transitions into capture: the token of a capture when the driver's id is unavailable.
+_EPOCH = [0]
+_WAS_CAPTURING = [False]
+
+
+# --- schedules you hold --------------------------------------------------------------------------
+
+@dataclass
+class _Schedule:
+    """What a schedule returned by :func:`get_paged_mqa_logits_metadata` belongs to."""
+
+    version: int
+    lens_root: Any  # weakref to the lengths' base tensor (keeps the memory identity honest)
+    lens_key: tuple[Any, ...]
+    lens_version: int
+    recipe: tuple[Any, ...]  # how launch_lens was made from the lengths (see _recipe)
+    launch_lens: Any
+    block_kv: int
+    num_sms: int
+    indices_key: Any
+
+
+_SCHEDULES: dict[int, _Schedule] = {}
+
+
+def _root(t: Any) -> Any:
+    base = t._base
+    return t if base is None else base
+
+
+def _mem_key(t: Any) -> tuple[Any, ...]:
+    """Identity of a tensor's memory and layout (views of one buffer compare equal)."""
+    return (id(_root(t)), t.data_ptr(), tuple(t.shape), tuple(t.stride()))
+
+
+def _bind_metadata() -> Callable[..., Any]:
+    """The upstream metadata call as ``f(lens, block_kv, num_sms, indices)``."""
+    mod = _binding.load()
+    target = mod.get_paged_mqa_logits_metadata
+    caps = capabilities()
+    raw = caps.raw_ffi_returns
+    allowed_bkv, arch = caps.paged_block_kv, caps.arch  # the release's per-architecture host assert
+
+    def impl(lens: Any, block_kv: int, n_sms: int, indices: Any) -> Any:
+        if allowed_bkv and block_kv not in allowed_bkv:
+            _sm100.check_block_kv("get_paged_mqa_logits_metadata", block_kv, allowed_bkv, arch)
+        out = target(lens, block_kv, n_sms) if indices is None else target(lens, block_kv, n_sms, indices=indices)
+        return as_torch(out) if raw else out
+    return impl
+
+
+def _check_lens(fn: str, lens: Any) -> None:
+    tensor(fn, "context_lens", lens, dims=(1, 2), dtypes=("int32",), what="an int32 lengths tensor")
+    if not lens.is_contiguous():
+        raise bad(fn, "context_lens", "a contiguous tensor (the kernels assert it)", lens,
+                  hint="pass context_lens.contiguous() and build the schedule from that same tensor")
+
+
+def _check_indices(fn: str, indices: Any, rows: int, device: Any) -> None:
+    if not capabilities().paged_indices:
+        raise UnsupportedFeatureError(fn, "indices= (varlen paged MQA)", release_label())
+    tensor(fn, "indices", indices, dims=(1,), dtypes=("int32",), what="an int32 (rows,) tensor")
+    if indices.shape[0] != rows or not indices.is_contiguous() or indices.device != device:
+        raise bad(fn, "indices", f"a contiguous int32 ({rows},) tensor on {device}", indices)
+
+
+def _native_metadata(fn: str, launch_lens: Any, block_kv: int, num_sms: int, indices: Any) -> Any:
+    try:
+        return _B.metadata(launch_lens, block_kv, num_sms, indices)
+    except Exception as exc:
+        translate(fn, exc, _no_diagnosis)
+
+
+def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num_sms: int | None = None, *,
+                                  out: torch.Tensor | None = None,
+                                  indices: torch.Tensor | None = None) -> torch.Tensor:
+    """Build the paged-MQA schedule: int32 ``(num_sms + 1, 2)``.
+
+    - ``context_lens``: int32, contiguous, ``(B,)``, ``(B, next_n)`` or ``(B*next_n, 1)`` (see
+      :func:`fp8_paged_mqa_logits`); pass the very tensor you will launch with.
+    - ``block_kv``: KV tokens per cache block (64 for DeepSeek V3.2's index cache).
+    - ``num_sms``: defaults to :func:`dgcompat.get_num_sms`.
+    - ``out``: an existing contiguous int32 ``(num_sms + 1, 2)`` buffer to refresh in place (keeps its
+      address for CUDA graphs).
+    - ``indices``: int32 ``(B*next_n,)``, the sequence of each query row, for the varlen layout
+      (flat ``(rows, 1)`` lengths); only where the release has it.
+
+    The schedule is built for the launch layout dgcompat will use (see the module documentation).
+    """
+    fn = "get_paged_mqa_logits_metadata"
+    _check_lens(fn, context_lens)
+    if isinstance(block_kv, bool) or not isinstance(block_kv, int) or block_kv <= 0:
+        raise bad(fn, "block_kv", "a positive int", block_kv)
+    if num_sms is None:
+        num_sms = get_num_sms()
+    elif isinstance(num_sms, bool) or not isinstance(num_sms, int) or num_sms <= 0:
+        raise bad(fn, "num_sms", "None or a positive int", num_sms)
+    if out is not None:
+        tensor(fn, "out", out, dims=(2,), dtypes=("int32",))
+        if tuple(out.shape) != (num_sms + 1, 2) or not out.is_contiguous() or out.device != context_lens.device:
+            raise bad(fn, "out", f"a contiguous int32 ({num_sms + 1}, 2) buffer on {context_lens.device}", out)
+    b, n, form = _lens_only(context_lens)
+    if indices is not None:
+        if form == "rows":
+            raise bad(fn, "context_lens", "(rows,) or (rows, 1) lengths with indices=", context_lens)
+        _check_indices(fn, indices, context_lens.shape[0], context_lens.device)
+        n = 1
+    if _debug() and context_lens.numel():
+        low = int(context_lens.min())
+        if low < 1:
+            raise bad(fn, "context_lens", "lengths >= 1 (the kernels require it)", f"a minimum of {low}")
+    caps = capabilities()
+    dims = caps.paged_context_lens
+    per_row = _HINTS.get(_hint_key(context_lens), (n, False))[1]
+    layout = _layout(dims, caps.paged_native_next_n, form, n, per_row, indices is not None)
+    recipe = _recipe(layout, form, b, n, dims)
+    launch_lens = _launch_lens(context_lens, recipe)
+    schedule = _native_metadata(fn, launch_lens, block_kv, num_sms, indices)
+    if out is not None:
+        out.copy_(schedule)
+        schedule = out
+    _register(schedule, context_lens, recipe, launch_lens, block_kv, num_sms, indices)
+    return schedule
+
+
+def _forget(key: int) -> None:
+    _SCHEDULES.pop(key, None)
+
+
+def _register(schedule: Any, lens: Any, recipe: tuple[Any, ...], launch_lens: Any, block_kv: int,
+              num_sms: int, indices: Any) -> None:
+    key = id(schedule)
+    if key not in _SCHEDULES:
+        # The record lives exactly as long as the schedule tensor (one finalizer per tensor, not per refresh).
+        weakref.finalize(schedule, _forget, key)
+    _SCHEDULES[key] = _Schedule(schedule._version, weakref.ref(_root(lens)), _mem_key(lens), lens._version,
+                                recipe, launch_lens, block_kv, num_sms, _version_key(indices))
+
+
+def _version_key(t: Any) -> Any:
+    return None if t is None else (_mem_key(t), t._version)
+
+
+# --- per-batch derivations ----------------------------------------------------------------------
+
+#: Upper bound on the bytes of derived tensors kept across calls (lengths, block tables, schedules).
+CACHE_BYTES = 64 << 20
+_DERIVED: dict[tuple[Any, ...], tuple[Any, Any, int]] = {}  # key -> (source weakrefs, tensors, bytes); LRU order
+_DERIVED_BYTES = [0]
+
+
+def _nbytes(*ts: Any) -> int:
+    return sum(t.numel() * t.element_size() for t in ts if t is not None)
+
+
+def _cached(key: tuple[Any, ...], roots: tuple[Any, ...], make: Callable[[], tuple[Any, ...]]) -> tuple[Any, ...]:
+    """``make()``'s tensors for ``key``, cached while every tensor in ``roots`` is alive."""
+    hit = _DERIVED.get(key)
+    if hit is not None and all(r() is t for r, t in zip(hit[0], roots)):
+        _DERIVED[key] = _DERIVED.pop(key)  # most recently used last
+        return tuple(hit[1])
+    value = make()
+    if _debug():
+        return value
+    _drop(key)
+    size = _nbytes(*value)
+    # Each source's death drops this entry (a plain dict pop: safe from a garbage-collector callback).
+    refs = tuple(weakref.ref(r, _dropper(key)) for r in roots)
+    _DERIVED[key] = (refs, value, size)
+    _DERIVED_BYTES[0] += size
+    while _DERIVED and (_DERIVED_BYTES[0] > CACHE_BYTES or len(_DERIVED) > 256):
+        _drop(next(iter(_DERIVED)))
+    return value
+
+
+def _dropper(key: tuple[Any, ...]) -> Callable[[Any], None]:
+    def drop(_ref: Any) -> None:
+        _drop(key)
+    return drop
+
+
+def _drop(key: tuple[Any, ...]) -> None:
+    entry = _DERIVED.pop(key, None)
+    if entry is not None:
+        _DERIVED_BYTES[0] -= entry[2]
+
+
+# --- paged logits: planning ----------------------------------------------------------------------
+
+# The most recent plan, as one tuple (read by the hot path with a single unpacking):
+# (lens_ref, lens_version, sched_ref, sched_version, bt_ref, bt_version (-1: not read), q_shape, q_dtype,
+#  w_shape, w_dtype, validated kv caches {id: tensor}, device, max_len, clean, (indices_ref, version) (None: no
+#  indices), capture token, cuda, launch q shape (None: as given), launch lens, launch block table, launch
+#  schedule, row lengths for emulated clean_logits (None: not requested), one-row stride repair)
+_LAST: tuple[Any, ...] | None = None
+
+
+def _reset() -> None:
+    global _LAST
+    _SCHEDULES.clear()
+    _DERIVED.clear()
+    _DERIVED_BYTES[0] = 0
+    _HINTS.clear()
+    _LAST = None
+
+
+_binding.register_reset(_reset)
+
+
+def _debug() -> bool:
+    return _env.debug()
+
+
+def _check_paged(fn: str, q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, schedule: Any,
+                 max_len: Any, clean: Any, indices: Any) -> tuple[int, int, str]:
+    """Every argument check (the same on every call); returns (B, next_n, form)."""
     caps = capabilities()
     tensor(fn, "q", q, dims=(3, 4), dtypes=FP8_DTYPE_NAMES, what="an FP8 (B, next_n, H, D) or (N, H, D) tensor")
     _check_lens(fn, lens)
     tensor(fn, "block_table", block_table, dims=(2,), dtypes=("int32",), what="an int32 (rows, max_blocks) tensor")
     tensor(fn, "schedule_meta", schedule, dims=(2,), dtypes=("int32",), what="the int32 schedule")
-    tensor(fn, "kv_cache", kv_cache, dims=(4,), what="a (num_blocks, block_kv, 1, D + 4) cache")
+    tensor(fn, "kv_cache", kv_cache, dims=(4,), dtypes=("uint8", "int8") + FP8_DTYPE_NAMES,
+           what="a uint8 (num_blocks, block_kv, 1, D + 4) cache")
     tensor(fn, "weights", weights, dims=(2,), dtypes=("float32",))
     if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len <= 0:
         raise bad(fn, "max_context_len", "a positive int", max_len)
@@ -378,7 +598,8 @@ def _plan(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, sche
     rows = b * n
     h, d = q.shape[-2], q.shape[-1]
     if kv_cache.shape[2] != 1 or kv_cache.shape[3] != d + 4:
-        raise bad(fn, "kv_cache", f"(num_blocks, block_kv, 1, D + 4 = {d + 4}) packed FP8 values + float32 scale", kv_cache)
+        raise bad(fn, "kv_cache", f"(num_blocks, block_kv, 1, D + 4 = {d + 4}) packed FP8 values + float32 scale",
+                  kv_cache)
     if tuple(weights.shape) != (rows, h):
         raise bad(fn, "weights", f"shape (B*next_n, H) = ({rows}, {h})", weights)
     if caps.paged_heads and h not in caps.paged_heads:
@@ -389,154 +610,195 @@ def _plan(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, sche
     if max_len > block_table.shape[1] * block_kv:
         raise bad(fn, "max_context_len", f"<= block_table.shape[1] * block_kv = {block_table.shape[1] * block_kv}",
                   max_len)
-    devices = {t.device for t in (q, kv_cache, weights, lens, block_table, schedule)}
-    if len(devices) != 1:
-        raise bad(fn, "schedule_meta", "on the same device as q, kv_cache, weights, context_lens and block_table",
-                  schedule)
+    if schedule.shape[1] != 2 or schedule.shape[0] < 2:
+        raise bad(fn, "schedule_meta", "an int32 (num_sms + 1, 2) schedule", schedule)
+    for name, t in (("kv_cache", kv_cache), ("weights", weights), ("context_lens", lens),
+                    ("block_table", block_table), ("schedule_meta", schedule)):
+        if t.device != q.device:
+            raise bad(fn, name, f"on {q.device} like q", t)
+    if indices is not None:
+        if n != 1 or form == "rows":
+            raise bad(fn, "indices", "varlen indices with one query row per token ((rows, 1, H, D) q, (rows, 1) "
+                      "lengths)", indices)
+        _check_indices(fn, indices, rows, q.device)
+    return b, n, form
 
+
+def _plan(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, schedule: Any, max_len: Any,
+          clean: Any, indices: Any) -> tuple[Any, ...]:
+    fn = "fp8_paged_mqa_logits"
+    b, n, form = _check_paged(fn, q, kv_cache, weights, lens, block_table, schedule, max_len, clean, indices)
+    caps = capabilities()
+    dims = caps.paged_context_lens
+    rows = b * n
+    per_row = block_table.shape[0] == rows and n > 1
+    varlen = indices is not None
+    layout = _layout(dims, caps.paged_native_next_n, form, n, per_row, varlen)
+    block_kv = kv_cache.shape[1]
+    num_sms = schedule.shape[0] - 1
+    cuda = bool(q.is_cuda)
+    token = _capture_state()
+    debug = _debug()
+    if lens.dim() == 1 or lens.shape[1] > 1:
+        _HINTS[_hint_key(lens)] = (n, per_row)
+
+    lens_key = (_mem_key(lens), lens._version)
+    ix_key = _version_key(indices)
+    recipe = _recipe(layout, form, b, n, dims)
     rec = _SCHEDULES.get(id(schedule))
-    if rec is None or rec.ref() is not schedule:
-        if not _trust_foreign():
+    trusted = False
+    if rec is not None and rec.version == schedule._version and rec.lens_root() is _root(lens) \
+            and rec.lens_key == lens_key[0]:
+        # A schedule dgcompat built for these lengths, untouched since: the lengths must be too.
+        if rec.lens_version != lens._version:
             raise ScheduleMismatchError(
-                f"{fn}(): schedule_meta was not built by dgcompat.get_paged_mqa_logits_metadata, so dgcompat cannot "
-                f"tell which lengths it belongs to (a mismatch can hang the GPU) [deep_gemm {release_label()}]. "
-                f"Build it with dgcompat from the same context_lens (DGCOMPAT_TRUST_SCHEDULES=1 launches foreign "
-                f"schedules unchecked)")
-        num_sms = schedule.shape[0] - 1
-        rec = _Schedule(weakref.ref(schedule), schedule._version, _lens_key(lens), lens._version,
-                        _metadata_lens(lens, caps.paged_context_lens), block_kv, num_sms)
-    if schedule._version != rec.version:
-        raise ScheduleMismatchError(
-            f"{fn}(): schedule_meta was written after dgcompat built it, so it may belong to other lengths "
-            f"[deep_gemm {release_label()}]; refresh it with get_paged_mqa_logits_metadata(context_lens, block_kv, "
-            f"out=schedule_meta)")
-    if rec.lens_key != _lens_key(lens):
-        raise ScheduleMismatchError(
-            f"{fn}(): schedule_meta was built for another context_lens tensor than the one given "
-            f"[deep_gemm {release_label()}]; launching it could hang the GPU. Build the schedule from this "
-            f"context_lens")
-    if rec.lens_version != lens._version:
-        raise ScheduleMismatchError(
-            f"{fn}(): context_lens was modified after schedule_meta was built from it "
-            f"[deep_gemm {release_label()}]; launching the stale schedule could hang the GPU. Refresh it with "
-            f"get_paged_mqa_logits_metadata(context_lens, block_kv, out=schedule_meta)")
-    if _debug():
-        fresh = _bind_metadata()(rec.launch_lens, rec.block_kv, rec.num_sms)
-        if not torch.equal(fresh.cpu(), schedule.cpu()):
-            raise ScheduleMismatchError(f"{fn}(): schedule_meta does not match the current context_lens values "
-                                        f"(DGCOMPAT_DEBUG check) [deep_gemm {release_label()}]")
+                f"{fn}(): context_lens was modified after schedule_meta was built from it "
+                f"[deep_gemm {release_label()}]; launching the stale schedule could hang the GPU. Refresh it with "
+                f"get_paged_mqa_logits_metadata(context_lens, block_kv, out=schedule_meta)")
+        trusted = (not debug and token is None and rec.recipe == recipe and rec.block_kv == block_kv
+                   and rec.num_sms == num_sms and rec.indices_key == ix_key)
 
-    # Choose the launch layout.
-    lens_form = caps.paged_context_lens
-    native_n = caps.paged_native_next_n
-    if lens_form == "any":
-        layout = "as-given"
-    elif form == "flat" or n == 1:
-        layout = "flat"
-    elif n in native_n:
-        layout = "native"
+    if trusted:
+        launch_lens, launch_schedule = rec.launch_lens, schedule  # type: ignore[union-attr]
     else:
-        layout = "flat"
+        roots = (_root(lens),) if indices is None else (_root(lens), _root(indices))
+        # The schedule (and its registration) is part of the key: refreshing it invalidates derivations.
+        sched_key = (id(schedule), schedule._version)
 
+        def derive() -> tuple[Any, ...]:
+            ll = _launch_lens(lens, recipe)
+            return ll, _native_metadata(fn, ll, block_kv, num_sms, indices)
+        launch_lens, launch_schedule = _cached(
+            ("lens", lens_key, sched_key, recipe, block_kv, num_sms, ix_key, token), roots, derive)
+
+    launch_bt, bt_read = _launch_table(block_table, layout, b, n, token)
     q_shape: tuple[int, ...] | None = None
-    if layout == "as-given":
-        launch_lens, launch_bt = lens, block_table
-    elif layout == "native":
-        q_shape = None if q.dim() == 4 else (b, n, h, d)
-        if lens_form == "2d":
-            launch_lens = lens if form == "rows" else _clamp1(_row_lens(lens, b, n, form).view(b, n))
-        else:
-            launch_lens = lens if form == "seq" else lens.amax(dim=1).to(lens.dtype)
-        launch_bt = block_table if block_table.shape[0] == b else block_table[::n]
-    else:  # flat: one query row per token
-        q_shape = None if q.dim() == 4 and n == 1 else (rows, 1, h, d)
-        if form == "flat" or n == 1:
-            per_row = lens.view(rows, 1)  # already one length per row: no copy, same tensor as the schedule's
-        else:
-            per_row = _clamp1(_row_lens(lens, b, n, form)).view(rows, 1)
-        launch_lens = per_row if lens_form == "2d" else per_row.view(-1)
-        if block_table.shape[0] == rows:
-            launch_bt = block_table
-        else:
-            launch_bt = block_table.unsqueeze(1).expand(b, n, block_table.shape[1]).reshape(rows, -1)
-    if launch_bt.stride(-1) != 1:
-        # The kernels assert stride(1) == 1; a transposed (B, 1) view passes is_contiguous() but not that.
-        launch_bt = launch_bt.clone(memory_format=torch.contiguous_format)
-
-    if launch_lens.data_ptr() == rec.launch_lens.data_ptr() and tuple(launch_lens.shape) == tuple(rec.launch_lens.shape):
-        launch_lens, launch_schedule = rec.launch_lens, schedule
-    else:
-        launch_schedule = _bind_metadata()(launch_lens, rec.block_kv, rec.num_sms)
-
-    invalid = None
+    h, d = q.shape[-2], q.shape[-1]
+    want = (b, n, h, d) if layout == "native" else (rows, 1, h, d)
+    if tuple(q.shape) != want:
+        q_shape = want
+    row_len = None
     if clean and caps.paged_clean_logits == "emulated":
-        row_len = _row_lens(lens, b, n, form)
-        cols = torch.arange(max_len, device=lens.device)
-        invalid = cols.unsqueeze(0) >= row_len.view(-1, 1)
-    return _Plan(lens, lens._version, schedule, schedule._version, block_table, block_table._version,
-                 q.shape, max_len, clean, q_shape, launch_lens, launch_schedule, launch_bt, rows, invalid,
-                 launch_bt.data_ptr() != block_table.data_ptr())
+        row_len = _cached(("rows", lens_key, form, b, n, token), (_root(lens),),
+                          lambda: (_row_lens(lens, b, n, form).view(-1, 1),))[0]
+    # kv caches validated for this plan (a layer's cache is a long-lived tensor; held here, its id is never reused
+    # while the plan lives); others are checked by _admit_kv, like the first call.
+    kv_ok = {id(kv_cache): kv_cache}
+    return (weakref.ref(lens), lens._version, weakref.ref(schedule), schedule._version, weakref.ref(block_table),
+            block_table._version if bt_read else -1, q.shape, q.dtype, weights.shape, weights.dtype,
+            kv_ok, q.device, max_len, clean, None if indices is None else (weakref.ref(indices), indices._version),
+            token, cuda,
+            q_shape, launch_lens, launch_bt, launch_schedule, row_len, rows <= 1)
 
 
-def _clamp1(t: Any) -> Any:
-    # The kernels need every row to see at least one position; rows whose window is empty get one
-    # (their output is unspecified, and -inf under clean_logits, either way).
-    return t.clamp_min(1).to(t.dtype)
+def _admit_kv(kv_ok: dict[int, Any], kv_cache: Any, plan: tuple[Any, ...]) -> bool:
+    """Whether another layer's kv cache fits the plan (same checks as the first call); remembers it if so."""
+    first = next(iter(kv_ok.values()))
+    if (not _is_tensor(kv_cache) or kv_cache.dtype is not first.dtype or kv_cache.dim() != 4
+            or tuple(kv_cache.shape[1:]) != tuple(first.shape[1:]) or kv_cache.device != first.device):
+        return False
+    if len(kv_ok) < 512:
+        kv_ok[id(kv_cache)] = kv_cache
+    return True
+
+
+def _is_tensor(x: Any) -> bool:
+    return isinstance(x, sys.modules["torch"].Tensor)
+
+
+def _launch_table(bt: Any, layout: str, b: int, n: int, token: Any) -> tuple[Any, bool]:
+    """The block table the kernel gets, and whether it is a copy (so writes to ``bt`` must be re-read)."""
+    rows = b * n
+    if layout == "native" or bt.shape[0] == rows:
+        if bt.stride(-1) == 1 and (bt.shape[0] <= 1 or bt.stride(0) == bt.shape[1]):
+            return bt, False
+        # Dense rows: the kernels assert only stride(1) == 1 (a transposed (B, 1) view passes is_contiguous()
+        # but not that), and not every release honours another row stride.
+        make = lambda: (bt.clone(memory_format=_contiguous()),)  # noqa: E731
+    else:
+        # expand + reshape: one copy kernel, no host synchronization (capturable).
+        # (contiguous: for one sequence reshape returns a zero-stride view, and kernels read rows densely)
+        make = lambda: (bt.unsqueeze(1).expand(b, n, bt.shape[1]).reshape(rows, bt.shape[1]).contiguous(),)  # noqa: E731
+    key = ("table", _mem_key(bt), bt._version, layout, n, token)
+    return _cached(key, (_root(bt),), make)[0], True
+
+
+def _contiguous() -> Any:
+    import torch
+
+    return torch.contiguous_format
 
 
 def _no_diagnosis(*_args: Any) -> None:
     """Arguments were checked up front; whatever deep_gemm rejects is reported as a KernelError."""
 
 
+_TENSOR: Any = None  # torch.Tensor, set when the paged call is bound (nothing imports torch at import dgcompat)
+_FROM_DLPACK: Any = None
+
+
+def _bind_paged_common() -> tuple[Any, str, Any]:
+    global _TENSOR, _FROM_DLPACK
+    import torch
+
+    _TENSOR, _FROM_DLPACK = torch.Tensor, torch.utils.dlpack.from_dlpack
+    mod = _binding.load()
+    caps = capabilities()
+    name = caps.paged_mqa_logits
+    target = getattr(mod, name) if name else None
+    if target is None:
+        raise UnsupportedFeatureError("fp8_paged_mqa_logits", "paged MQA logits", release_label())
+    return target, name or "", caps
+
+
 def _bind_paged() -> Callable[..., Any]:
     """The upstream paged-logits call as ``f(q, kv, weights, lens, block_table, schedule, max_len)``.
 
-    Bound to the upstream function itself where it takes exactly that (clean_logits defaults to False,
-    and dgcompat emulates clean_logits anyway); a small adapter elsewhere.
+    The upstream function itself where it takes exactly that (clean_logits defaults to False, and
+    dgcompat masks clean_logits itself); a small adapter elsewhere. The caller converts a tvm-ffi
+    result to a torch tensor.
     """
-    import torch
+    target, name, caps = _bind_paged_common()
+    if caps.indexer_inputs == "mx-bf16":  # SM100 MX/bf16 contract of 0.2.5 / 2.8.x: dgcompat._sm100
+        return _sm100.paged_refusal("fp8_paged_mqa_logits", str(caps.arch))
+    if name == "fp8_fp4_paged_mqa_logits":
+        # (q, q_sf) pair: a bare q hits the torch.Tensor(...) TypeError in releases before 0.2.0.
+        def pair(q: Any, kv: Any, w: Any, lens: Any, bt: Any, sched: Any, max_len: int) -> Any:
+            return target((q, None), kv, w, lens, bt, sched, max_len)
+        return pair
+    if caps.paged_clean_logits_arg == "required":
+        def required(q: Any, kv: Any, w: Any, lens: Any, bt: Any, sched: Any, max_len: int) -> Any:
+            return target(q, kv, w, lens, bt, sched, max_len, False)
+        return required
+    return target
 
-    with _binding.lock:
-        impl = getattr(_B, "paged", None)
-        if impl is not None:
-            return impl
-        mod = _binding.load()
-        caps = capabilities()
-        tensor_type = torch.Tensor
-        from_dlpack = torch.utils.dlpack.from_dlpack
-        if caps.backend == "reference":
-            impl = mod.fp8_paged_mqa_logits  # its clean_logits is keyword-only and defaults to False
-        else:
-            name = caps.paged_mqa_logits
-            target = getattr(mod, name) if name else None
-            if target is None:
-                raise UnsupportedFeatureError("fp8_paged_mqa_logits", "paged MQA logits", release_label())
-            if caps.indexer_inputs == "mx-bf16":  # SM100 MX/bf16 contract of 0.2.5 / 2.8.x: dgcompat._sm100
-                refused = _sm100.paged_refusal("fp8_paged_mqa_logits", str(caps.arch))
-                _B.paged = refused
-                return refused
-            raw = caps.raw_ffi_returns
-            if name == "fp8_fp4_paged_mqa_logits":
-                # (q, q_sf) pair: a bare q hits the torch.Tensor(...) TypeError in releases before 0.2.0.
-                def impl(q: Any, kv: Any, w: Any, lens: Any, bt: Any, sched: Any, max_len: int) -> Any:
-                    out = target((q, None), kv, w, lens, bt, sched, max_len)
-                    return out if type(out) is tensor_type else from_dlpack(out)
-            elif caps.paged_clean_logits_arg == "required":
-                def impl(q: Any, kv: Any, w: Any, lens: Any, bt: Any, sched: Any, max_len: int) -> Any:
-                    return target(q, kv, w, lens, bt, sched, max_len, False)
-            elif raw:
-                def impl(q: Any, kv: Any, w: Any, lens: Any, bt: Any, sched: Any, max_len: int) -> Any:
-                    out = target(q, kv, w, lens, bt, sched, max_len)
-                    return out if type(out) is tensor_type else from_dlpack(out)
-            else:
-                impl = target
-        _B.paged = impl
-        return impl
+
+def _bind_paged_varlen() -> Callable[..., Any]:
+    """``f(q, kv, weights, lens, block_table, schedule, max_len, indices)`` (releases with ``indices=``)."""
+    target, name, caps = _bind_paged_common()
+    if caps.indexer_inputs == "mx-bf16":
+        return _sm100.paged_refusal("fp8_paged_mqa_logits", str(caps.arch))
+    if not caps.paged_indices:
+        def refuse(*_args: Any) -> Any:
+            raise UnsupportedFeatureError("fp8_paged_mqa_logits", "indices= (varlen paged MQA)", release_label())
+        return refuse
+    if name == "fp8_fp4_paged_mqa_logits":
+        def pair(q: Any, kv: Any, w: Any, lens: Any, bt: Any, sched: Any, max_len: int, ix: Any) -> Any:
+            return target((q, None), kv, w, lens, bt, sched, max_len, indices=ix)
+        return pair
+
+    def keyword(q: Any, kv: Any, w: Any, lens: Any, bt: Any, sched: Any, max_len: int, ix: Any) -> Any:
+        return target(q, kv, w, lens, bt, sched, max_len, indices=ix)
+    return keyword
+
+
+_B = _binding.Slots(mqa=_bind_mqa, metadata=_bind_metadata, paged=_bind_paged, paged_varlen=_bind_paged_varlen)
 
 
 def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor,
                          context_lens: torch.Tensor, block_table: torch.Tensor, schedule_meta: torch.Tensor,
-                         max_context_len: int, *, clean_logits: bool = False) -> torch.Tensor:
+                         max_context_len: int, *, clean_logits: bool = False,
+                         indices: torch.Tensor | None = None) -> torch.Tensor:
     """Indexer logits over a paged FP8 KV cache, for ``next_n`` query rows per sequence.
 
     - ``q``: float8_e4m3fn ``(B, next_n, H, D)`` or ``(N, H, D)``.
@@ -545,65 +807,76 @@ def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch
     - ``weights``: float32 ``(B*next_n, H)``.
     - ``context_lens``: int32, contiguous: ``(B,)`` (row ``j`` sees the sequence's first
       ``ctx - next_n + j + 1`` positions), ``(B, next_n)`` (per-row lengths) or ``(B*next_n, 1)``.
-    - ``block_table``: int32 ``(B, max_blocks)`` or ``(B*next_n, max_blocks)``; last stride 1.
-    - ``schedule_meta``: from :func:`get_paged_mqa_logits_metadata` on this ``context_lens``.
+    - ``block_table``: int32 ``(B, max_blocks)`` (one row per sequence) or ``(B*next_n, max_blocks)``
+      (one row per query row; rows may differ); last stride 1 or a copy is made once per batch.
+    - ``schedule_meta``: int32 ``(num_sms + 1, 2)``, ideally from :func:`get_paged_mqa_logits_metadata`
+      on this ``context_lens``; any other schedule buffer of that shape is replaced by one dgcompat builds
+      from these lengths (see the module documentation).
+    - ``indices``: int32 ``(rows,)`` varlen row-to-sequence map (flat layout only), where the release has it.
     - Returns float32 ``(B*next_n, max_context_len)`` in query-row order. Positions at or past a row's
       length are ``-inf`` with ``clean_logits=True``, unspecified otherwise. One-row results keep a
       4-aligned row stride.
 
-    Raises :class:`~dgcompat.errors.ScheduleMismatchError` instead of launching a schedule that does not
-    belong to ``context_lens`` (see the module documentation for the rule).
+    Raises :class:`~dgcompat.errors.ScheduleMismatchError` instead of launching a schedule dgcompat built
+    for other (or since rewritten) lengths.
     """
     p = _LAST
-    if (p is None or context_lens is not p.lens or schedule_meta is not p.schedule
-            or block_table is not p.block_table or q.shape != p.q_shape or max_context_len != p.max_context_len
-            or clean_logits is not p.clean or context_lens._version != p.lens_version
-            or schedule_meta._version != p.schedule_version
-            or (p.block_table_derived and block_table._version != p.block_table_version)):
+    if p is not None:
+        (lr, lv, sr, sv, br, bv, qs, qd, ws, wd, kv_ok, dev, ml, cl, ix, token, cuda,
+         q_launch, l_lens, l_bt, l_sched, row_len, one_row) = p
+        if (lr() is context_lens and sr() is schedule_meta and br() is block_table
+                and context_lens._version == lv and schedule_meta._version == sv
+                and (bv < 0 or block_table._version == bv)
+                and q.shape == qs and weights.shape == ws and q.dtype is qd and weights.dtype is wd
+                and q.device == dev and weights.device == dev
+                and (kv_ok.get(id(kv_cache)) is kv_cache or _admit_kv(kv_ok, kv_cache, p))
+                and max_context_len == ml and clean_logits is cl
+                and (indices is None if ix is None else ix[0]() is indices and indices._version == ix[1])
+                and (not _IS_CAPTURING() if token is None else _capture_state() == token)):
+            pass
+        else:
+            p = None
+    if p is None:
         p = _lookup_plan(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
-                         clean_logits)
+                         clean_logits, indices)
+        (lr, lv, sr, sv, br, bv, qs, qd, ws, wd, kv_ok, dev, ml, cl, ix, token, cuda,
+         q_launch, l_lens, l_bt, l_sched, row_len, one_row) = p
     try:
-        impl = _B.paged
-    except AttributeError:
-        impl = _bind_paged()
-    try:
-        out = impl(q if p.q_launch_shape is None else q.view(p.q_launch_shape), kv_cache, weights,
-                   p.launch_lens, p.launch_block_table, p.launch_schedule, max_context_len)
+        if indices is None:
+            out = _B.paged(q if q_launch is None else q.view(q_launch), kv_cache, weights, l_lens, l_bt, l_sched,
+                           max_context_len)
+        else:
+            out = _B.paged_varlen(q if q_launch is None else q.view(q_launch), kv_cache, weights, l_lens, l_bt,
+                                  l_sched, max_context_len, indices)
+        if type(out) is not _TENSOR:
+            out = _FROM_DLPACK(out)
     except Exception as exc:
-        translate("fp8_paged_mqa_logits", exc, _diagnose_paged, q, kv_cache, weights, context_lens, block_table,
-                  schedule_meta, max_context_len)
-    if p.invalid is not None:
-        out.masked_fill_(p.invalid, float("-inf"))
-    if p.rows <= 1 and out.stride(0) % 4:
+        translate("fp8_paged_mqa_logits", exc, _no_diagnosis)
+    if row_len is not None:
+        out = _mask_rows(out, row_len)
+    if one_row and out.stride(0) % 4:
         # A one-row result that crossed DLPack may come back with row stride 1; consumers (fused top-k)
         # need a 4-aligned row stride. With one row any stride addresses the same elements.
         out = out.as_strided(tuple(out.shape), (-(-out.shape[1] // 4) * 4, 1))
     return out
 
 
+def _mask_rows(out: Any, row_len: Any) -> Any:
+    """-inf at and past each row's length (emulated clean_logits; the mask lives for this call only)."""
+    import torch
+
+    cols = torch.arange(out.shape[1], device=out.device, dtype=row_len.dtype)
+    return out.masked_fill_(cols.unsqueeze(0) >= row_len, float("-inf"))
+
+
 def _lookup_plan(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, schedule: Any, max_len: Any,
-                 clean: bool) -> _Plan:
+                 clean: Any, indices: Any) -> tuple[Any, ...]:
+    """A cached plan for these objects (validated again in full), else a new one."""
     global _LAST
-    key = (id(lens), getattr(lens, "_version", None), id(schedule), getattr(schedule, "_version", None),
-           id(block_table), getattr(block_table, "_version", None), tuple(getattr(q, "shape", ())), max_len, clean)
-    p = _PLANS.get(key)
-    if p is None or p.lens is not lens or p.schedule is not schedule or p.block_table is not block_table:
-        p = _plan(q, kv_cache, weights, lens, block_table, schedule, max_len, clean)
-        _PLANS[key] = p
-        while len(_PLANS) > 4:
-            _PLANS.popitem(last=False)
-    _LAST = p
+    p = _plan(q, kv_cache, weights, lens, block_table, schedule, max_len, clean, indices)
+    if not _debug():
+        _LAST = p
     return p
-
-
-def _diagnose_paged(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, schedule: Any,
-                    max_len: Any) -> None:
-    fn = "fp8_paged_mqa_logits"
-    tensor(fn, "kv_cache", kv_cache, dims=(4,), dtypes=("uint8", "int8") + FP8_DTYPE_NAMES)
-    h = q.shape[-2]
-    rows = weights.shape[0]
-    if weights.shape[1] != h:
-        raise bad(fn, "weights", f"(B*next_n={rows}, H={h})", weights)
 
 
 # --- the upstream calls of this module (see dgcompat._calls) -------------------------------------
@@ -634,4 +907,10 @@ CALLS: tuple[UpstreamCall, ...] = (
                  uses_result=True, selected_by=("paged_mqa_logits", "fp8_fp4_paged_mqa_logits")),
     UpstreamCall("deep_gemm.get_paged_mqa_logits_metadata", "dgcompat.get_paged_mqa_logits_metadata",
                  ("context_lens", "block_kv", "num_sms"), uses_result=True),
+    # indices= (varlen) by keyword, only when the caller passes it and the release has it. The paged
+    # logits call passes it the same way (to whichever name paged_mqa_logits selects); the paged_indices
+    # row's surface claim checks both functions for the parameter.
+    UpstreamCall("deep_gemm.get_paged_mqa_logits_metadata", "dgcompat.get_paged_mqa_logits_metadata",
+                 ("context_lens", "block_kv", "num_sms"), ("indices",), uses_result=True,
+                 selected_by=("paged_indices", True)),
 )

@@ -835,11 +835,10 @@ def fp8_mqa_logits(
     weights: Tensor,
     ks: Tensor,
     ke: Tensor,
-    *,
     clean_logits: bool = False,
-    max_seqlen_k: Optional[int] = None,
+    max_seqlen_k: Optional[int] = 0,
 ) -> Tensor:
-    """Ragged (prefill) indexer logits.
+    """Ragged (prefill) indexer logits, called like sgl-deep-gemm's ``fp8_mqa_logits`` (positionally).
 
     ``q``: ``(Nq, H, D)`` float8_e4m3fn; ``kv = (k (Nk, D) float8_e4m3fn, k_scale (Nk,)
     float32)``; ``weights``: ``(Nq, H)`` float32; ``ks``/``ke``: int32 ``(Nq,)``, query ``i``
@@ -872,7 +871,7 @@ def fp8_mqa_logits(
     _need_dtype(fn, "kv[1]", k_scale, (torch.float32,))
     _need_shape(fn, "kv[1]", k_scale, (nk,))
     weights = _need_tensor(fn, "weights", weights)
-    _need_dtype(fn, "weights", weights, (torch.float32,))
+    _need_dtype(fn, "weights", weights, (torch.float32,))  # the releases take float32 weights only
     _need_shape(fn, "weights", weights, (nq, h))
     ks = _need_int_tensor(fn, "ks", ks)
     ke = _need_int_tensor(fn, "ke", ke)
@@ -987,10 +986,10 @@ def fp8_paged_mqa_logits(
     block_table: Tensor,
     schedule_meta: Optional[Tensor],
     max_context_len: int,
-    *,
     clean_logits: bool = False,
+    indices: Optional[Tensor] = None,
 ) -> Tensor:
-    """Paged (decode / verify) indexer logits.
+    """Paged (decode / verify) indexer logits, called like sgl-deep-gemm's ``fp8_paged_mqa_logits``.
 
     * ``q``: ``(B, next_n, H, D)`` float8_e4m3fn.
     * ``kv_cache``: uint8 ``(num_blocks, block_kv, 1, D + 4)`` (see :func:`pack_kv_cache`).
@@ -1001,6 +1000,8 @@ def fp8_paged_mqa_logits(
     * ``block_table``: int32 ``(B, max_blocks)`` or ``(B*next_n, max_blocks)``; position ``p``
       of a row lives in block ``block_table[row, p // block_kv]``, slot ``p % block_kv``.
     * ``schedule_meta``: accepted and ignored (may be None).
+    * ``indices``: None, or int32 ``(B,)`` with ``next_n == 1`` (the varlen layout: the sequence of
+      each query row; it changes the kernels' work split, not the result).
 
     Returns float32 ``(B*next_n, max_context_len)`` in row order ``b*next_n + j``:
     ``k_scale[p] * sum_h weights[row, h] * relu(q[b, j, h] . k[p])`` for visible positions,
@@ -1021,7 +1022,7 @@ def fp8_paged_mqa_logits(
         raise BadArgumentError(fn, "kv_cache", f"a (num_blocks, block_kv, 1, {dim + 4}) tensor", _desc(kv_cache))
     nb, bkv = kv_cache.shape[0], kv_cache.shape[1]
     weights = _need_tensor(fn, "weights", weights)
-    _need_float(fn, "weights", weights)
+    _need_dtype(fn, "weights", weights, (torch.float32,))  # the releases take float32 weights only
     _need_shape(fn, "weights", weights, (rows, h))
     context_lens = _need_int_tensor(fn, "context_lens", context_lens)
     block_table = _need_int_tensor(fn, "block_table", block_table)
@@ -1034,6 +1035,8 @@ def fp8_paged_mqa_logits(
         raise BadArgumentError(fn, "clean_logits", "a bool", _desc(clean_logits))
     if schedule_meta is not None:
         _need_tensor(fn, "schedule_meta", schedule_meta)
+    if indices is not None:
+        _need_varlen(fn, indices, b, next_n, device)
 
     lens = _row_lengths(fn, context_lens, b, next_n)
     longest = int(lens.max()) if rows else 0
@@ -1082,6 +1085,13 @@ def fp8_paged_mqa_logits(
 # paged MQA schedule
 
 
+def _need_varlen(fn: str, indices: object, rows: int, next_n: int, device: torch.device) -> None:
+    ix = _need_int_tensor(fn, "indices", indices)
+    if next_n != 1 or ix.dim() != 1 or ix.shape[0] != rows:
+        raise BadArgumentError(fn, "indices", f"an int32 ({rows},) tensor with next_n == 1", _desc(ix))
+    _need_device(fn, "indices", ix, device)
+
+
 def _schedule_lengths(fn: str, context_lens: object) -> Tuple[Tensor, int]:
     """(per-sequence scheduled length (int64, (B,)), number of next_n atoms per sequence)."""
     ctx = _need_int_tensor(fn, "context_lens", context_lens)
@@ -1098,7 +1108,7 @@ def _schedule_lengths(fn: str, context_lens: object) -> Tuple[Tensor, int]:
 
 
 def get_paged_mqa_logits_metadata(
-    context_lens: Tensor, block_kv: int, num_sms: int, *, balance: Balance = "tail"
+    context_lens: Tensor, block_kv: int, num_sms: int, indices: Optional[Tensor] = None, *, balance: Balance = "tail"
 ) -> Tensor:
     """Per-SM work split of the SM90 paged MQA logits kernel.
 
@@ -1125,10 +1135,13 @@ def get_paged_mqa_logits_metadata(
        row = ``(b * num_atoms + off // segs[b], off % segs[b])``; ``w == total`` gives the end row.
 
     Not reproduced: the SM100 schedulers of sgl-deep-gemm 0.1.4+ (per-request, ``BLOCK_Q``-based)
-    and the varlen (``indices``) variant.
+    and the varlen (``indices``) pairing (``indices`` is checked, and the plain split returned).
     """
     fn = "get_paged_mqa_logits_metadata"
     lens, num_atoms = _schedule_lengths(fn, context_lens)
+    if indices is not None:
+        # The varlen work split (paired rows) is not reproduced; the plain split is a valid schedule.
+        _need_varlen(fn, indices, lens.shape[0], num_atoms, lens.device)
     _need_int(fn, "block_kv", block_kv, minimum=1)
     if SPLIT_KV % block_kv != 0:
         raise BadArgumentError(fn, "block_kv", f"a divisor of {SPLIT_KV}", repr(block_kv))

@@ -201,6 +201,10 @@ ROWS: tuple[Row, ...] = (
     Row("paged_context_lens", REF, "", "any", "1-D, (B, next_n) or (B*next_n, 1)", "-", "never"),
     Row("paged_context_lens", ANY, "", "2d", "context_lens (B, next_n) or (B*next_n, 1); 1-D asserts",
         "upstream DeepGEMM 2.4.2 (7f2a703) made 2-D lengths mandatory", "never"),
+    Row("paged_indices", BUNDLED, "", False, "no indices parameter", "bundled snapshot predates varlen paged MQA",
+        "bundles are unsupported"),
+    Row("paged_indices", ANY, "", True, "get_paged_mqa_logits_metadata(..., indices=None), "
+        "fp8_paged_mqa_logits(..., indices=None)", "upstream DeepGEMM 2.5.0 (891d57b) added varlen indices", "never"),
     Row("paged_clean_logits_arg", BUNDLED, "", "required",
         "fp8_paged_mqa_logits(..., max_context_len, bool clean_logits)", "bundled schema: clean_logits has no default",
         "bundles are unsupported"),
@@ -445,6 +449,7 @@ class Capabilities:
     paged_context_lens: ContextLens
     paged_clean_logits: Literal["emulated"]
     paged_clean_logits_arg: PagedCleanArg
+    paged_indices: bool
     paged_native_next_n: tuple[int, ...]
     paged_heads: tuple[int, ...]
     paged_block_kv: tuple[int, ...]

@@ -74,11 +74,15 @@ def _check_lens_native(lens, q):
         if lens.dim() != 1:
             raise RuntimeError("Assertion error (attention.hpp): context_lens.dim() == 1")
 
-def get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms, *extra):
-    _check_lens_native(context_lens, None)
-    return _R.get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms)
+METADATA_CALLS = []
 
-def _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits):
+def _metadata(context_lens, block_kv, num_sms, indices=None):
+    _check_lens_native(context_lens, None)
+    METADATA_CALLS.append(tuple(context_lens.shape))
+    return _R.get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms, indices)
+
+def _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
+           indices=None):
     _check_lens_native(context_lens, q)
     if q.shape[1] not in (1, 2):
         raise RuntimeError("Assertion error (attention.hpp): next_n == 1 or next_n == 2")
@@ -89,8 +93,14 @@ def _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_c
     if not _R.paged_schedule_matches(schedule_meta, context_lens, kv_cache.shape[1], schedule_meta.shape[0] - 1):
         raise HANG("the persistent kernel would wait forever")
     LAUNCHES.append((tuple(q.shape), tuple(context_lens.shape), tuple(block_table.shape)))
-    return _R.fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta,
-                                   max_context_len, clean_logits=clean_logits)
+    # What the kernels do that the reference does not: rows are read at a row stride of max_blocks
+    # (only stride(1) is asserted), and a 2-D (B, next_n) launch sizes every row by its last column.
+    table = block_table.as_strided(tuple(block_table.shape), (block_table.shape[1], 1))
+    lens = context_lens
+    if lens.dim() == 2 and lens.shape[1] > 1:
+        lens = torch.minimum(lens, lens[:, -1:]).contiguous()
+    return _R.fp8_paged_mqa_logits(q, kv_cache, weights, lens, table, schedule_meta,
+                                   max_context_len, clean_logits, indices)
 
 def get_mn_major_tma_aligned_tensor(sf):
     out = _R.get_mn_major_tma_aligned_tensor(sf)
@@ -125,6 +135,8 @@ def _masked(a, b, d, masked_m, expected_m):
 
 SGL_013 = _COMMON + '''
 def get_theoretical_mk_alignment_for_contiguous_layout(expected_m=None): return 128
+def get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms, indices=None):
+    return _metadata(context_lens, block_kv, num_sms, indices)
 LENS_DIMS = 2
 COLLAPSE = True
 class _Native:
@@ -150,13 +162,16 @@ def fp8_mqa_logits(q, kv, weights, ks, ke, clean_logits=False, max_seqlen_k=0):
 
 def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
         clean_logits=False, indices=None):
-    return _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits)
+    return _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
+                  indices)
 
 def transform_sf_into_required_layout(sf, mn, k, recipe, num_groups=None, is_sfa=None, disable_ue8m0_cast=False):
     return _collapse(_R.transform_sf_into_required_layout(sf, mn, k, recipe, num_groups=num_groups, is_sfa=is_sfa))
 '''
 
 SGL_025 = _COMMON + '''
+def get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms, indices=None):
+    return _metadata(context_lens, block_kv, num_sms, indices)
 LENS_DIMS = 2
 COLLAPSE = False
 def set_pdl(v): _state["pdl"] = bool(v)
@@ -192,7 +207,7 @@ def fp8_fp4_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, max
 def fp8_fp4_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
         indices=None):
     (q, q_sf) = q if isinstance(q, (tuple, list)) else (q, None)
-    return _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, False)
+    return _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, False, indices)
 
 def transform_sf_into_required_layout(sf, mn, k, recipe, num_groups=None, is_sfa=None, disable_ue8m0_cast=False,
         psum_layout=None):
@@ -250,6 +265,8 @@ __version__ = "2.8.1"
 '''
 
 BUNDLED = _COMMON + '''
+def get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms):
+    return _metadata(context_lens, block_kv, num_sms)
 # deep_gemm_cpp: a bundled copy reaches its native ops through torch.ops
 LENS_DIMS = 1
 COLLAPSE = False

@@ -41,6 +41,11 @@ def _assert_close_valid(out: torch.Tensor, ref: torch.Tensor, row_len: torch.Ten
                                    msg=lambda m, r=r: f"row {r} (first {valid} positions): {m}")
 
 
+def _lens(ctx: torch.Tensor, n: int, form: str) -> torch.Tensor:
+    row_len = _row_lens(ctx, n)
+    return {"seq": ctx.clone(), "rows": row_len.view(-1, n).contiguous(), "flat": row_len.view(-1, 1).contiguous()}[form]
+
+
 def _reference(i: dict[str, Any], n: int) -> torch.Tensor:
     bt = i["bt"] if i["bt"].shape[0] == i["q"].shape[0] else i["bt"][::n]
     return R.fp8_paged_mqa_logits(i["q"], i["kv"], i["w"], i["ctx"], bt, None, i["max_len"], clean_logits=True)
@@ -87,41 +92,45 @@ def test_stale_schedule_raises_before_launch(fake_release: Callable[[str], Any],
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_schedule_for_other_lengths(fake_release: Callable[[str], Any], family: str) -> None:
+def test_schedule_for_other_lengths_is_replaced(fake_release: Callable[[str], Any], family: str) -> None:
+    # A schedule of other lengths, a foreign one and one overwritten by copy_ never reach the kernel:
+    # dgcompat launches the schedule of the launch lengths (the fake raises HANG on a mismatch).
     fake_release(family)
     i = _inputs(2, 1, [64, 100])
+    ref = _reference(i, 1)
     other = torch.tensor([200, 300], dtype=torch.int32)
-    sched = dgcompat.get_paged_mqa_logits_metadata(other, BKV, 4)
-    with pytest.raises(dgcompat.ScheduleMismatchError, match="another context_lens"):
-        dgcompat.fp8_paged_mqa_logits(i["q"], i["kv"], i["w"], i["ctx"], i["bt"], sched, i["max_len"])
-    foreign = R.get_paged_mqa_logits_metadata(i["ctx"], BKV, 4)
-    with pytest.raises(dgcompat.ScheduleMismatchError, match="not built by dgcompat"):
-        dgcompat.fp8_paged_mqa_logits(i["q"], i["kv"], i["w"], i["ctx"], i["bt"], foreign, i["max_len"])
+    for sched in (dgcompat.get_paged_mqa_logits_metadata(other, BKV, 4),
+                  R.get_paged_mqa_logits_metadata(other, BKV, 4),
+                  dgcompat.get_paged_mqa_logits_metadata(i["ctx"], BKV, 4).copy_(
+                      R.get_paged_mqa_logits_metadata(other, BKV, 4))):
+        out = dgcompat.fp8_paged_mqa_logits(i["q"], i["kv"], i["w"], i["ctx"], i["bt"], sched, i["max_len"])
+        _assert_close_valid(out, ref, _row_lens(i["ctx"], 1))
 
 
-def test_schedule_overwritten_by_copy_is_refused(fake_release: Callable[[str], Any]) -> None:
-    fake_release("sgl-0.1.3")
-    i = _inputs(2, 1, [64, 100])
-    sched = dgcompat.get_paged_mqa_logits_metadata(i["ctx"], BKV, 4)
-    sched.copy_(R.get_paged_mqa_logits_metadata(i["ctx"] + 100, BKV, 4))
-    with pytest.raises(dgcompat.ScheduleMismatchError, match="written after"):
-        dgcompat.fp8_paged_mqa_logits(i["q"], i["kv"], i["w"], i["ctx"], i["bt"], sched, i["max_len"])
-
-
-def test_plan_is_reused_across_layers(fake_release: Callable[[str], Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    mod = fake_release("sgl-0.1.3")
-    i = _inputs(2, 4, [128, 100])  # next_n=4 on SM90: split layout with a rebuilt schedule
-    sched = dgcompat.get_paged_mqa_logits_metadata(i["ctx"], BKV, 4)
-    calls: list[Any] = []
-    real = mod.get_paged_mqa_logits_metadata
-    monkeypatch.setattr(mod, "get_paged_mqa_logits_metadata", lambda *a: calls.append(a) or real(*a))
-    from dgcompat import indexer
-
-    indexer._B.__dict__.pop("metadata", None)
-    for _layer in range(5):
-        q = torch.randn_like(i["q"], dtype=torch.float32).to(torch.float8_e4m3fn)
-        dgcompat.fp8_paged_mqa_logits(q, i["kv"], i["w"], i["ctx"], i["bt"], sched, i["max_len"])
-    assert len(calls) == 1, f"schedule rebuilt {len(calls)} times for one batch"
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("form", ["seq", "rows", "flat"])
+def test_one_metadata_call_per_batch(fake_release: Callable[[str], Any], family: str, form: str) -> None:
+    # next_n=4 on SM90 is launched flat (per-row lengths, repeated table, a schedule of its own). In
+    # steady state an engine's step costs one native metadata call, shared by all layers.
+    mod = fake_release(family)
+    i = _inputs(2, 4, [128, 100])
+    lens = _lens(i["ctx"], 4, form)
+    sched = dgcompat.get_paged_mqa_logits_metadata(lens, BKV, 4)
+    for step in range(3):
+        if step:
+            i["ctx"].sub_(3)
+            lens.copy_(_lens(i["ctx"], 4, form))
+            dgcompat.get_paged_mqa_logits_metadata(lens, BKV, 4, out=sched)
+        before = len(mod.METADATA_CALLS)
+        ref = _reference(i, 4)
+        for _layer in range(5):
+            q = torch.randn_like(i["q"], dtype=torch.float32).to(torch.float8_e4m3fn)
+            i["q"] = q
+            out = dgcompat.fp8_paged_mqa_logits(q, i["kv"], i["w"], lens, i["bt"], sched, i["max_len"])
+        _assert_close_valid(out, _reference(i, 4), _row_lens(i["ctx"], 4))
+        del ref
+        calls = len(mod.METADATA_CALLS) - before + (1 if step else 0)
+        assert calls <= (2 if step == 0 else 1), f"step {step}: {calls} native metadata calls for one batch"
 
 
 def test_one_row_result_keeps_aligned_stride(fake_release: Callable[[str], Any]) -> None:
@@ -190,3 +199,425 @@ def test_block_table_rewritten_in_place_is_seen(fake_release: Callable[[str], An
     i["bt"].copy_(i["bt"].flip(0))  # the engine reassigns pages within the same buffer
     out = dgcompat.fp8_paged_mqa_logits(i["q"], i["kv"], i["w"], i["ctx"], i["bt"], sched, i["max_len"])
     _assert_close_valid(out, _reference(i, n), _row_lens(i["ctx"], n))
+
+
+# --- engine patterns, eager and under (simulated) CUDA-graph replay ---------------------------------
+
+PATTERNS = ["sglang", "vllm", "out", "fresh"]
+
+
+def _batch(b: int, n: int, seed: int, max_ctx: int = 300) -> dict[str, Any]:
+    g = torch.Generator().manual_seed(seed)
+    ctx = torch.randint(n, max_ctx + 1, (b,), generator=g, dtype=torch.int32)
+    return _inputs(b, n, ctx.tolist(), seed=seed) | {"ctx": ctx}
+
+
+class _Buffers:
+    """An engine's persistent buffers for one captured batch size (what a CUDA graph reads)."""
+
+    def __init__(self, first: dict[str, Any], n: int, form: str, per_row_bt: bool, max_blocks: int) -> None:
+        b = first["q"].shape[0]
+        self.n, self.form, self.per_row = n, form, per_row_bt
+        self.q = first["q"].clone()
+        self.w = first["w"].clone()
+        self.kv = first["kv"]
+        self.lens = _lens(first["ctx"], n, form)
+        rows = b * n if per_row_bt else b
+        self.bt = torch.zeros(rows, max_blocks, dtype=torch.int32)
+        self.max_len = max_blocks * BKV
+        self.sched = torch.zeros(9, 2, dtype=torch.int32)
+
+    def write(self, batch: dict[str, Any], pattern: str, kv: torch.Tensor) -> None:
+        """Write the next batch into the buffers the way ``pattern``'s engine does."""
+        self.q.copy_(batch["q"])
+        self.w.copy_(batch["w"])
+        self.kv = kv
+        table = batch["bt"].repeat_interleave(self.n, 0) if self.per_row else batch["bt"]
+        self.bt.zero_()
+        self.bt[:, :table.shape[1]].copy_(table)
+        fresh = _lens(batch["ctx"], self.n, self.form)
+        if pattern == "sglang":  # schedule from a fresh tensor, copied in, then the lengths copied in
+            self.sched.copy_(dgcompat.get_paged_mqa_logits_metadata(fresh, BKV, 8))
+            self.lens.copy_(fresh)
+        elif pattern == "vllm":  # lengths written, then buffer[:] = metadata(lengths)
+            self.lens.copy_(fresh)
+            self.sched[:] = dgcompat.get_paged_mqa_logits_metadata(self.lens, BKV, 8)
+        elif pattern == "out":
+            self.lens.copy_(fresh)
+            dgcompat.get_paged_mqa_logits_metadata(self.lens, BKV, 8, out=self.sched)
+        elif pattern == "nothing":  # lengths written, schedule not refreshed
+            self.lens.copy_(fresh)
+        else:
+            raise AssertionError(pattern)
+
+    def launch(self) -> torch.Tensor:
+        return dgcompat.fp8_paged_mqa_logits(self.q, self.kv, self.w, self.lens, self.bt, self.sched, self.max_len,
+                                             clean_logits=True)
+
+
+def _expect(batch: dict[str, Any], n: int, max_len: int) -> torch.Tensor:
+    return R.fp8_paged_mqa_logits(batch["q"], batch["kv"], batch["w"], batch["ctx"], batch["bt"], None, max_len,
+                                  clean_logits=True)
+
+
+def _shared_kv(batches: list[dict[str, Any]]) -> torch.Tensor:
+    return batches[0]["kv"]
+
+
+def _batches(b: int, n: int, count: int, seed: int) -> list[dict[str, Any]]:
+    # One kv cache for all batches (the engine's cache); tables index into it.
+    out = [_batch(b, n, seed + k) for k in range(count)]
+    kv = max((x["kv"] for x in out), key=lambda t: t.shape[0])
+    for x in out:
+        x["kv"] = kv
+    return out
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("pattern", PATTERNS)
+@pytest.mark.parametrize("n", [1, 2, 4])
+@pytest.mark.parametrize("form", ["seq", "rows", "flat"])
+def test_engine_patterns_eager(fake_release: Callable[[str], Any], family: str, pattern: str, n: int,
+                               form: str) -> None:
+    fake_release(family)
+    batches = _batches(3, n, 4, seed=10 * n)
+    max_blocks = 300 // BKV + 1
+    for per_row in (False, True):
+        if pattern == "fresh":
+            for batch in batches:
+                lens = _lens(batch["ctx"], n, form)
+                bt = batch["bt"].repeat_interleave(n, 0) if per_row else batch["bt"]
+                sched = dgcompat.get_paged_mqa_logits_metadata(lens, BKV, 8)
+                out = dgcompat.fp8_paged_mqa_logits(batch["q"], batch["kv"], batch["w"], lens, bt, sched,
+                                                    batch["max_len"], clean_logits=True)
+                torch.testing.assert_close(out, _expect(batch, n, batch["max_len"]), rtol=1e-4, atol=1e-3)
+            continue
+        buf = _Buffers(batches[0], n, form, per_row, max_blocks)
+        for batch in batches:
+            buf.write(batch, pattern, batch["kv"])
+            out = buf.launch()
+            torch.testing.assert_close(out, _expect(batch, n, buf.max_len), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("pattern", ["sglang", "vllm", "out", "nothing"])
+@pytest.mark.parametrize("n", [1, 2, 4])
+@pytest.mark.parametrize("form", ["seq", "rows", "flat"])
+@pytest.mark.parametrize("per_row", [False, True])
+def test_engine_patterns_replay(fake_release: Callable[[str], Any], monkeypatch: pytest.MonkeyPatch, family: str,
+                                pattern: str, n: int, form: str, per_row: bool) -> None:
+    # Capture once (after an eager warm-up on the same buffers), then write each next batch into the
+    # buffers as the engine does and replay: every replay must give that batch's logits. The fake
+    # kernel re-checks the schedule against its lengths at replay (HANG on a mismatch), so "nothing"
+    # (lengths written, schedule never refreshed) shows that replay cannot hang either.
+    from dgcompat_conformance.gpu.graphsim import Graph
+
+    mod = fake_release(family)
+    batches = _batches(2 if n == 4 else 3, n, 4, seed=100 + n)
+    buf = _Buffers(batches[0], n, form, per_row, 300 // BKV + 1)
+    buf.write(batches[0], "out", batches[0]["kv"])
+    buf.launch()  # eager warm-up: its derivations must not be frozen into the graph
+    graph = Graph()
+    with graph.capture(mod):
+        out = buf.launch()
+    torch.testing.assert_close(out, _expect(batches[0], n, buf.max_len), rtol=1e-4, atol=1e-3)
+    for batch in batches[1:]:
+        buf.write(batch, pattern, buf.kv)
+        graph.replay()
+        torch.testing.assert_close(out, _expect(batch, n, buf.max_len), rtol=1e-4, atol=1e-3,
+                                   msg=lambda m: f"replay of the next batch ({pattern}): {m}")
+
+
+def test_layers_of_one_capture_share_one_schedule(fake_release: Callable[[str], Any],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # Within one capture the schedule derived for the first layer is valid for the later ones (its
+    # kernel is recorded first); a second capture on the same buffers derives its own.
+    from dgcompat_conformance.gpu.graphsim import Graph
+
+    mod = fake_release("sgl-0.1.3")
+    batches = _batches(2, 4, 3, seed=7)
+    buf = _Buffers(batches[0], 4, "seq", False, 300 // BKV + 1)
+    buf.write(batches[0], "out", batches[0]["kv"])
+    graphs = [Graph(), Graph()]
+    outs = []
+    for graph in graphs:
+        with graph.capture(mod):
+            outs.append([buf.launch() for _layer in range(3)])
+        assert graph.natives("get_paged_mqa_logits_metadata") == 1, "one schedule per captured step"
+        assert graph.natives("fp8_paged_mqa_logits") == 3
+    for batch in batches[1:]:
+        buf.write(batch, "nothing", buf.kv)
+        for graph, layer_outs in zip(graphs, outs):
+            graph.replay()
+            for out in layer_outs:
+                torch.testing.assert_close(out, _expect(batch, 4, buf.max_len), rtol=1e-4, atol=1e-3)
+
+
+def test_captures_without_driver_ids(fake_release: Callable[[str], Any]) -> None:
+    # Without the driver's capture id, captures are told apart by the eager calls between them (an
+    # engine's warm-up): each graph still records its own schedule, and both replay correctly.
+    from dgcompat_conformance.gpu.graphsim import Graph
+
+    mod = fake_release("sgl-0.1.3")
+    batches = _batches(2, 4, 3, seed=8)
+    buf = _Buffers(batches[0], 4, "seq", False, 300 // BKV + 1)
+    buf.write(batches[0], "out", batches[0]["kv"])
+    graphs, outs = [Graph(), Graph()], []
+    for graph in graphs:
+        buf.launch()  # eager warm-up
+        with graph.capture(mod, driver_id=False):
+            outs.append([buf.launch() for _layer in range(2)])
+        assert graph.natives("get_paged_mqa_logits_metadata") == 1
+    for batch in batches[1:]:
+        buf.write(batch, "nothing", buf.kv)
+        for graph, layer_outs in zip(graphs, outs):
+            graph.replay()
+            for out in layer_outs:
+                torch.testing.assert_close(out, _expect(batch, 4, buf.max_len), rtol=1e-4, atol=1e-3)
+
+
+def test_capture_issues_no_host_sync(fake_release: Callable[[str], Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    # A host synchronization is illegal on a capturing stream; graphsim raises on one. Every layout
+    # (native, flat with derived lengths and a repeated table, emulated clean_logits) records cleanly.
+    from dgcompat_conformance.gpu.graphsim import Graph
+
+    mod = fake_release("sgl-0.1.3")
+    for n, form in ((2, "seq"), (2, "rows"), (4, "seq"), (4, "flat")):
+        batches = _batches(3, n, 2, seed=n)
+        buf = _Buffers(batches[0], n, form, False, 300 // BKV + 1)
+        buf.write(batches[0], "out", batches[0]["kv"])
+        with Graph().capture(mod):
+            buf.launch()
+
+
+# --- every call validates like the first --------------------------------------------------------
+
+def _malformed(i: dict[str, Any], what: str) -> dict[str, Any]:
+    j = dict(i)
+    if what == "q_dtype":
+        j["q"] = i["q"].float()
+    elif what == "q_shape":
+        j["q"] = i["q"][:, :, :16].contiguous()
+    elif what == "kv_dtype":
+        j["kv"] = i["kv"].to(torch.int32)
+    elif what == "kv_shape":
+        j["kv"] = i["kv"][..., :-4].contiguous()
+    elif what == "weights_dtype":
+        j["w"] = i["w"].half()
+    elif what == "weights_shape":
+        j["w"] = i["w"][:, :1].contiguous()
+    elif what == "weights_device":
+        j["w"] = torch.empty(i["w"].shape, device="meta")
+    else:
+        raise AssertionError(what)
+    return j
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("what", ["q_dtype", "q_shape", "kv_dtype", "kv_shape", "weights_dtype", "weights_shape",
+                                  "weights_device"])
+def test_repeat_calls_validate_like_the_first(fake_release: Callable[[str], Any], family: str, what: str) -> None:
+    mod = fake_release(family)
+    i = _inputs(2, 2, [64, 100])
+    sched = dgcompat.get_paged_mqa_logits_metadata(i["ctx"], BKV, 4)
+
+    def call(x: dict[str, Any]) -> Any:
+        return dgcompat.fp8_paged_mqa_logits(x["q"], x["kv"], x["w"], i["ctx"], i["bt"], sched, i["max_len"])
+
+    bad_i = _malformed(i, what)
+    with pytest.raises(dgcompat.BadArgumentError) as first:
+        call(bad_i)
+    call(i)  # a valid call: the fast path now holds its plan
+    launches = len(mod.LAUNCHES)
+    with pytest.raises(dgcompat.BadArgumentError) as again:
+        call(bad_i)
+    assert str(again.value) == str(first.value)
+    assert len(mod.LAUNCHES) == launches, "a malformed call reached the kernel"
+
+
+def test_weights_device_is_reported_against_weights(fake_release: Callable[[str], Any]) -> None:
+    fake_release("sgl-0.1.3")
+    i = _inputs(2, 1, [64, 100])
+    sched = dgcompat.get_paged_mqa_logits_metadata(i["ctx"], BKV, 4)
+    with pytest.raises(dgcompat.BadArgumentError, match="'weights'|weights"):
+        dgcompat.fp8_paged_mqa_logits(i["q"], i["kv"], torch.empty(i["w"].shape, device="meta"), i["ctx"], i["bt"],
+                                      sched, i["max_len"])
+    try:
+        dgcompat.fp8_paged_mqa_logits(i["q"], i["kv"], torch.empty(i["w"].shape, device="meta"), i["ctx"], i["bt"],
+                                      sched, i["max_len"])
+    except dgcompat.BadArgumentError as exc:
+        assert exc.argument == "weights"
+
+
+# --- the silent wrong results of issue 12 (3) ----------------------------------------------------
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_next_n2_per_row_table(fake_release: Callable[[str], Any], family: str) -> None:
+    # 3(a): a per-row (B*next_n, max_blocks) table whose rows differ: every row must read its own pages.
+    fake_release(family)
+    i = _inputs(3, 2, [70, 130, 100], per_row_bt=True)
+    i["bt"][1::2] = i["bt"][1::2].flip(0)  # row 1 of each sequence reads another sequence's pages
+    ref = R.fp8_paged_mqa_logits(i["q"].view(6, 1, H, D), i["kv"], i["w"], _row_lens(i["ctx"], 2).view(-1, 1),
+                                 i["bt"], None, i["max_len"], True)
+    for form in ("seq", "rows", "flat"):
+        lens = _lens(i["ctx"], 2, form)
+        sched = dgcompat.get_paged_mqa_logits_metadata(lens, BKV, 8)
+        out = dgcompat.fp8_paged_mqa_logits(i["q"], i["kv"], i["w"], lens, i["bt"], sched, i["max_len"],
+                                            clean_logits=True)
+        torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("rows", [[[26, 26]], [[30, 20]], [[5, 70], [64, 64]]])
+def test_two_d_lengths_any_row_values(fake_release: Callable[[str], Any], family: str, rows: list[list[int]]) -> None:
+    # 3(b): (B, next_n) lengths that do not follow ctx - next_n + 1 + j (equal rows, decreasing rows):
+    # every row sees exactly its own length on every release.
+    fake_release(family)
+    lens = torch.tensor(rows, dtype=torch.int32)
+    b, n = lens.shape
+    i = _inputs(b, n, [int(lens.max())] * b)
+    ref = R.fp8_paged_mqa_logits(i["q"], i["kv"], i["w"], lens, i["bt"], None, i["max_len"], True)
+    sched = dgcompat.get_paged_mqa_logits_metadata(lens, BKV, 8)
+    out = dgcompat.fp8_paged_mqa_logits(i["q"], i["kv"], i["w"], lens, i["bt"], sched, i["max_len"], clean_logits=True)
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-3)
+
+
+def test_mqa_padding_rejects_broadcast_weights(fake_release: Callable[[str], Any]) -> None:
+    # 3(c): 16 heads are padded to 32 on SM90; a (Nq, 1) weights tensor must be refused, not broadcast.
+    fake_release("sgl-0.1.3")
+    q = torch.randn(4, 16, D).to(torch.float8_e4m3fn)
+    k = torch.randn(10, D).to(torch.float8_e4m3fn)
+    ks_, ke_ = torch.zeros(4, dtype=torch.int32), torch.full((4,), 10, dtype=torch.int32)
+    with pytest.raises(dgcompat.BadArgumentError, match="weights"):
+        dgcompat.fp8_mqa_logits(q, (k, torch.ones(10)), torch.rand(4, 1), ks_, ke_)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_padded_strided_block_table(fake_release: Callable[[str], Any], family: str) -> None:
+    # A slice of a wider page table (row stride > max_blocks), as engines pass: rows are read right.
+    fake_release(family)
+    i = _inputs(3, 2, [70, 130, 100])
+    wide = torch.full((3, i["bt"].shape[1] + 5), -1, dtype=torch.int32)
+    wide[:, : i["bt"].shape[1]] = i["bt"]
+    table = wide[:, : i["bt"].shape[1]]
+    assert table.stride(0) != table.shape[1]
+    for form in ("seq", "rows", "flat"):
+        lens = _lens(i["ctx"], 2, form)
+        sched = dgcompat.get_paged_mqa_logits_metadata(lens, BKV, 8)
+        out = dgcompat.fp8_paged_mqa_logits(i["q"], i["kv"], i["w"], lens, table, sched, i["max_len"],
+                                            clean_logits=True)
+        torch.testing.assert_close(out, _reference(i, 2), rtol=1e-4, atol=1e-3)
+
+
+# --- smaller ones (issue 12, 5) -------------------------------------------------------------------
+
+def test_rebuilt_schedule_error_is_translated(fake_release: Callable[[str], Any],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    mod = fake_release("sgl-0.1.3")
+    i = _inputs(2, 4, [100, 120])
+    sched = R.get_paged_mqa_logits_metadata(i["ctx"], BKV, 4)  # foreign: dgcompat rebuilds its own
+
+    def broken(*_a: Any, **_k: Any) -> Any:
+        raise RuntimeError("Assertion error (attention.hpp): something the metadata kernel refuses")
+    monkeypatch.setattr(mod, "get_paged_mqa_logits_metadata", broken)
+    from dgcompat import indexer
+
+    indexer._B.clear()
+    with pytest.raises(dgcompat.KernelError, match="metadata kernel refuses"):
+        dgcompat.fp8_paged_mqa_logits(i["q"], i["kv"], i["w"], i["ctx"], i["bt"], sched, i["max_len"])
+
+
+def test_out_must_be_contiguous(fake_release: Callable[[str], Any]) -> None:
+    fake_release("sgl-0.1.3")
+    ctx = torch.tensor([64, 100], dtype=torch.int32)
+    wide = torch.zeros(5, 4, dtype=torch.int32)
+    with pytest.raises(dgcompat.BadArgumentError, match="out"):
+        dgcompat.get_paged_mqa_logits_metadata(ctx, BKV, 4, out=wide[:, ::2])
+
+
+def test_cache_holds_no_dead_batch(fake_release: Callable[[str], Any]) -> None:
+    import gc
+
+    from dgcompat import indexer
+
+    fake_release("sgl-0.1.3")
+    for seed in range(6):
+        i = _inputs(4, 4, [300, 200, 100, 50], seed=seed)
+        sched = dgcompat.get_paged_mqa_logits_metadata(i["ctx"], BKV, 4)
+        dgcompat.fp8_paged_mqa_logits(i["q"], i["kv"], i["w"], i["ctx"], i["bt"], sched, i["max_len"],
+                                      clean_logits=True)
+        del i, sched
+        gc.collect()
+        # What was derived for a finished batch goes with its tensors; only the most recent plan (the
+        # fast path's) keeps its own launch tensors until the next call.
+        assert len(indexer._DERIVED) == 0, f"{len(indexer._DERIVED)} derived entries outlive their batch"
+        assert len(indexer._SCHEDULES) <= 1, "schedule records of finished batches are kept"
+    assert indexer._DERIVED_BYTES[0] == 0
+
+
+def test_cache_is_bounded_in_bytes(fake_release: Callable[[str], Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    from dgcompat import indexer
+
+    fake_release("sgl-0.1.3")
+    monkeypatch.setattr(indexer, "CACHE_BYTES", 4096)
+    keep = []
+    for seed in range(20):
+        i = _inputs(8, 4, [300] * 8, seed=seed)
+        sched = dgcompat.get_paged_mqa_logits_metadata(i["ctx"], BKV, 4)
+        dgcompat.fp8_paged_mqa_logits(i["q"], i["kv"], i["w"], i["ctx"], i["bt"], sched, i["max_len"])
+        keep.append((i, sched))
+        assert indexer._DERIVED_BYTES[0] <= 4096 + 8 * 4 * 8 * 4
+    assert indexer._DERIVED_BYTES[0] == sum(e[2] for e in indexer._DERIVED.values())
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_indices_where_the_release_has_them(fake_release: Callable[[str], Any], family: str,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    mod = fake_release(family)
+    i = _inputs(2, 2, [64, 100], per_row_bt=True)
+    lens = _row_lens(i["ctx"], 2).view(-1, 1).contiguous()
+    q = i["q"].view(4, 1, H, D)
+    indices = torch.tensor([0, 0, 1, 1], dtype=torch.int32)
+    if family == "bundled":
+        with pytest.raises(dgcompat.UnsupportedFeatureError):
+            dgcompat.get_paged_mqa_logits_metadata(lens, BKV, 4, indices=indices)
+        return
+    seen: list[Any] = []
+    real = mod.get_paged_mqa_logits_metadata
+    monkeypatch.setattr(mod, "get_paged_mqa_logits_metadata",
+                        lambda c, b, n, indices=None: seen.append(indices) or real(c, b, n, indices))
+    from dgcompat import indexer
+
+    indexer._B.clear()
+    sched = dgcompat.get_paged_mqa_logits_metadata(lens, BKV, 4, indices=indices)
+    assert seen and seen[-1] is indices
+    out = dgcompat.fp8_paged_mqa_logits(q, i["kv"], i["w"], lens, i["bt"], sched, i["max_len"], indices=indices,
+                                        clean_logits=True)
+    ref = R.fp8_paged_mqa_logits(q, i["kv"], i["w"], lens, i["bt"], None, i["max_len"], True)
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-3)
+    with pytest.raises(dgcompat.BadArgumentError, match="indices"):
+        dgcompat.fp8_paged_mqa_logits(q, i["kv"], i["w"], lens, i["bt"], sched, i["max_len"],
+                                      indices=indices[:3].contiguous())
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_mqa_clean_with_max_seqlen_k_everywhere(fake_release: Callable[[str], Any], family: str) -> None:
+    fake_release(family)
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(3, 32, D, generator=g).to(torch.float8_e4m3fn)
+    k = torch.randn(40, D, generator=g).to(torch.float8_e4m3fn)
+    sf = torch.rand(40, generator=g) + 0.5
+    w = torch.rand(3, 32, generator=g)
+    ks_ = torch.tensor([0, 5, 30], dtype=torch.int32)
+    ke_ = torch.tensor([10, 25, 40], dtype=torch.int32)
+    with pytest.raises(dgcompat.BadArgumentError, match="max_seqlen_k"):
+        dgcompat.fp8_mqa_logits(q, (k, sf), w, ks_, ke_, max_seqlen_k=-1)
+    if family == "bundled":
+        with pytest.raises(dgcompat.UnsupportedFeatureError):
+            dgcompat.fp8_mqa_logits(q, (k, sf), w, ks_, ke_, clean_logits=True, max_seqlen_k=20)
+        return
+    out = dgcompat.fp8_mqa_logits(q, (k, sf), w, ks_, ke_, clean_logits=True, max_seqlen_k=20)
+    ref = R.fp8_mqa_logits(q, (k, sf), w, ks_, ke_, False, 20)
+    valid = torch.arange(20).view(1, -1) < (ke_ - ks_).view(-1, 1)
+    torch.testing.assert_close(out[valid], ref[valid], rtol=1e-4, atol=1e-3)
+    assert torch.isneginf(out[~valid]).all()

@@ -585,6 +585,205 @@ def _paged_stale(c: Checks) -> None:
     c.diff("refreshed schedule", out[valid], ref[valid])
 
 
+# --- paged MQA logits under CUDA-graph replay -----------------------------------------------------
+
+#: Batch sizes of the replay cases (a graph is captured per batch size, as engines do).
+REPLAY_BATCHES = (1, 8, 64, 256)
+#: How an engine refreshes its buffers before a replay (engine-usage.md): "sglang" copies a schedule
+#: built from fresh lengths into its buffer and then the lengths; "vllm" writes the lengths and assigns
+#: ``buffer[:] = get_paged_mqa_logits_metadata(lengths)``; "out" refreshes in place with ``out=``;
+#: "nothing" writes the lengths only (the stale-schedule pattern: must neither hang nor go wrong).
+REPLAY_PATTERNS = ("sglang", "vllm", "out", "nothing")
+REPLAY_MAX_CTX = 3000
+
+
+class _Graph:
+    """``torch.cuda.CUDAGraph`` on the GPU; the CPU analogue (:mod:`.graphsim`) in a dry run."""
+
+    def __init__(self) -> None:
+        import torch
+
+        if DEVICE == "cuda":
+            self.g: Any = torch.cuda.CUDAGraph()
+        else:
+            from .graphsim import Graph
+
+            self.g = Graph()
+
+    def capture(self, fn: Callable[[], Any]) -> Any:
+        import torch
+
+        if DEVICE == "cuda":
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                fn()  # warm-up on the capture stream (JIT, allocator), as torch.cuda.graph advises
+            torch.cuda.current_stream().wait_stream(side)
+            with torch.cuda.graph(self.g):
+                out = fn()
+            return out
+        from dgcompat import _binding
+
+        with self.g.capture(_binding.load()):
+            return fn()
+
+    def replay(self) -> None:
+        self.g.replay()
+
+
+class _ReplayBuffers:
+    """One engine's persistent buffers for a captured batch size."""
+
+    def __init__(self, p: _Paged, next_n: int, form: str, per_row: bool) -> None:
+        import dgcompat
+
+        self.n, self.form, self.per_row = next_n, form, per_row
+        self.q, self.w, self.kv = p.q.clone(), p.w.clone(), p.kv
+        self.lens = _lens_form(p, form)
+        self.bt = self._table(p).clone()
+        self.max_len = p.max_len
+        self.sched = dgcompat.get_paged_mqa_logits_metadata(self.lens, BLOCK_KV)
+
+    def _table(self, p: _Paged) -> Any:
+        return p.block_table.repeat_interleave(self.n, dim=0).contiguous() if self.per_row else p.block_table
+
+    def write(self, p: _Paged, pattern: str) -> None:
+        import dgcompat
+
+        self.q.copy_(p.q)
+        self.w.copy_(p.w)
+        self.bt.copy_(self._table(p))
+        fresh = _lens_form(p, self.form)
+        if pattern == "sglang":
+            self.sched.copy_(dgcompat.get_paged_mqa_logits_metadata(fresh, BLOCK_KV))
+            self.lens.copy_(fresh)
+        elif pattern == "vllm":
+            self.lens.copy_(fresh)
+            self.sched[:] = dgcompat.get_paged_mqa_logits_metadata(self.lens, BLOCK_KV)
+        elif pattern == "out":
+            self.lens.copy_(fresh)
+            dgcompat.get_paged_mqa_logits_metadata(self.lens, BLOCK_KV, out=self.sched)
+        elif pattern == "nothing":
+            self.lens.copy_(fresh)
+        else:
+            raise ValueError(pattern)
+
+    def launch(self) -> Any:
+        import dgcompat
+
+        return dgcompat.fp8_paged_mqa_logits(self.q, self.kv, self.w, self.lens, self.bt, self.sched, self.max_len)
+
+
+def _replay_pair(seed: int, batch: int, next_n: int) -> tuple[_Paged, _Paged]:
+    """Two batches of one batch size over one KV cache and one table width (what a graph's buffers hold)."""
+    first = _paged_inputs(seed, batch, REPLAY_MAX_CTX, False, next_n)
+    second = _paged_inputs(seed + 1, batch, REPLAY_MAX_CTX, False, next_n)
+    if second.kv.shape[0] > first.kv.shape[0]:
+        first.kv = second.kv  # tables of both index into the larger cache
+    else:
+        second.kv = first.kv
+    return first, second
+
+
+def _paged_ref(p: _Paged) -> Any:
+    from dgcompat import reference
+
+    return reference.fp8_paged_mqa_logits(p.q, p.kv, p.w, p.row_lens, p.block_table, None, p.max_len)
+
+
+def _valid(p: _Paged) -> Any:
+    import torch
+
+    return torch.arange(p.max_len, device=DEVICE).unsqueeze(0) < p.row_lens.reshape(-1, 1)
+
+
+def _replay_case(c: Checks, next_n: int, form: str, per_row: bool, batches: tuple[int, ...] = REPLAY_BATCHES,
+                 patterns: tuple[str, ...] = REPLAY_PATTERNS) -> None:
+    import torch
+
+    for bi, batch in enumerate(batches):
+        for pi, pattern in enumerate(patterns):
+            first, second = _replay_pair(1000 + 97 * bi + 13 * pi + next_n, batch, next_n)
+            buf = _ReplayBuffers(first, next_n, form, per_row)
+            graph = _Graph()
+            out = graph.capture(buf.launch)
+            _sync()
+            graph.replay()  # replay of the captured batch itself
+            _sync()
+            name = f"B={batch} {pattern}"
+            c.diff(f"{name}: replay, captured batch", out[_valid(first)], _paged_ref(first)[_valid(first)])
+            buf.write(second, pattern)
+            graph.replay()
+            _sync()
+            c.diff(f"{name}: replay, next batch", out[_valid(second)], _paged_ref(second)[_valid(second)])
+            if pattern == "nothing":
+                # Eagerly the same pattern is the engine bug dgcompat refuses before any launch.
+                from dgcompat.errors import ScheduleMismatchError
+
+                try:
+                    buf.launch()
+                    c.exact(f"{name}: eager launch after a stale write refused", False, "launched")
+                except ScheduleMismatchError:
+                    c.exact(f"{name}: eager launch after a stale write refused", True)
+                continue
+            eager = buf.launch()
+            c.diff(f"{name}: eager, next batch", eager[_valid(second)], _paged_ref(second)[_valid(second)])
+            del first, second, buf, graph, out
+            if DEVICE == "cuda":
+                torch.cuda.empty_cache()
+
+
+for _n in (1, 2, 4):
+    for _form, _shape in _FORMS.items():
+        for _table in ("per_seq", "per_row"):
+            def _make_replay(next_n: int = _n, form: str = _form, per_row: bool = _table == "per_row"
+                             ) -> Callable[[Checks], None]:
+                def body(c: Checks) -> None:
+                    _replay_case(c, next_n, form, per_row)
+                return body
+            _case(f"paged_replay_n{_n}_{_form}_{_table}",
+                  f"CUDA-graph capture of fp8_paged_mqa_logits (next_n={_n}, context_lens {_shape}, "
+                  f"{_table.replace('_', '-')} block table), then the next batch written into the captured buffers "
+                  f"as SGLang, vLLM, out= and no refresh at all do, then replay: the replayed (and eager) output "
+                  f"for the new batch against the reference; B in {list(REPLAY_BATCHES)}, contexts <= "
+                  f"{REPLAY_MAX_CTX}", tolerance=TOL_LOGITS, timeout=240.0)(_make_replay())
+
+
+@_case("paged_replay_stale", "lengths rewritten with much longer ones and no schedule refreshed, then replay "
+       "(the pattern seen to hang the kernel): the replay must finish (watchdog) and be correct, since the "
+       "schedule is recomputed inside the graph", tolerance=TOL_LOGITS, timeout=120.0)
+def _paged_replay_stale(c: Checks) -> None:
+    import torch
+
+    p = _paged_inputs(11, 8, 8192, False, 1)
+    short = _paged_inputs(11, 8, 8192, False, 1)
+    short.ctx = torch.clamp(p.ctx // 16, min=1).to(torch.int32)
+    short.row_lens = short.ctx.view(-1, 1).contiguous()
+    buf = _ReplayBuffers(short, 1, "rows", False)
+    graph = _Graph()
+    out = graph.capture(buf.launch)
+    buf.write(p, "nothing")  # much longer lengths under a schedule built for the short ones
+    graph.replay()
+    _sync()
+    c.diff("replay after a stale write", out[_valid(p)], _paged_ref(p)[_valid(p)])
+
+
+@_case("paged_replay_two_graphs", "two graphs captured back to back on the same buffers (no eager call in "
+       "between), several layers each: each replays correctly for the next batch (a schedule derived in one "
+       "capture is never reused by another)", tolerance=TOL_LOGITS, timeout=150.0)
+def _paged_replay_two_graphs(c: Checks) -> None:
+    first, second = _replay_pair(21, 8, 4)
+    buf = _ReplayBuffers(first, 4, "seq", False)
+    graphs = [_Graph(), _Graph()]
+    outs = [g.capture(lambda: [buf.launch() for _ in range(3)]) for g in graphs]
+    buf.write(second, "nothing")
+    for gi, (graph, layer_outs) in enumerate(zip(graphs, outs)):
+        graph.replay()
+        _sync()
+        for li, out in enumerate(layer_outs):
+            c.diff(f"graph {gi} layer {li}: next batch", out[_valid(second)], _paged_ref(second)[_valid(second)])
+
+
 # --- scale layouts -------------------------------------------------------------------------------
 
 def _aligned(mn: int) -> int:

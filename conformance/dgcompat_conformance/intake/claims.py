@@ -105,6 +105,14 @@ def _claim_paged_mqa_logits(s: Surface) -> str | None:
     return _first_present(s, "fp8_paged_mqa_logits", "fp8_fp4_paged_mqa_logits")
 
 
+def _claim_paged_indices(s: Surface) -> bool | None:
+    name = _claim_paged_mqa_logits(s)
+    meta = _record(s, "get_paged_mqa_logits_metadata")
+    if name is None or meta is None:
+        return None
+    return _param(_record(s, name), "indices") is not None and _param(meta, "indices") is not None
+
+
 def _claim_paged_clean_logits_arg(s: Surface) -> str | None:
     name = _claim_paged_mqa_logits(s)
     found = _param(_record(s, name), "clean_logits") if name else None
@@ -161,6 +169,7 @@ SURFACE_CLAIMS: Mapping[str, Callable[[Surface], Any]] = {
     "mqa_max_seqlen_k": _claim_mqa_max_seqlen_k,
     "paged_mqa_logits": _claim_paged_mqa_logits,
     "paged_clean_logits_arg": _claim_paged_clean_logits_arg,
+    "paged_indices": _claim_paged_indices,
     "collapsed_strides": _claim_collapsed_strides,
     "raw_ffi_returns": _claim_raw_ffi_returns,
     "transform_sf_is_sfa": _claim_transform_sf_is_sfa,

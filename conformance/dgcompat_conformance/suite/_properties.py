@@ -83,83 +83,164 @@ def check_fp8_gemm(dg: Any, backend: str, call: dict[str, Any]) -> None:
 
 
 MUTATIONS_PAGED = ["none", "lens_int64", "lens_noncontig", "stale", "foreign", "other_lens", "q_fp32",
-                   "weights_rows", "max_len_big", "bt_int64", "clean_not_bool", "kv_last_dim"]
+                   "weights_rows", "max_len_big", "bt_int64", "clean_not_bool", "kv_last_dim", "weights_fp16",
+                   "q_heads"]
+#: How the next batch is written into the same buffers before the repeat call.
+REFRESHES_PAGED = ["none", "out", "sglang", "vllm", "fresh"]
 
 
 @st.composite
 def paged_calls(draw: st.DrawFn) -> dict[str, Any]:
     b = draw(st.integers(1, 4), label="batch")
     n = draw(st.integers(1, 4), label="next_n")
-    ctx = draw(st.lists(st.integers(n, 200), min_size=b, max_size=b), label="context_lens")
+    ctx = draw(st.lists(st.integers(0, 200), min_size=b, max_size=b), label="context_lens")
+    nxt = draw(st.lists(st.integers(0, 200), min_size=b, max_size=b), label="next_context_lens")
     form = draw(st.sampled_from(["seq", "rows", "flat"]), label="lens_form")
-    per_row_bt = draw(st.booleans(), label="per_row_block_table")
+    # Row lengths of 2-D forms: causal (ctx - n + 1 + j), all equal to ctx, or arbitrary <= ctx.
+    rows_rule = draw(st.sampled_from(["causal", "equal", "any"]), label="row_lengths")
+    table = draw(st.sampled_from(["per_seq", "per_row", "per_row_distinct"]), label="block_table")
+    pad_blocks = draw(st.integers(0, 2), label="padded_table_columns")
     clean = draw(st.booleans(), label="clean_logits")
     mutation = draw(st.sampled_from(MUTATIONS_PAGED), label="mutation")
+    refresh = draw(st.sampled_from(REFRESHES_PAGED), label="next_batch_refresh")
     seed = draw(st.integers(0, 2**16), label="seed")
-    return {"b": b, "n": n, "ctx": ctx, "form": form, "per_row_bt": per_row_bt, "clean": clean,
-            "mutation": mutation, "seed": seed}
+    return {"b": b, "n": n, "ctx": ctx, "next": nxt, "form": form, "rows_rule": rows_rule, "table": table,
+            "pad": pad_blocks, "clean": clean, "mutation": mutation, "refresh": refresh, "seed": seed}
+
+
+def _paged_batch(call: dict[str, Any], ctx_list: list[int], g: torch.Generator, kv_blocks: int,
+                 blocks: int) -> dict[str, Any]:
+    """One batch of a generated paged call: the lengths in the call's form and its per-row truth."""
+    b, n = call["b"], call["n"]
+    h, d = 32, 128
+    ctx = torch.tensor(ctx_list, dtype=torch.int32)
+    j = torch.arange(n, dtype=torch.int32)
+    if call["form"] == "seq" or call["rows_rule"] == "causal":
+        rows = ctx.view(-1, 1) - n + 1 + j
+    elif call["rows_rule"] == "equal":
+        rows = ctx.view(-1, 1).expand(b, n)
+    else:
+        rows = (torch.rand(b, n, generator=g) * (ctx.view(-1, 1) + 1)).to(torch.int32)
+    rows = rows.clamp(min=0).contiguous()
+    lens = {"seq": ctx, "rows": rows, "flat": rows.view(-1, 1)}[call["form"]].contiguous()
+    seq_table = torch.randperm(kv_blocks, generator=g)[: b * blocks].to(torch.int32).view(b, blocks)
+    if call["table"] == "per_seq":
+        table = seq_table
+    elif call["table"] == "per_row":
+        table = seq_table.repeat_interleave(n, 0)
+    else:  # every query row its own pages
+        table = torch.randperm(kv_blocks, generator=g)[: b * n * blocks].to(torch.int32).view(b * n, blocks) \
+            if kv_blocks >= b * n * blocks else seq_table.repeat_interleave(n, 0).roll(1, 0)
+    per_row_table = table if table.shape[0] == b * n else table.repeat_interleave(n, 0)
+    if call["pad"]:  # columns past what any row needs, holding ids that must never be read
+        table = torch.cat([table, torch.full((table.shape[0], call["pad"]), -1, dtype=torch.int32)], 1)
+    return {"lens": lens, "rows": rows.reshape(-1), "table": table, "per_row_table": per_row_table,
+            "q": torch.randn(b, n, h, d, generator=g).to(torch.float8_e4m3fn), "w": torch.rand(b * n, h, generator=g)}
+
+
+def _paged_reference(x: dict[str, Any], kv: Any, b: int, n: int, max_len: int) -> Any:
+    q = x["q"].view(b * n, 1, x["q"].shape[2], x["q"].shape[3])
+    return R.fp8_paged_mqa_logits(q, kv, x["w"], x["rows"].view(-1, 1).contiguous(), x["per_row_table"], None,
+                                  max_len, True)
 
 
 def check_paged(dg: Any, backend: str, call: dict[str, Any]) -> None:
-    """One generated paged-MQA call (metadata + logits): the reference result or a dgcompat error;
-    a schedule that does not belong to the lengths must never be launched."""
+    """One generated paged-MQA call (metadata + logits), then the next batch written into the same
+    buffers the way an engine does and the call repeated: the reference result or a dgcompat error;
+    a schedule that does not belong to the lengths must never be launched (the stand-ins and fakes
+    raise a hang for that, which is not a dgcompat error and fails the run)."""
+    from dgcompat.errors import ScheduleMismatchError
+
     g = torch.Generator().manual_seed(call["seed"])
     b, n, mut = call["b"], call["n"], call["mutation"]
-    h, d, bkv = 32, 128, 64
-    ctx = torch.tensor(call["ctx"], dtype=torch.int32)
-    blocks = -(-int(ctx.max()) // bkv)
-    kv = R.pack_kv_cache(torch.randn(b * blocks, bkv, d, generator=g))
-    bt = torch.randperm(b * blocks, generator=g).to(torch.int32).view(b, blocks)
-    bt_given = bt.repeat_interleave(n, 0) if call["per_row_bt"] else bt
-    q = torch.randn(b, n, h, d, generator=g).to(torch.float8_e4m3fn)
-    w = torch.rand(b * n, h, generator=g)
-    row_len = (ctx.view(-1, 1) - n + 1 + torch.arange(n, dtype=torch.int32)).reshape(-1)
-    lens = {"seq": ctx, "rows": row_len.view(b, n).contiguous(), "flat": row_len.view(-1, 1).contiguous()}[
-        call["form"]]
+    bkv = 64
+    blocks = max(1, -(-max(call["ctx"] + call["next"]) // bkv))
+    kv_blocks = b * n * blocks + 1
+    kv = R.pack_kv_cache(torch.randn(kv_blocks, bkv, 128, generator=g))
     max_len = blocks * bkv
+    x = _paged_batch(call, call["ctx"], g, kv_blocks, blocks)
+    lens, table = x["lens"], x["table"]
     sched = dg.get_paged_mqa_logits_metadata(lens, bkv)
     kwargs: dict[str, Any] = {"clean_logits": call["clean"]}
-    args: list[Any] = [q, kv, w, lens, bt_given, sched, max_len]
+    args: list[Any] = [x["q"], kv, x["w"], lens, table, sched, max_len]
+    must_compute = mut in ("none", "foreign", "other_lens")
     if mut == "lens_int64":
         args[3] = lens.to(torch.int64)
     elif mut == "lens_noncontig":
         wide = torch.stack([lens.reshape(-1), lens.reshape(-1)], 1)
         args[3] = wide[:, 0].view(lens.shape) if lens.dim() == 1 else wide[:, 0]
     elif mut == "stale":
-        lens.add_(0)  # any in-place write makes the schedule stale
+        lens.add_(0)  # any in-place write makes the schedule dgcompat built stale
     elif mut == "foreign":
-        args[5] = R.get_paged_mqa_logits_metadata(lens, bkv, dg.get_num_sms())
+        args[5] = R.get_paged_mqa_logits_metadata(lens.clamp(min=0) + 64, bkv, dg.get_num_sms())
     elif mut == "other_lens":
         args[3] = lens.clone()
     elif mut == "q_fp32":
-        args[0] = q.float()
+        args[0] = x["q"].float()
     elif mut == "weights_rows":
-        args[2] = torch.rand(b * n + 1, h)
+        args[2] = torch.rand(b * n + 1, x["w"].shape[1])
     elif mut == "max_len_big":
-        args[6] = max_len + bkv
+        args[6] = max_len + bkv * (call["pad"] + 1)
     elif mut == "bt_int64":
-        args[4] = bt_given.long()
+        args[4] = table.long()
     elif mut == "clean_not_bool":
         kwargs["clean_logits"] = 1
     elif mut == "kv_last_dim":
         args[1] = kv[..., :-1]
+    elif mut == "weights_fp16":
+        args[2] = x["w"].half()
+    elif mut == "q_heads":
+        args[0] = x["q"][:, :, :16].contiguous()
 
-    def check(out: Any) -> None:
-        # Launching a schedule that does not belong to the lengths is what must never happen.
-        assert mut not in ("stale", "foreign", "other_lens"), f"mutation {mut} was launched"
-        ref = R.fp8_paged_mqa_logits(q, kv, w, ctx, bt, None, max_len, clean_logits=True)
-        assert out.shape == ref.shape
-        valid = torch.arange(max_len).view(1, -1) < row_len.view(-1, 1)
+    def check(out: Any, batch: dict[str, Any]) -> None:
+        assert mut != "stale", "a stale schedule was launched"
+        ref = _paged_reference(batch, kv, b, n, max_len)
+        assert out.shape == ref.shape, (tuple(out.shape), tuple(ref.shape))
+        valid = torch.arange(max_len).view(1, -1) < batch["rows"].view(-1, 1)
         torch.testing.assert_close(out[valid], ref[valid], rtol=1e-4, atol=1e-3)
         if call["clean"]:
-            assert torch.isneginf(out[~valid]).all()
+            assert torch.isneginf(out[~valid]).all(), "clean_logits=True must leave -inf past each row's length"
 
-    if mut == "none":
-        # A valid call must compute; an error here would hide a broken adapter behind "raised a dgcompat error".
-        check(dg.fp8_paged_mqa_logits(*args, **kwargs))
-        COUNTS[f"fp8_paged_mqa_logits[{backend}]:ok"] += 1
+    label = f"fp8_paged_mqa_logits[{backend}]"
+    if must_compute:
+        # A valid call (or one whose schedule dgcompat must replace) computes; an error would hide a bug.
+        check(dg.fp8_paged_mqa_logits(*args, **kwargs), x)
+        COUNTS[f"{label}:ok"] += 1
+    else:
+        _outcome(label, lambda: dg.fp8_paged_mqa_logits(*args, **kwargs), lambda out: check(out, x))
         return
-    _outcome(f"fp8_paged_mqa_logits[{backend}]", lambda: dg.fp8_paged_mqa_logits(*args, **kwargs), check)
+    # The repeat call: the next batch written into the very buffers (in place), refreshed as `refresh` says.
+    y = _paged_batch(call, call["next"], g, kv_blocks, blocks)
+    launch_lens, launch_sched = args[3], args[5]
+    refresh = call["refresh"]
+    q_buf, w_buf = x["q"], x["w"]
+    q_buf.copy_(y["q"])
+    w_buf.copy_(y["w"])
+    table.copy_(y["table"])
+    if refresh == "fresh":
+        launch_lens = y["lens"]
+        launch_sched = dg.get_paged_mqa_logits_metadata(launch_lens, bkv)
+    elif refresh == "sglang":
+        launch_sched = launch_sched.clone()
+        launch_sched.copy_(dg.get_paged_mqa_logits_metadata(y["lens"].clone(), bkv))
+        launch_lens.copy_(y["lens"])
+    else:
+        launch_lens.copy_(y["lens"])
+        if refresh == "out" and launch_sched.shape[0] == dg.get_num_sms() + 1:
+            dg.get_paged_mqa_logits_metadata(launch_lens, bkv, out=launch_sched)
+        elif refresh == "vllm":
+            launch_sched[:] = dg.get_paged_mqa_logits_metadata(launch_lens, bkv)
+    repeat = [q_buf, kv, w_buf, launch_lens, table, launch_sched, max_len]
+    stale_possible = refresh == "none" and mut == "none"  # dgcompat's own schedule, its lengths rewritten
+    try:
+        out = dg.fp8_paged_mqa_logits(*repeat, **kwargs)
+    except ScheduleMismatchError:
+        assert stale_possible, f"refresh {refresh!r} (mutation {mut!r}) was refused"
+        COUNTS[f"{label}:repeat-refused"] += 1
+        return
+    assert not stale_possible, "lengths rewritten under dgcompat's schedule: launched without a refresh"
+    check(out, y)
+    COUNTS[f"{label}:repeat-ok"] += 1
 
 
 MUTATIONS_GROUPED = ["none", "keyword", "indices_int64", "unaligned", "d_shape", "masked_int64", "expected_float"]

@@ -201,27 +201,54 @@ def test_paged_metadata_refresh_in_place(dg: Any) -> None:
     _no_new_hang(before)
 
 
-@pytest.mark.parametrize("how", ["lens_rewritten", "other_lens_tensor", "foreign_schedule", "schedule_rewritten"])
-def test_paged_stale_schedule_is_refused(dg: Any, how: str) -> None:
+def test_paged_stale_schedule_is_refused(dg: Any) -> None:
+    """The lengths a schedule dgcompat built were rewritten and nothing refreshed: refused, nothing launched."""
     from dgcompat.errors import ScheduleMismatchError
 
     before = _hangs()
     case = S.paged_case(2, 1, [40, 90], S.gen(45))
     lens = case.context_lens("2d")
     schedule = dg.get_paged_mqa_logits_metadata(lens, 64)
-    launch_lens = lens
-    if how == "lens_rewritten":
-        # The CUDA-graph bug: new, longer lengths written into the buffer the schedule was built from.
-        lens.copy_(torch.tensor([[500], [600]], dtype=torch.int32))
-    elif how == "other_lens_tensor":
-        launch_lens = torch.tensor([[500], [600]], dtype=torch.int32, device=S.device())
+    # The CUDA-graph bug: new, longer lengths written into the buffer the schedule was built from.
+    lens.copy_(torch.tensor([[500], [600]], dtype=torch.int32))
+    with pytest.raises(ScheduleMismatchError):
+        dg.fp8_paged_mqa_logits(case.q, case.kv_cache, case.weights, lens, case.block_table, schedule,
+                                case.max_context_len)
+    _no_new_hang(before)
+
+
+@pytest.mark.parametrize("how", ["other_lens_tensor", "foreign_schedule", "schedule_rewritten", "sglang_copy",
+                                 "vllm_slice_assign"])
+def test_paged_schedule_not_belonging_is_replaced(dg: Any, how: str) -> None:
+    """A schedule that does not provably belong to the launch lengths never reaches the kernel: dgcompat
+    launches the schedule of those lengths (engine-usage.md: SGLang copies a fresh schedule into its
+    buffer, vLLM assigns buffer[:] = metadata)."""
+    from dgcompat import reference
+
+    before = _hangs()
+    case = S.paged_case(2, 1, [40, 90], S.gen(45))
+    lens = case.context_lens("2d")
+    schedule = dg.get_paged_mqa_logits_metadata(lens, 64)
+    if how == "other_lens_tensor":
+        schedule = dg.get_paged_mqa_logits_metadata(torch.tensor([[500], [600]], dtype=torch.int32,
+                                                                 device=S.device()), 64)
     elif how == "foreign_schedule":
-        schedule = torch.zeros_like(schedule)
+        schedule = reference.get_paged_mqa_logits_metadata(lens + 300, 64, dg.get_num_sms())
     elif how == "schedule_rewritten":
         schedule.zero_()
-    with pytest.raises(ScheduleMismatchError):
-        dg.fp8_paged_mqa_logits(case.q, case.kv_cache, case.weights, launch_lens, case.block_table, schedule,
-                                case.max_context_len)
+    elif how == "sglang_copy":
+        fresh = lens.clone()
+        buffer = torch.zeros_like(schedule)
+        buffer.copy_(dg.get_paged_mqa_logits_metadata(fresh, 64))
+        lens.copy_(fresh)
+        schedule = buffer
+    elif how == "vllm_slice_assign":
+        buffer = torch.zeros_like(schedule)
+        buffer[:] = dg.get_paged_mqa_logits_metadata(lens, 64)
+        schedule = buffer
+    out = dg.fp8_paged_mqa_logits(case.q, case.kv_cache, case.weights, lens, case.block_table, schedule,
+                                  case.max_context_len)
+    S.valid_close(out, _expected(case), case.row_lengths())
     _no_new_hang(before)
 
 
