@@ -7,7 +7,9 @@ scale layouts, whatever sgl-deep-gemm / sgl-kernel / sglang-kernel / upstream bu
 Importing dgcompat imports neither deep_gemm nor torch, initializes no CUDA and writes nothing:
 submodules load on first attribute access, and deep_gemm is imported (once, thread-safely) on the
 first call that needs it. Names outside the stable surface are passed through to the installed
-deep_gemm (see :func:`passthrough_names`).
+deep_gemm (see :func:`passthrough_names`). :func:`install_as_deep_gemm` makes every ``import
+deep_gemm`` in the process (``deep_gemm.utils.layout`` and the other submodules included) resolve
+through dgcompat; see docs/migration.md.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from .errors import (
     IncompatibleBuildError,
     KernelError,
     ScheduleMismatchError,
+    UnavailableNameError,
     UnsupportedFeatureError,
 )
 
@@ -58,6 +61,14 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers only; runtime access i
     from .scales import get_tma_aligned_size as get_tma_aligned_size
     from .scales import transform_scale_ue8m0 as transform_scale_ue8m0
     from .scales import transform_sf_into_required_layout as transform_sf_into_required_layout
+    from .testing import calc_diff as calc_diff
+    from .utils.layout import get_col_major_tma_aligned_tensor as get_col_major_tma_aligned_tensor
+    from .utils.math import align as align
+    from .utils.math import ceil_div as ceil_div
+    from ._install import as_deep_gemm as as_deep_gemm
+    from ._install import install_as_deep_gemm as install_as_deep_gemm
+    from ._install import installed_as_deep_gemm as installed_as_deep_gemm
+    from ._install import uninstall_as_deep_gemm as uninstall_as_deep_gemm
 
 #: stable name -> the submodule that defines it.
 _LAZY: dict[str, str] = {
@@ -74,13 +85,18 @@ _LAZY: dict[str, str] = {
     "get_tma_aligned_size": "scales", "ceil_to_ue8m0": "scales", "get_mn_major_tma_aligned_tensor": "scales",
     "get_mn_major_tma_aligned_packed_ue8m0_tensor": "scales", "transform_sf_into_required_layout": "scales",
     "transform_scale_ue8m0": "scales",
+    "align": "utils.math", "ceil_div": "utils.math", "calc_diff": "testing",
+    "get_col_major_tma_aligned_tensor": "utils.layout",
+    "install_as_deep_gemm": "_install", "uninstall_as_deep_gemm": "_install", "installed_as_deep_gemm": "_install",
+    "as_deep_gemm": "_install",
 }
-_SUBMODULES = ("utils", "reference", "errors", "detection", "table", "runtime", "gemm", "moe", "indexer", "scales")
+_SUBMODULES = ("utils", "reference", "errors", "detection", "table", "runtime", "gemm", "moe", "indexer", "scales",
+               "testing")
 
 __all__ = sorted([
     "__version__", "resolve", "reset", "passthrough_names",
     "DgcompatError", "BadArgumentError", "UnsupportedFeatureError", "ScheduleMismatchError",
-    "IncompatibleBuildError", "DeepGemmUnavailableError", "KernelError",
+    "IncompatibleBuildError", "DeepGemmUnavailableError", "UnavailableNameError", "KernelError",
     *_LAZY,
 ])
 
@@ -103,19 +119,9 @@ def __dir__() -> list[str]:
 
 
 def _passthrough(name: str) -> Any:
-    from . import _binding
+    from ._forward import lookup
 
-    try:
-        module = _binding.load()
-    except DgcompatError as exc:
-        raise AttributeError(
-            f"dgcompat has no stable {name!r} and no deep_gemm to pass it through to ({exc})") from None
-    try:
-        return getattr(module, name)
-    except AttributeError:
-        raise AttributeError(
-            f"{name!r} is neither part of dgcompat's stable surface nor present in the installed deep_gemm "
-            f"({_binding.backend_name()})") from None
+    return lookup("deep_gemm", name)
 
 
 def passthrough_names() -> list[str]:

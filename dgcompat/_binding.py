@@ -22,7 +22,7 @@ from typing import Any, Callable
 from .errors import DeepGemmUnavailableError, IncompatibleBuildError
 from .detection import release
 
-__all__ = ["lock", "Slots", "backend_name", "load", "loaded_module", "reset", "register_reset"]
+__all__ = ["lock", "Slots", "backend_name", "import_refusal", "load", "loaded_module", "reset", "register_reset"]
 
 lock = threading.RLock()
 _module: ModuleType | None = None
@@ -45,22 +45,33 @@ def loaded_module() -> ModuleType | None:
     return _module
 
 
-def _import_deep_gemm() -> ModuleType:
+def import_refusal() -> IncompatibleBuildError | None:
+    """Why deep_gemm must not be imported in this process, or None (never imports; also used by the install)."""
     rel = release()
     if not rel.installed:
-        raise DeepGemmUnavailableError(
+        return DeepGemmUnavailableError(
             "deep_gemm is not installed (no sgl-deep-gemm, no kernel wheel bundling it, no upstream build); "
             "install a certified pairing (see `dgcompat pin`) or set DGCOMPAT_BACKEND=reference to run on "
             "dgcompat's pure-torch reference backend"
         )
     if rel.torch_ok is False and os.environ.get("DGCOMPAT_ALLOW_TORCH_MISMATCH") != "1":
-        raise IncompatibleBuildError(
+        return IncompatibleBuildError(
             f"{rel.label} is incompatible with torch {rel.torch} (built for torch{rel.expected_torch}): its native "
             f"library would fail to load or mis-read every tensor. Install torch{rel.expected_torch}, or a "
             f"deep_gemm built for torch {rel.torch}. (DGCOMPAT_ALLOW_TORCH_MISMATCH=1 imports it anyway.)"
         )
+    return None
+
+
+def _import_deep_gemm() -> ModuleType:
+    refusal = import_refusal()
+    if refusal is not None:
+        raise refusal
+    from ._install import import_real  # the real package even when dgcompat is installed as deep_gemm
+
+    rel = release()
     try:
-        return importlib.import_module("deep_gemm")
+        return import_real()
     except BaseException as exc:  # OSError (undefined symbol), AssertionError (no CUDA toolkit), ...
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
