@@ -288,7 +288,7 @@ def _real_spec(name: str, path: Sequence[str] | None) -> importlib.machinery.Mod
             continue
         spec = find_spec(name, path)
         if spec is not None:
-            return spec  # type: ignore[no-any-return]
+            return spec
     return None
 
 
