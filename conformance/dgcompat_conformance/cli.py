@@ -18,6 +18,7 @@ commands:
   surface    extract a release's API surface from its wheel, or diff two releases
   pin        requirement lines for a certified pairing
   table      the capability table, as the code uses it                    (--markdown)
+  run        run a command with dgcompat installed as deep_gemm            (run -- CMD...)
 """
 
 
@@ -54,6 +55,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return pin_main(rest)
     if command == "table":
         return _table(rest)
+    if command == "run":
+        from dgcompat._launch import main as run_main
+
+        return run_main(rest)
     print(f"dgcompat: unknown command {command!r}\n\n{_USAGE}", end="", file=sys.stderr)
     return 2
 
