@@ -20,9 +20,11 @@ def _install() -> None:
     try:
         import dgcompat
     except ImportError as exc:
-        # Running without the install would silently bypass dgcompat: stop instead.
+        # Running without the install would silently bypass dgcompat: stop instead (exit status 3;
+        # os._exit because site.py turns an exception here into a fatal start-up error).
         sys.stderr.write(f"dgcompat: DGCOMPAT_INSTALL=1 but {sys.executable} cannot import dgcompat: {exc}\n")
-        raise SystemExit(3) from None
+        sys.stderr.flush()
+        os._exit(3)
     dgcompat.install_as_deep_gemm()
 
 
