@@ -73,3 +73,7 @@ def test_discover_and_run_both_modes(tmp_path: Path) -> None:
     assert by_id["test_seeded"]["dgcompat"]["deep_gemm"] == "dgcompat._install._Facade"
     assert by_id["test_seeded"]["raw"]["deep_gemm"] == "builtins.module"
     assert "| `test_fake.py::test_only_raw` | pass | fail |" in proc.stdout
+    merged = subprocess.run([sys.executable, "-m", "dgcompat_conformance.gpu.upstream_tests", "--table-from", str(out),
+                             str(out)], capture_output=True, text=True, env=child_env(), timeout=300)
+    assert merged.returncode == 1 and merged.stdout.count("| `test_fake.py::test_only_raw` | pass | fail |") == 2
+    assert "8 functions" in merged.stdout

@@ -21,6 +21,7 @@ Usage (a GPU machine; the test files are not part of dgcompat and are passed in)
 
     python -m dgcompat_conformance.gpu.upstream_tests --tests DIR --wheels WHEEL_DIR --release 0.1.4
     python -m dgcompat_conformance.gpu.upstream_tests --tests DIR --site SITE_DIR     # already installed
+    python -m dgcompat_conformance.gpu.upstream_tests --table-from a.json b.json     # merge per-file runs
 
 Outcomes: ``pass``; ``fail`` (the function raised); ``error`` (the module did not import, the
 child crashed or was not routed as intended); ``timeout`` (killed at ``--timeout`` seconds).
@@ -233,8 +234,8 @@ def render(rows: list[tuple[TestFunction, dict[str, Result]]]) -> str:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m dgcompat_conformance.gpu.upstream_tests", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--tests", type=Path, required=True, help="folder holding the DeepGEMM test files")
-    where = p.add_mutually_exclusive_group(required=True)
+    p.add_argument("--tests", type=Path, help="folder holding the DeepGEMM test files")
+    where = p.add_mutually_exclusive_group()
     where.add_argument("--site", type=Path, help="a folder the wheel is already installed in (pip --target)")
     where.add_argument("--wheels", type=Path, action="append", help="folder(s) holding the wheels (with --release)")
     p.add_argument("--release", default="0.1.4", help="the sgl-deep-gemm release to install from --wheels")
@@ -245,11 +246,41 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--work", type=Path, default=None, help="install and JIT-cache folder (default: a temp folder)")
     p.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     p.add_argument("--list", action="store_true", help="list the functions and exit")
+    p.add_argument("--table-from", type=Path, nargs="+", default=None, metavar="JSON",
+                   help="print one table from the --out files of earlier (e.g. per-file) runs and exit")
     return p
+
+
+def _load_rows(paths: Sequence[Path]) -> list[tuple[TestFunction, dict[str, Result]]]:
+    rows = []
+    for path in paths:
+        for rec in json.loads(path.read_text())["results"]:
+            file, function = rec["id"].split("::", 1)
+            res = {m: Result(**rec[m]) for m in MODES if m in rec}
+            rows.append((TestFunction(file, function, int(rec.get("seed", 0))), res))
+    return rows
+
+
+def _summary(rows: list[tuple[TestFunction, dict[str, Result]]], modes: Sequence[str]) -> tuple[list[str], str]:
+    regressions = [t.id for t, r in rows
+                   if r.get("raw") is not None and r["raw"].outcome == "pass"
+                   and r.get("dgcompat") is not None and r["dgcompat"].outcome != "pass"]
+    counts = {m: sum(1 for _, r in rows if m in r and r[m].outcome == "pass") for m in modes}
+    return regressions, (f"{len(rows)} functions; passed: {counts}; raw passes that fail through dgcompat: "
+                         f"{len(regressions)} {regressions}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     opts = _parser().parse_args(argv)
+    if opts.table_from:
+        merged = _load_rows(opts.table_from)
+        print(render(merged))
+        regressions, line = _summary(merged, MODES)
+        print("\n" + line)
+        return 1 if regressions else 0
+    if opts.tests is None or (opts.site is None and not opts.wheels):
+        print("give --tests DIR and --site DIR or --wheels DIR (or --table-from JSON...)", file=sys.stderr)
+        return 2
     folder = opts.tests.resolve()
     tests = [t for t in discover(folder, opts.files) if opts.only in t.id]
     if opts.list:
@@ -261,7 +292,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     work = opts.work or Path(tempfile.mkdtemp(prefix="dgcompat-upstream-"))
     site = opts.site.resolve() if opts.site else install_wheel(opts.release, opts.wheels, work)
-    envs = {mode: mode_env(mode, site, work / f"jit-{mode}") for mode in opts.modes}
+    # One JIT cache for both modes: the same build compiles the same kernels, so the second run reuses them.
+    envs = {mode: mode_env(mode, site, work / "jit-cache") for mode in opts.modes}
     rows: list[tuple[TestFunction, dict[str, Result]]] = []
     for test in tests:
         res: dict[str, Result] = {}
@@ -272,11 +304,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows.append((test, res))
     print()
     print(render(rows))
-    regressions = [t.id for t, r in rows
-                   if r.get("raw") is not None and r["raw"].outcome == "pass"
-                   and r.get("dgcompat") is not None and r["dgcompat"].outcome != "pass"]
+    regressions, line = _summary(rows, opts.modes)
     counts = {m: sum(1 for _, r in rows if m in r and r[m].outcome == "pass") for m in opts.modes}
-    print(f"\npassed: {counts}; raw passes that fail through dgcompat: {len(regressions)} {regressions}")
+    print("\n" + line)
     if opts.out is not None:
         opts.out.parent.mkdir(parents=True, exist_ok=True)
         opts.out.write_text(json.dumps({
