@@ -1,4 +1,5 @@
-"""The engine call-site extract (tests/engine_calls/extract_engine_calls.py), run unchanged with
+"""The engine call-site extract (tests/engine_calls/extract_engine_calls.py) and every import form
+(tests/engine_calls/import_forms.py, installed before and after the real import), run unchanged with
 deep_gemm routed through ``dgcompat.install_as_deep_gemm()``: on the reference backend, and on the
 CPU tier over the real Python layer of published wheels (native library replaced by stand-ins).
 
@@ -22,6 +23,7 @@ import pytest
 from dgcompat_conformance.harness.runner import child_env
 
 EXTRACT = Path(__file__).resolve().parent / "engine_calls" / "extract_engine_calls.py"
+IMPORT_FORMS = Path(__file__).resolve().parent / "engine_calls" / "import_forms.py"
 
 #: the extract's strict xfails (upstream parameters not accepted yet), by test function.
 PENDING_PARAMETERS = {
@@ -33,9 +35,9 @@ PENDING_PARAMETERS = {
 }
 
 
-def _child(tmp_path: Path, mode: list[str], *, dropin: bool = True) -> dict[str, Any]:
+def _child(tmp_path: Path, mode: list[str], *, dropin: bool = True, tests: Path = EXTRACT) -> dict[str, Any]:
     out = tmp_path / "result.json"
-    cmd = [sys.executable, "-m", "dgcompat_conformance.harness.child", *mode, "--tests", str(EXTRACT), "--no-xfails",
+    cmd = [sys.executable, "-m", "dgcompat_conformance.harness.child", *mode, "--tests", str(tests), "--no-xfails",
            "--out", str(out)]
     if dropin:
         cmd.append("--dropin")
@@ -99,3 +101,18 @@ def test_extract_fails_without_the_install(tmp_path: Path) -> None:
     outcomes = _outcomes(result)
     assert outcomes["test_dsa_ragged_prefill"] == "failed"
     assert outcomes["test_vllm_symbol_resolution"] == "failed"
+
+
+# The reference tier imports no deep_gemm before the tests, so its install is always the early one.
+IMPORT_CASES = [pytest.param("reference", True, id="reference-installed-first")] + [
+    pytest.param(r, d, id=f"{r}-{'installed-first' if d else 'installed-late'}", marks=pytest.mark.wheels)
+    for r in ("0.1.4", "0.2.5", "sgl-kernel==0.3.21") for d in (True, False)]
+
+
+@pytest.mark.parametrize(("release", "dropin"), IMPORT_CASES)
+def test_import_forms(tmp_path: Path, release: str, dropin: bool) -> None:
+    mode = ["--reference"] if release == "reference" else _workdir(release)
+    result = _child(tmp_path, mode, dropin=dropin, tests=IMPORT_FORMS)
+    outcomes = _outcomes(result)
+    assert len(outcomes) == 4 and set(outcomes.values()) == {"passed"}, [
+        (t["id"], t["outcome"], t["message"]) for t in result["tests"]]
