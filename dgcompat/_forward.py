@@ -18,6 +18,7 @@ import importlib
 from types import ModuleType
 from typing import Any
 
+from . import _binding, _install
 from .errors import DgcompatError, UnavailableNameError
 
 __all__ = ["lookup", "real_module"]
@@ -31,8 +32,6 @@ def real_module(name: str) -> ModuleType:
     Raises :class:`UnavailableNameError` when deep_gemm is absent or unusable, or when ``name`` is a
     submodule and the backend is dgcompat's reference module (it has no submodules).
     """
-    from . import _binding, _install
-
     try:
         top = _binding.load()
     except DgcompatError as exc:
@@ -59,8 +58,6 @@ def lookup(module: str, name: str) -> Any:
     try:
         return getattr(real, name)
     except AttributeError:
-        from . import _binding
-
         raise AttributeError(
             f"{name!r} is neither part of dgcompat's stable surface nor present in {module} "
             f"({_binding.backend_name()} backend)") from None

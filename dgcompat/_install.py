@@ -203,25 +203,44 @@ def real_submodule(name: str) -> ModuleType:
 
 
 class _Facade(types.ModuleType):
-    """``sys.modules["deep_gemm..."]`` under the install: dgcompat's names first, then the real module's."""
+    """``sys.modules["deep_gemm..."]`` under the install: dgcompat's names first, then the real module's.
 
-    def __getattr__(self, name: str) -> Any:  # only for names not yet in the module's __dict__
-        return _resolve(self, name)
+    The lookup hooks are module-level ``__getattr__`` / ``__dir__`` (PEP 562) in the instance's
+    ``__dict__``, not methods: a class-level ``__getattr__`` would route *every* attribute read
+    through the slower hook slot, while this way a name already resolved (cached in ``__dict__``)
+    is an ordinary module attribute hit, as fast as ``dgcompat.<name>``.
+    """
 
-    def __dir__(self) -> list[str]:
-        return _public_names(self.__name__)
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+
+        def __getattr__(attr: str) -> Any:  # only for names not yet in the module's __dict__
+            return _resolve(self, attr)
+
+        def __dir__() -> list[str]:
+            return _public_names(name)
+
+        self.__dict__["__getattr__"] = __getattr__
+        self.__dict__["__dir__"] = __dir__
+
+
+_STABLE: dict[str, frozenset[str]] = {}
 
 
 def _stable_names(facade: str) -> frozenset[str]:
-    source = importlib.import_module(FACADES[facade])
-    if facade == TOP:
-        return frozenset(set(getattr(source, "_LAZY")) - _NOT_SERVED)
-    return frozenset(getattr(source, "__all__", ()))
+    """The names the facade ``facade`` takes from its dgcompat module (computed once)."""
+    names = _STABLE.get(facade)
+    if names is None:
+        source = importlib.import_module(FACADES[facade])
+        if facade == TOP:
+            names = frozenset(set(getattr(source, "_LAZY")) - _NOT_SERVED)
+        else:
+            names = frozenset(getattr(source, "__all__", ()))
+        _STABLE[facade] = names
+    return names
 
 
 def _resolve(facade: _Facade, name: str) -> Any:
-    from . import _forward
-
     fname = facade.__name__
     if name.startswith("__") and name.endswith("__") and name != "__all__":
         # Dunders (__file__, __version__, __path__ probes by the import system) never trigger a load.
@@ -237,11 +256,17 @@ def _resolve(facade: _Facade, name: str) -> Any:
         return value
     if name == "__all__":
         return _public_names(fname)
-    value = _forward.lookup(fname, name)
+    value = _forward().lookup(fname, name)
     if callable(value):
         # Functions and classes do not change; plain values (flags a release mutates) are read live.
         facade.__dict__[name] = value
     return value
+
+
+def _forward() -> ModuleType:
+    # Imported on first use, not with this module: the install itself stays free of the binding's imports.
+    module = sys.modules.get("dgcompat._forward")
+    return module if module is not None else importlib.import_module("dgcompat._forward")
 
 
 def _public_names(fname: str) -> list[str]:
