@@ -175,6 +175,11 @@ def test_every_import_form_before_the_real_import(tmp_path: Path) -> None:
         assert "FLAG" in dir(deep_gemm) and "fp8_gemm_nt" in dir(deep_gemm)
         assert "install_as_deep_gemm" not in dir(deep_gemm) and not hasattr(deep_gemm, "install_as_deep_gemm")
 
+        # a resolved stable name is a plain module attribute (no per-access hook: hot-path cost of dgcompat.<name>)
+        assert vars(deep_gemm)["fp8_gemm_nt"] is dgcompat.fp8_gemm_nt
+        assert "__getattr__" not in type(deep_gemm).__dict__ and "__getattribute__" not in type(deep_gemm).__dict__
+        assert type(deep_gemm).__getattribute__ is type(sys).__getattribute__
+
         # the real package loaded exactly once, as itself; dgcompat binds to it, not to the facade
         assert {_loads()} == ["deep_gemm"]
         assert dgcompat.get_num_sms() == 132

@@ -61,7 +61,7 @@ def test_discover_and_run_both_modes(tmp_path: Path) -> None:
     out = tmp_path / "result.json"
     proc = subprocess.run([sys.executable, "-m", "dgcompat_conformance.gpu.upstream_tests", "--tests", str(tests),
                            "--site", str(site), "--files", "test_fake.py", "--timeout", "300", "--out", str(out),
-                           "--work", str(tmp_path / "work")],
+                           "--work", str(tmp_path / "work"), "--jobs", "2"],
                           capture_output=True, text=True, env=child_env(), timeout=900)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # test_only_raw regresses through dgcompat
     data = json.loads(out.read_text())

@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -243,6 +244,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-k", dest="only", default="", help="run only functions whose id contains this text")
     p.add_argument("--modes", nargs="*", default=list(MODES), choices=MODES)
     p.add_argument("--timeout", type=float, default=1200.0, help="seconds per function and mode")
+    p.add_argument("--jobs", type=int, default=1, help="test functions run at the same time (one GPU is shared)")
     p.add_argument("--work", type=Path, default=None, help="install and JIT-cache folder (default: a temp folder)")
     p.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     p.add_argument("--list", action="store_true", help="list the functions and exit")
@@ -294,14 +296,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     site = opts.site.resolve() if opts.site else install_wheel(opts.release, opts.wheels, work)
     # One JIT cache for both modes: the same build compiles the same kernels, so the second run reuses them.
     envs = {mode: mode_env(mode, site, work / "jit-cache") for mode in opts.modes}
-    rows: list[tuple[TestFunction, dict[str, Result]]] = []
-    for test in tests:
+
+    def both(test: TestFunction) -> dict[str, Result]:
+        # raw first, then dgcompat: the second run finds the kernels the first compiled.
         res: dict[str, Result] = {}
         for mode in opts.modes:
             r = run_function(test, folder, mode, envs[mode], opts.timeout, site)
             res[mode] = r
             print(f"{test.id:<60} {mode:<9} {r.outcome:<8} {r.seconds:7.1f}s  {r.error[:160]}", flush=True)
-        rows.append((test, res))
+        return res
+
+    # Functions may run side by side (--jobs): the kernels' JIT compilation is CPU-bound, and
+    # deep_gemm's cache publishes each kernel with an atomic rename.
+    with ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
+        rows = list(zip(tests, pool.map(both, tests)))
     print()
     print(render(rows))
     regressions, line = _summary(rows, opts.modes)
