@@ -373,6 +373,8 @@ class _FacadeLoader(importlib.abc.Loader):
                 _state.failure = refusal
                 return
         _load_real(name, module)
+        if name == TOP and TOP in _state.real:
+            _point_symbol_entries()  # outside _load_real: an error here is dgcompat's, not the real import's
 
 
 _LOADER = _FacadeLoader()
@@ -425,7 +427,7 @@ class _RealLoader(importlib.abc.Loader):
 
 
 def _take_real_submodules() -> None:
-    """Move the real modules behind facade names out of ``sys.modules``; point stable symbol entries at dgcompat."""
+    """Move the real modules behind facade names out of ``sys.modules`` into the registry."""
     for name in FACADES:
         if name == TOP:
             continue
@@ -433,8 +435,10 @@ def _take_real_submodules() -> None:
         if module is not None and not isinstance(module, _Facade):
             del sys.modules[name]
             _state.real[name] = module
-    if TOP not in _state.real:
-        return
+
+
+def _point_symbol_entries() -> None:
+    """The sgl wheels' ``sys.modules["deep_gemm.<function>"]`` entries of stable names -> dgcompat's functions."""
     stable = _stable_names(TOP)
     source = importlib.import_module(FACADES[TOP])
     for key in [k for k in sys.modules if k.startswith(TOP + ".")]:
@@ -459,3 +463,4 @@ def _adopt_imported() -> None:
     del sys.modules[TOP]
     _state.real[TOP] = current
     _take_real_submodules()
+    _point_symbol_entries()
