@@ -65,6 +65,7 @@ def test_discover_and_run_both_modes(tmp_path: Path) -> None:
                           capture_output=True, text=True, env=child_env(), timeout=900)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # test_only_raw regresses through dgcompat
     data = json.loads(out.read_text())
+    assert data["complete"] is True and data["functions"] == 4
     table = {r["id"].split("::")[1]: (r["raw"]["outcome"], r["dgcompat"]["outcome"]) for r in data["results"]}
     assert table == {"test_stable_layout": ("pass", "pass"), "test_seeded": ("pass", "pass"),
                      "test_raises": ("fail", "fail"), "test_only_raw": ("pass", "fail")}, table

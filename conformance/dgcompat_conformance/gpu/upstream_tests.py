@@ -37,6 +37,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -297,6 +298,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     # One JIT cache for both modes: the same build compiles the same kernels, so the second run reuses them.
     envs = {mode: mode_env(mode, site, work / "jit-cache") for mode in opts.modes}
 
+    done: dict[str, dict[str, Result]] = {}
+    lock = threading.Lock()
+
+    def write(final: bool) -> None:
+        if opts.out is None:
+            return
+        rows = [(t, done[t.id]) for t in tests if t.id in done]
+        regressions, _ = _summary(rows, opts.modes)
+        counts = {m: sum(1 for _, r in rows if m in r and r[m].outcome == "pass") for m in opts.modes}
+        opts.out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = opts.out.with_suffix(".tmp")
+        tmp.write_text(json.dumps({
+            "tests_folder": str(folder), "site": str(site), "release": None if opts.site else opts.release,
+            "complete": final, "functions": len(tests),
+            "results": [{"id": t.id, "seed": t.seed, **{m: asdict(r) for m, r in res.items()}} for t, res in rows],
+            "passed": counts, "regressions": regressions}, indent=1, default=str))
+        os.replace(tmp, opts.out)
+
     def both(test: TestFunction) -> dict[str, Result]:
         # raw first, then dgcompat: the second run finds the kernels the first compiled.
         res: dict[str, Result] = {}
@@ -304,23 +323,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             r = run_function(test, folder, mode, envs[mode], opts.timeout, site)
             res[mode] = r
             print(f"{test.id:<60} {mode:<9} {r.outcome:<8} {r.seconds:7.1f}s  {r.error[:160]}", flush=True)
+        with lock:  # written after every function, so a run cut short still leaves its results
+            done[test.id] = res
+            write(False)
         return res
 
     # Functions may run side by side (--jobs): the kernels' JIT compilation is CPU-bound, and
     # deep_gemm's cache publishes each kernel with an atomic rename.
     with ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
         rows = list(zip(tests, pool.map(both, tests)))
+    write(True)
     print()
     print(render(rows))
     regressions, line = _summary(rows, opts.modes)
-    counts = {m: sum(1 for _, r in rows if m in r and r[m].outcome == "pass") for m in opts.modes}
     print("\n" + line)
-    if opts.out is not None:
-        opts.out.parent.mkdir(parents=True, exist_ok=True)
-        opts.out.write_text(json.dumps({
-            "tests_folder": str(folder), "site": str(site), "release": None if opts.site else opts.release,
-            "results": [{"id": t.id, "seed": t.seed, **{m: asdict(r) for m, r in res.items()}} for t, res in rows],
-            "passed": counts, "regressions": regressions}, indent=1, default=str))
     return 1 if regressions else 0
 
 
