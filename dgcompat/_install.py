@@ -173,7 +173,12 @@ def import_real() -> ModuleType:
     ``deep_gemm`` (the facade) loads the real package; its failure is re-raised here.
     """
     if _state.finder is None:
-        return importlib.import_module(TOP)
+        module = importlib.import_module(TOP)
+        if module is sys.modules.get("dgcompat"):
+            # `sys.modules["deep_gemm"] = dgcompat` by hand: binding to it would recurse forever.
+            raise ImportError("sys.modules['deep_gemm'] is dgcompat itself, so the real deep_gemm cannot be "
+                              "imported; call dgcompat.install_as_deep_gemm() instead of aliasing by hand")
+        return module
     importlib.import_module(TOP)
     real = _state.real.get(TOP)
     if real is not None:

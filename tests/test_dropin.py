@@ -256,6 +256,22 @@ def test_a_hand_planted_alias_is_replaced_not_recursed(tmp_path: Path) -> None:
     """, _site(tmp_path))
 
 
+def test_a_hand_planted_alias_without_the_install_is_a_typed_error(tmp_path: Path) -> None:
+    _run("""
+        import sys
+        import dgcompat
+        sys.modules["deep_gemm"] = dgcompat
+        for attempt in range(2):
+            try:
+                dgcompat.get_num_sms()
+            except dgcompat.IncompatibleBuildError as exc:
+                assert "install_as_deep_gemm" in str(exc), exc
+            else:
+                raise AssertionError("no error")
+        assert not hasattr(dgcompat, "set_tc_util")
+    """, _site(tmp_path))
+
+
 # --------------------------------------------------------------------------- unusable builds
 
 
