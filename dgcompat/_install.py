@@ -22,7 +22,9 @@ package *by its own name* with the finder standing aside (a thread-local flag):
    (marked initializing, so other threads wait on the module lock), so its relative imports
    (``from . import utils``, ``from .. import _C``) and the submodules it imports are all real;
 3. before the import system releases the lock, the thin loader puts the facade back into
-   ``sys.modules["deep_gemm"]`` and moves the real modules behind the facade names
+   ``sys.modules["deep_gemm"]`` (the real module stays marked initializing, so a thread that
+   read the real entry meanwhile waits for the lock and reads the facade) and moves the real
+   modules behind the facade names
    (``deep_gemm.utils`` ...) out of ``sys.modules`` into this module's registry; the sgl wheels'
    ``deep_gemm.<function>`` entries of stable names are pointed at dgcompat's functions.
 
@@ -55,13 +57,15 @@ One caveat of any import-time facade: while the first ``import deep_gemm`` is ex
 may be handed the real submodule (the import system returns ``sys.modules`` entries without
 asking finders). Install and import deep_gemm before starting threads that use it.
 
-Nothing here runs at ``import dgcompat``; :func:`install_as_deep_gemm` itself imports nothing
-either (deep_gemm loads at the first ``import deep_gemm``).
+Nothing here runs at ``import dgcompat``; :func:`install_as_deep_gemm` imports no deep_gemm (it
+loads at the first ``import deep_gemm``); it runs dgcompat's detection (distribution metadata, no
+import) so that the finder never has to.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -70,6 +74,8 @@ import threading
 import types
 from types import ModuleType
 from typing import Any, Iterator, Sequence
+
+from . import _binding
 
 __all__ = ["install_as_deep_gemm", "uninstall_as_deep_gemm", "installed_as_deep_gemm", "as_deep_gemm",
            "import_real", "real_submodule", "FACADES"]
@@ -119,6 +125,9 @@ def install_as_deep_gemm() -> None:
     with _lock:
         if _state.finder is not None:
             return
+        # Detect now: the finder runs under the import system's global lock, where importing a
+        # module or waiting for another thread's import could deadlock, so it only reads caches.
+        _binding.backend_name()
         _adopt_imported()
         _state.finder = _Finder()
         sys.meta_path.insert(0, _state.finder)
@@ -140,6 +149,7 @@ def uninstall_as_deep_gemm() -> None:
             if sys.modules.get(name) is facade:
                 del sys.modules[name]
         for name, real in _state.real.items():
+            _release_initializing(real)
             sys.modules[name] = real
         for name, entry in _state.replaced.items():
             sys.modules[name] = entry
@@ -323,7 +333,12 @@ def _real_spec(name: str, path: Sequence[str] | None) -> importlib.machinery.Mod
 
 
 class _Finder(importlib.abc.MetaPathFinder):
-    """Serves facade specs for :data:`FACADES` names; everything else is left to the other finders."""
+    """Serves facade specs for :data:`FACADES` names; everything else is left to the other finders.
+
+    ``find_spec`` is called with the import system's global lock held, so it imports nothing and
+    waits for nothing: it asks the other finders (as the import system would) and reads the
+    detection cached by :func:`install_as_deep_gemm`. The real import happens in the loader.
+    """
 
     def find_spec(self, fullname: str, path: Sequence[str] | None = None,
                   target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
@@ -343,9 +358,7 @@ class _Finder(importlib.abc.MetaPathFinder):
         with _aside():
             real = _real_spec(fullname, path)
             if fullname == TOP:
-                from . import _binding
-
-                backend = _binding.backend_name()
+                backend = _binding.backend_name()  # cached since the install: no import here
                 if backend == "reference":
                     real = None  # the reference backend stands in for deep_gemm; nothing real is loaded
                 elif real is None or backend == "none":
@@ -371,8 +384,6 @@ class _FacadeLoader(importlib.abc.Loader):
         if real_spec is None or name in _state.real:
             return
         if name == TOP:
-            from . import _binding
-
             refusal = _binding.import_refusal()
             if refusal is not None:
                 _state.failure = refusal
@@ -425,10 +436,32 @@ class _RealLoader(importlib.abc.Loader):
         finally:
             if name == TOP:
                 _take_real_submodules()
+            _hold_initializing(module)
             sys.modules[name] = self.facade
 
     def __getattr__(self, name: str) -> Any:  # get_resource_reader, is_package, ... of the real loader
         return getattr(self.inner, name)
+
+
+def _hold_initializing(module: ModuleType) -> None:
+    """Keep the real module marked as initializing once the facade has replaced it in ``sys.modules``.
+
+    A thread that read ``sys.modules[name]`` while the real module was executing checks
+    ``module.__spec__._initializing`` only afterwards; the import system then waits for the module
+    lock and reads ``sys.modules`` again, which now holds the facade. The import system clears the
+    flag on the spec it loaded with, so the real module gets a copy that stays set (cleared again
+    when :func:`uninstall_as_deep_gemm` puts the real module back).
+    """
+    spec = module.__spec__
+    if spec is not None:
+        held = copy.copy(spec)
+        setattr(held, "_initializing", True)
+        module.__spec__ = held
+
+
+def _release_initializing(module: ModuleType) -> None:
+    if module.__spec__ is not None and getattr(module.__spec__, "_initializing", False):
+        setattr(module.__spec__, "_initializing", False)
 
 
 def _take_real_submodules() -> None:

@@ -192,6 +192,48 @@ def test_every_import_form_before_the_real_import(tmp_path: Path) -> None:
     """, _site(tmp_path))
 
 
+def test_threads_racing_the_first_import(tmp_path: Path) -> None:
+    # A slow real __init__; 16 threads import deep_gemm while 4 others bind dgcompat (stable calls):
+    # one real import, every thread gets the facade, and nothing deadlocks (the binding's lock and
+    # the import system's module lock are always taken in the same order).
+    files = dict(FAKE_FILES)
+    files["deep_gemm/__init__.py"] = "import time\ntime.sleep(0.3)\n" + FAKE_INIT
+    code = f"""
+        import sys, threading, time
+        import dgcompat
+        dgcompat.install_as_deep_gemm()
+        barrier = threading.Barrier(20)
+        seen, errors = [], []
+        def importer():
+            try:
+                barrier.wait()
+                import deep_gemm
+                seen.append((type(deep_gemm).__name__,
+                             deep_gemm.utils.layout.get_mn_major_tma_aligned_tensor is dgcompat.get_mn_major_tma_aligned_tensor))
+            except BaseException as exc:
+                errors.append(exc)
+        def binder():
+            try:
+                barrier.wait()
+                seen.append(("sms", dgcompat.get_num_sms() == 132))
+            except BaseException as exc:
+                errors.append(exc)
+        threads = [threading.Thread(target=importer) for _ in range(16)] + [threading.Thread(target=binder) for _ in range(4)]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 60
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        assert not any(t.is_alive() for t in threads), "deadlock"
+        assert not errors, errors
+        assert sorted(seen) == sorted([("_Facade", True)] * 16 + [("sms", True)] * 4), seen
+        assert {_loads()} == ["deep_gemm"]
+    """
+    site = _site(tmp_path, files)
+    for _ in range(5):  # interleavings differ from run to run
+        _run(code, site)
+
+
 def test_binding_first_then_import(tmp_path: Path) -> None:
     # dgcompat binds (a stable call) before anything imports deep_gemm.
     _run(f"""
