@@ -11,22 +11,23 @@ resolves to dgcompat's object; every other name, and every other submodule (``le
 How the real package loads, exactly once and as itself
 -------------------------------------------------------
 A meta-path finder at the front of :data:`sys.meta_path` answers for the facade names only. The
-first ``import deep_gemm`` after the install runs through the import system as usual, holding the
-import system's per-module lock for ``deep_gemm``; the facade's loader then imports the real
-package *by its own name* with the finder standing aside (a thread-local flag):
+first ``import deep_gemm`` after the install runs through the import system as usual: the facade
+is created, put into ``sys.modules`` (marked initializing) and executed while the import system
+holds the per-module lock for ``deep_gemm``. Executing the facade loads the real package *by its
+own name*, with the finder standing aside in this thread (a thread-local flag):
 
-1. the facade is taken out of ``sys.modules``; the finder, asked again for ``deep_gemm`` by the
-   nested import, hands back the real package's own spec (found by the other finders) with a
-   thin loader around the real loader;
-2. the real ``deep_gemm/__init__.py`` executes with ``sys.modules["deep_gemm"]`` being itself
-   (marked initializing, so other threads wait on the module lock), so its relative imports
-   (``from . import utils``, ``from .. import _C``) and the submodules it imports are all real;
-3. before the import system releases the lock, the thin loader puts the facade back into
-   ``sys.modules["deep_gemm"]`` (the real module stays marked initializing, so a thread that
-   read the real entry meanwhile waits for the lock and reads the facade) and moves the real
-   modules behind the facade names
-   (``deep_gemm.utils`` ...) out of ``sys.modules`` into this module's registry; the sgl wheels'
-   ``deep_gemm.<function>`` entries of stable names are pointed at dgcompat's functions.
+1. the real package's spec (found by the other finders) makes the real module object, and its own
+   loader executes ``deep_gemm/__init__.py`` into it. The facade stays in ``sys.modules``
+   throughout, so another thread's ``import deep_gemm`` finds it initializing, waits for the lock
+   and gets the facade: no thread is ever handed the real top-level package;
+2. in the loading thread the facades are transparent (every name forwards to the real module),
+   so the real ``__init__``'s relative imports (``from . import utils``, ``from .utils import *``,
+   ``from .. import _C``) and the submodules it imports, found through the facade's ``__path__``
+   (the real package's), are all real; what the import system sets on the facade meanwhile (its
+   submodules) is moved onto the real module afterwards;
+3. the real modules behind the other facade names (``deep_gemm.utils`` ...) are moved out of
+   ``sys.modules`` into this module's registry, so that their next import gets a facade, and the
+   sgl wheels' ``deep_gemm.<function>`` entries of stable names are pointed at dgcompat's functions.
 
 The real package is never imported under another name, so its ``__name__``, ``__file__``, its
 ``torch.ops`` namespace and its relative imports are untouched; code inside it that imports
@@ -35,10 +36,12 @@ every name it does not define, underscore names included. dgcompat's own binding
 (:mod:`dgcompat._binding`) asks :func:`import_real` for the real module, so nothing recurses.
 
 The facade for a submodule that the real package did not import itself (``deep_gemm.testing``
-on a build whose ``__init__`` skips it) loads its real module the same way, under that
-submodule's lock. The decision whether the real package may be imported at all (installed,
-built for this torch) is :func:`dgcompat._binding.import_refusal`, the same check the binding
-makes; a refused or failing import leaves the facade in place: stable functions raise
+on a build whose ``__init__`` skips it) loads its real module under that submodule's lock, by a
+nested import of its name that a thin loader ends by putting the facade back (the real module
+stays marked initializing, so ``importlib.import_module`` racers re-read the facade). The
+decision whether the real package may be imported at all (installed, built for this torch) is
+:func:`dgcompat._binding.import_refusal`, the same check the binding makes; a refused or failing
+import leaves the facade in place: stable functions raise
 :class:`~dgcompat.errors.IncompatibleBuildError` when called and forwarded names raise
 :class:`~dgcompat.errors.UnavailableNameError` (an ``AttributeError``, so ``hasattr`` probes answer
 False). With no deep_gemm installed and no reference backend chosen, the finder stands aside and
@@ -52,10 +55,11 @@ facade. References taken before the install (a module that ran ``import deep_gem
 still point at the real package: install before the engine is imported (the launcher,
 ``python -m dgcompat run -- ...``, does it at interpreter start-up).
 
-One caveat of any import-time facade: while the first ``import deep_gemm`` is executing the real
-``__init__`` in one thread, another thread that imports one of its submodules *by full name*
-may be handed the real submodule (the import system returns ``sys.modules`` entries without
-asking finders). Install and import deep_gemm before starting threads that use it.
+One caveat remains: while the first ``import deep_gemm`` is executing the real ``__init__`` in
+one thread, another thread that imports one of the submodules that ``__init__`` already loaded
+*by full name* (``from deep_gemm.utils.layout import ...``) may be handed the real submodule (the
+import system returns ``sys.modules`` entries without asking finders). Import deep_gemm before
+starting threads that import its submodules.
 
 Nothing here runs at ``import dgcompat``; :func:`install_as_deep_gemm` imports no deep_gemm (it
 loads at the first ``import deep_gemm``); it runs dgcompat's detection (distribution metadata, no
@@ -69,6 +73,7 @@ import copy
 import importlib
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import sys
 import threading
 import types
@@ -257,6 +262,14 @@ def _stable_names(facade: str) -> frozenset[str]:
 
 def _resolve(facade: _Facade, name: str) -> Any:
     fname = facade.__name__
+    if _standing_aside():
+        # This thread is loading the real package: every facade is a window onto its real module.
+        real = _loading().get(fname) or _state.real.get(fname)
+        if real is None:
+            raise AttributeError(f"module {fname!r} has no attribute {name!r}")
+        if name == "__all__" and not hasattr(real, "__all__"):
+            return [n for n in vars(real) if not n.startswith("_")]  # what `import *` reads from the real module
+        return getattr(real, name)
     if name.startswith("__") and name.endswith("__") and name != "__all__":
         # Dunders (__file__, __version__, __path__ probes by the import system) never trigger a load.
         real = _state.real.get(fname)
@@ -388,12 +401,48 @@ class _FacadeLoader(importlib.abc.Loader):
             if refusal is not None:
                 _state.failure = refusal
                 return
+            _load_real_top(module, real_spec)
+            if TOP in _state.real:
+                _point_symbol_entries()  # outside the load: an error here is dgcompat's, not the real import's
+            return
         _load_real(name, module)
-        if name == TOP and TOP in _state.real:
-            _point_symbol_entries()  # outside _load_real: an error here is dgcompat's, not the real import's
 
 
 _LOADER = _FacadeLoader()
+
+
+def _loading() -> dict[str, ModuleType]:
+    loading: dict[str, ModuleType] | None = getattr(_local, "loading", None)
+    if loading is None:
+        loading = _local.loading = {}
+    return loading
+
+
+def _load_real_top(facade: _Facade, real_spec: importlib.machinery.ModuleSpec) -> None:
+    """Execute the real package while its facade stays in ``sys.modules`` (initializing, lock held).
+
+    Other threads importing ``deep_gemm`` meanwhile find the facade marked initializing and wait
+    for the import lock, so none is ever handed the real package. In this thread the facade is
+    transparent (:func:`_resolve` forwards every name to the real module while standing aside), so
+    the real ``__init__``'s relative imports (``from . import utils``, ``from .utils import *``) see
+    the real package; what the import system sets on the facade meanwhile (its submodules) is
+    moved onto the real module afterwards.
+    """
+    before = set(facade.__dict__)
+    real = importlib.util.module_from_spec(real_spec)
+    _loading()[TOP] = real
+    try:
+        with _aside():
+            assert real_spec.loader is not None
+            real_spec.loader.exec_module(real)
+        _state.real[TOP] = real
+    except Exception as exc:  # OSError (undefined symbol), AssertionError (no CUDA toolkit), ...
+        _state.failure = exc
+    finally:
+        _loading().pop(TOP, None)
+        for key in set(facade.__dict__) - before:
+            real.__dict__.setdefault(key, facade.__dict__.pop(key))
+        _take_real_submodules()
 
 
 def _load_real(name: str, facade: _Facade) -> None:
