@@ -7,7 +7,9 @@ scale layouts, whatever sgl-deep-gemm / sgl-kernel / sglang-kernel / upstream bu
 Importing dgcompat imports neither deep_gemm nor torch, initializes no CUDA and writes nothing:
 submodules load on first attribute access, and deep_gemm is imported (once, thread-safely) on the
 first call that needs it. Names outside the stable surface are passed through to the installed
-deep_gemm (see :func:`passthrough_names`).
+deep_gemm (see :func:`passthrough_names`). :func:`install_as_deep_gemm` makes every ``import
+deep_gemm`` in the process (``deep_gemm.utils.layout`` and the other submodules included) resolve
+through dgcompat; see docs/migration.md.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from .errors import (
     KernelError,
     ScheduleMismatchError,
     UnidentifiedBuildError,
+    UnavailableNameError,
     UnsupportedFeatureError,
 )
 
@@ -67,6 +70,14 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers only; runtime access i
     from .jit_warmup import MPolicy as MPolicy, PagedIndexer as PagedIndexer, WarmupError as WarmupError
     from .jit_warmup import WarmupReport as WarmupReport, WarmupSpec as WarmupSpec, warmup as warmup
     from .jit_warmup import jit_cache_dir as jit_cache_dir, use_jit_cache_dir as use_jit_cache_dir
+    from .testing import calc_diff as calc_diff
+    from .utils.layout import get_col_major_tma_aligned_tensor as get_col_major_tma_aligned_tensor
+    from .utils.math import align as align
+    from .utils.math import ceil_div as ceil_div
+    from ._install import as_deep_gemm as as_deep_gemm
+    from ._install import install_as_deep_gemm as install_as_deep_gemm
+    from ._install import installed_as_deep_gemm as installed_as_deep_gemm
+    from ._install import uninstall_as_deep_gemm as uninstall_as_deep_gemm
 
 #: stable name -> the submodule that defines it.
 _LAZY: dict[str, str] = {
@@ -85,15 +96,19 @@ _LAZY: dict[str, str] = {
     "transform_scale_ue8m0": "scales",
     **dict.fromkeys(("warmup", "WarmupSpec", "WarmupReport", "WarmupError", "DenseGemm", "GroupedGemm", "PagedIndexer",
                      "MPolicy", "KernelEntry", "jit_cache_dir", "use_jit_cache_dir"), "jit_warmup"),
+    "align": "utils.math", "ceil_div": "utils.math", "calc_diff": "testing",
+    "get_col_major_tma_aligned_tensor": "utils.layout",
+    "install_as_deep_gemm": "_install", "uninstall_as_deep_gemm": "_install", "installed_as_deep_gemm": "_install",
+    "as_deep_gemm": "_install",
 }
 _SUBMODULES = ("utils", "reference", "errors", "detection", "table", "runtime", "gemm", "moe", "indexer", "scales",
-               "jit_warmup")
+               "testing", "jit_warmup")
 
 __all__ = sorted([
     "__version__", "resolve", "reset", "passthrough_names",
     "DgcompatError", "BadArgumentError", "UnsupportedFeatureError", "ScheduleMismatchError",
-    "IncompatibleBuildError", "DeepGemmUnavailableError", "UnidentifiedBuildError", "KernelError",
-    "ConfigurationError",
+    "IncompatibleBuildError", "DeepGemmUnavailableError", "UnidentifiedBuildError", "UnavailableNameError",
+    "KernelError", "ConfigurationError",
     *_LAZY,
 ])
 
@@ -116,19 +131,9 @@ def __dir__() -> list[str]:
 
 
 def _passthrough(name: str) -> Any:
-    from . import _binding
+    from ._forward import lookup
 
-    try:
-        module = _binding.load()
-    except DgcompatError as exc:
-        raise AttributeError(
-            f"dgcompat has no stable {name!r} and no deep_gemm to pass it through to ({exc})") from None
-    try:
-        return getattr(module, name)
-    except AttributeError:
-        raise AttributeError(
-            f"{name!r} is neither part of dgcompat's stable surface nor present in the installed deep_gemm "
-            f"({_binding.backend_name()})") from None
+    return lookup("deep_gemm", name)
 
 
 def passthrough_names() -> list[str]:

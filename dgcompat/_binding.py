@@ -33,7 +33,7 @@ from .detection import release
 if TYPE_CHECKING:
     from ._calls import UpstreamCall
 
-__all__ = ["lock", "Slots", "backend_name", "load", "loaded_module", "upstream", "find_upstream", "reset",
+__all__ = ["lock", "Slots", "backend_name", "load", "loaded_module", "upstream", "find_upstream", "import_refusal", "reset",
            "register_reset"]
 
 lock = threading.RLock()
@@ -61,26 +61,39 @@ def loaded_module() -> ModuleType | None:
     return _module
 
 
-def _import_deep_gemm() -> ModuleType:
+def import_refusal() -> IncompatibleBuildError | None:
+    """Why deep_gemm must not be imported in this process, or None (never imports; also used by the install)."""
     rel = release()
     if not rel.installed:
-        raise DeepGemmUnavailableError(
+        return DeepGemmUnavailableError(
             "deep_gemm is not installed (no sgl-deep-gemm, no kernel wheel bundling it, no upstream build); "
             "install a certified pairing (see `dgcompat pin`) or set DGCOMPAT_BACKEND=reference to run on "
             "dgcompat's pure-torch reference backend"
         )
     if rel.refusal is not None:
-        raise UnidentifiedBuildError(rel.refusal)
+        return UnidentifiedBuildError(rel.refusal)
     if rel.torch_ok is False and not _env.allow_torch_mismatch():
-        raise IncompatibleBuildError(
+        return IncompatibleBuildError(
             f"{rel.label} is incompatible with torch {rel.torch} ("
             f"{'its stable-ABI library needs torch' if rel.torch_rule == 'minimum' else 'built for torch'}"
             f"{rel.expected_torch}): its native "
             f"library would fail to load or mis-read every tensor. Install torch{rel.expected_torch}, or a "
             f"deep_gemm built for torch {rel.torch}. (DGCOMPAT_ALLOW_TORCH_MISMATCH=1 imports it anyway.)"
         )
+    return None
+
+
+def _import_deep_gemm() -> ModuleType:
+    refusal = import_refusal()
+    if refusal is not None:
+        raise refusal
+    from ._install import import_real  # the real package even when dgcompat is installed as deep_gemm
+
+    rel = release()
     try:
-        return importlib.import_module(rel.module)  # "deep_gemm", or a vendored copy's import name
+        if rel.module == "deep_gemm":
+            return import_real()
+        return importlib.import_module(rel.module)  # a vendored copy's import name (vllm.third_party.deep_gemm)
     except BaseException as exc:  # OSError (undefined symbol), AssertionError (no CUDA toolkit), ...
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise

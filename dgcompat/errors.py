@@ -19,6 +19,7 @@ __all__ = [
     "IncompatibleBuildError",
     "DeepGemmUnavailableError",
     "UnidentifiedBuildError",
+    "UnavailableNameError",
     "KernelError",
     "ConfigurationError",
 ]
@@ -98,6 +99,16 @@ class UnidentifiedBuildError(IncompatibleBuildError):
         super().__init__(
             f"dgcompat cannot use the installed deep_gemm: {found}. Reinstall a certified release (see `dgcompat pin`), "
             f"select another copy with DGCOMPAT_BACKEND, or set DGCOMPAT_BACKEND=reference")
+
+class UnavailableNameError(IncompatibleBuildError, AttributeError):
+    """A name outside the stable surface was looked up, but there is no usable deep_gemm to take it from.
+
+    Raised by the pass-through of names dgcompat does not define (``dgcompat.<name>``,
+    ``dgcompat.utils.<name>``, and every ``deep_gemm`` module under :func:`dgcompat.install_as_deep_gemm`)
+    when deep_gemm is absent, refused (wrong torch build) or failed to import; the reason is chained
+    as ``__cause__``. It is an :class:`AttributeError` as well, so ``hasattr(deep_gemm, "set_pdl")``
+    and ``getattr(deep_gemm, name, None)`` probes keep answering instead of raising.
+    """
 
 
 class KernelError(DgcompatError):

@@ -32,6 +32,7 @@ def test_wheel_installs_and_runs_doctor(tmp_path: Path) -> None:
     wheel = next(out.glob("dgcompat-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert "dgcompat/py.typed" in names and "dgcompat_conformance/conform.py" in names
+    assert "dgcompat/_startup/sitecustomize.py" in names  # the launcher's start-up hook
     # Nothing under a generic top-level name: only dgcompat/ and dgcompat_conformance/.
     assert {n.split("/")[0] for n in names if "/" in n and ".dist-info/" not in n} == {"dgcompat", "dgcompat_conformance"}
 
@@ -63,3 +64,10 @@ def test_wheel_installs_and_runs_doctor(tmp_path: Path) -> None:
     status = proc.stdout.splitlines()[-1]
     assert status.startswith("# certificates: ") and "cpu-tier: PASS" in status, status
     assert "gpu: certified on NVIDIA H200" in status, status
+    # The launcher from the installed wheel: the command's interpreter has dgcompat installed as deep_gemm.
+    proc = subprocess.run([str(env_dir / "bin" / "dgcompat"), "run", "--", str(py), "-c",
+                           "import dgcompat; print(dgcompat.installed_as_deep_gemm(), dgcompat.__file__)"],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    flag, origin = proc.stdout.split()
+    assert flag == "True" and origin.startswith(str(env_dir)), proc.stdout

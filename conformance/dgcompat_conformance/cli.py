@@ -19,6 +19,7 @@ commands:
   pin        requirement lines for a certified pairing
   table      the capability table, as the code uses it                    (--markdown)
   warmup     compile the kernels a workload needs, once, in parallel      (--preset, --dense, ...)
+  run        run a command with dgcompat installed as deep_gemm            (run -- CMD...)
 """
 
 
@@ -55,6 +56,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .warmup_cli import main as warmup_main
 
         return warmup_main(rest)
+    if command == "run":
+        from dgcompat._launch import main as run_main
+
+        return run_main(rest)
     print(f"dgcompat: unknown command {command!r}\n\n{_USAGE}", end="", file=sys.stderr)
     return 2
 

@@ -49,6 +49,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ffi-returns", choices=("torch", "dlpack"), default="torch",
                    help="what tvm-ffi stand-ins return for tensors")
     p.add_argument("--force-standins", action="store_true", help="with --installed: use stand-ins even with a GPU")
+    p.add_argument("--dropin", action="store_true",
+                   help="install dgcompat as deep_gemm (dgcompat.install_as_deep_gemm) before deep_gemm is imported")
     p.add_argument("-k", dest="keyword", default=None, help="pytest -k expression")
     p.add_argument("--examples", type=int, default=None, help="hypothesis examples per property test")
     p.add_argument("--pytest-arg", action="append", default=[], help="extra pytest argument (repeatable)")
@@ -305,6 +307,10 @@ def main(argv: list[str] | None = None) -> int:
             os.environ.setdefault("DGCOMPAT_ARCH", args.arch)
         torch.set_num_threads(max(1, int(os.environ.get("DGCOMPAT_CONFORMANCE_THREADS", "1"))))
 
+        if args.dropin:
+            import dgcompat
+
+            dgcompat.install_as_deep_gemm()
         t_import = time.perf_counter()
         import_error = None
         module: Any = None
