@@ -21,6 +21,7 @@ unbinds every slot. :func:`upstream` resolves a declared :class:`~dgcompat._call
 from __future__ import annotations
 
 import importlib
+import sys
 import os
 import threading
 from types import ModuleType
@@ -63,6 +64,15 @@ def loaded_module() -> ModuleType | None:
 
 def import_refusal() -> IncompatibleBuildError | None:
     """Why deep_gemm must not be imported in this process, or None (never imports; also used by the install)."""
+    planted = sys.modules.get("deep_gemm")
+    if planted is not None and planted is sys.modules.get("dgcompat"):
+        from ._install import installed_as_deep_gemm
+
+        if not installed_as_deep_gemm():
+            # `sys.modules["deep_gemm"] = dgcompat` by hand: detection and binding would see dgcompat itself.
+            return IncompatibleBuildError(
+                "sys.modules['deep_gemm'] is dgcompat itself, so the real deep_gemm cannot be imported; call "
+                "dgcompat.install_as_deep_gemm() instead of aliasing by hand")
     rel = release()
     if not rel.installed:
         return DeepGemmUnavailableError(

@@ -35,6 +35,7 @@ import base64
 import functools
 import hashlib
 import importlib.metadata as md
+import importlib.machinery
 import importlib.util
 import os
 import re
@@ -451,8 +452,10 @@ class _Copy:
 
 
 def _top_level_dir(name: str) -> Path | None:
+    # PathFinder searches sys.path only: neither sys.modules (a hand-planted alias) nor the meta-path
+    # finder of dgcompat.install_as_deep_gemm() can make detection describe dgcompat itself.
     try:
-        spec = importlib.util.find_spec(name)
+        spec = importlib.machinery.PathFinder.find_spec(name)
     except (ImportError, ValueError):
         return None
     if spec is None or spec.origin is None or not spec.submodule_search_locations:

@@ -70,10 +70,10 @@ def test_latest_is_never_safe_with_an_unmapped_assert_change(monkeypatch: pytest
     monkeypatch.setattr(contract, "latest_findings", lambda base, newest: contract.Findings(
         [change], [f"native contract: needs review: added `{change.text}`"], []))
     surface = {"schema": 1, "release": {"name": "sgl-deep-gemm", "version": "0.2.5"}, "python": {}, "native": {}}
-    monkeypatch.setattr(intake, "extract", lambda source, **kw: surface)
-    monkeypatch.setattr(intake, "check_table", lambda s, arch="sm90": [])
-    monkeypatch.setattr(intake, "check_calls", lambda s, arch="sm90": [])
-    monkeypatch.setattr(intake, "check_torch", lambda s: [])
+    monkeypatch.setattr(intake.newest, "extract", lambda source, **kw: surface)
+    monkeypatch.setattr(intake.newest, "check_table", lambda s, arch="sm90": [])
+    monkeypatch.setattr(intake.newest, "check_calls", lambda s, arch="sm90": [])
+    monkeypatch.setattr(intake.newest, "check_torch", lambda s: [])
     result = intake.latest(version="0.2.5", baseline="0.2.3.post2", cpu_tier=False, out_dir=tmp_path)
     assert result.verdict == "breaking" and any("head_dim == 64" in w for w in result.where)
 

@@ -27,11 +27,9 @@ IMPORT_FORMS = Path(__file__).resolve().parent / "engine_calls" / "import_forms.
 
 #: the extract's strict xfails (upstream parameters not accepted yet), by test function.
 PENDING_PARAMETERS = {
-    "test_moe_masked_single_batch_overlap": "enable_overlap / max_block_n / signal",
     "test_vllm_fp8_gemm_nt": "disable_ue8m0_cast",
     "test_vllm_grouped_contiguous": "disable_ue8m0_cast",
     "test_vllm_grouped_masked": "disable_ue8m0_cast",
-    "test_vllm_transform_sf": "num_groups positional, disable_ue8m0_cast",
 }
 
 

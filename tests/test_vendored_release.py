@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from dgcompat_conformance import certificate
+
 from dgcompat_conformance import pins
 from dgcompat_conformance.gpu import runner
 from dgcompat_conformance.harness.releases import parse_release, spec_from_wheel
@@ -71,7 +73,7 @@ def test_gpu_runner_certifies_a_folder(tmp_path: Path, monkeypatch: pytest.Monke
     assert runner.main(["--folder", str(folder), "--release-id", "vllm-0.33.0", "--out", str(out), "--no-docs",
                         "--cases", case_id, "--work", str(tmp_path / "work")]) == 0
     cert = json.loads((out / "gpu-vllm-0.33.0.json").read_text())
-    assert cert["verdict"] == "certified" and cert["binding"] == "stable-abi" and runner.check_certificate(cert) == []
+    assert cert["verdict"] == "certified" and cert["binding"] == "stable-abi" and certificate.check(cert) == []
     assert cert["folder"]["files"] == 2 and len(cert["folder"]["sha256_py_and_so"]) == 64
     assert "ran on torch 2.11.0+cu130 while built for torch 2.14.0" in cert["note"]
     assert "stable ABI held" in cert["note"]

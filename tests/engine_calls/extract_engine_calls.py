@@ -282,8 +282,6 @@ class DownGemmOverlapArgs(NamedTuple):
     start_event: Any = None
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError, reason="needs the raw SBO keywords enable_overlap / max_block_n / signal "
-                                       "(today only overlap=MaskedOverlap(...))")
 def test_moe_masked_single_batch_overlap() -> None:
     g = _gen(5)
     ops = _masked_operands(g, 2, 128, 256, 256)
@@ -526,8 +524,6 @@ def test_vllm_grouped_masked() -> None:
     _check_masked(out, ops)
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError, reason="needs transform_sf_into_required_layout(sf, mn, k, recipe, num_groups) "
-                                       "with num_groups positional, and disable_ue8m0_cast=")
 def test_vllm_transform_sf() -> None:
     g = _gen(15)
     _, x_s = _quant_per_token_group(_randn(128, 512, g=g))

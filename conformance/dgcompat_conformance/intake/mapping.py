@@ -56,6 +56,7 @@ def _touches() -> dict[tuple[str, str | None], tuple[str, ...]]:
     t[(_dg("get_paged_mqa_logits_metadata"), "return")] = ("raw_ffi_returns",)
     t[(_dg("get_paged_mqa_logits_metadata"), "context_lens")] = ("paged_context_lens",)
     t[(_dg("get_paged_mqa_logits_metadata"), "indices")] = ("paged_indices",)
+    t[(_dg("get_theoretical_mk_alignment_for_contiguous_layout"), "num_groups")] = ("mk_alignment_arity",)
     t[(_dg("transform_sf_into_required_layout"), "return")] = ("collapsed_strides",)
     t[(_dg("transform_sf_into_required_layout"), "is_sfa")] = ("transform_sf_is_sfa",)
     for name in ("get_mn_major_tma_aligned_tensor", "get_mn_major_tma_aligned_packed_ue8m0_tensor"):
