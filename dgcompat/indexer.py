@@ -91,6 +91,9 @@ def _bind_mqa() -> Callable[..., Any]:
                 raise UnsupportedFeatureError(fn, "max_seqlen_k", release_label())
             out = target(q, kv, w, ks, ke, clean)
             return as_torch(out) if as_tensor else out
+        if seqlen == "positive" and not compressed:
+            raise UnsupportedFeatureError(fn, "the uncompressed layout (max_seqlen_k=None)", release_label(),
+                                          hint="this release asserts max_seqlen_k > 0: pass max_seqlen_k")
         # Every release asserts clean_logits=False with max_seqlen_k > 0: mask that case here.
         masked_here = clean and (compressed or not native_clean)
         if native_clean:
@@ -886,7 +889,7 @@ from ._calls import UpstreamCall  # noqa: E402  (kept with the declarations it b
 _MQA_ROW_POSITIONAL: tuple[tuple[str, str, tuple[Any, ...]], ...] = (
     # _bind_mqa: (.., clean) without max_seqlen_k, (.., clean, max_k) natively, (.., max_k) emulated.
     ("clean_logits", "mqa_clean_logits", ("native",)),
-    ("max_seqlen_k", "mqa_max_seqlen_k", ("required", "optional")),
+    ("max_seqlen_k", "mqa_max_seqlen_k", ("required", "positive", "optional")),
 )
 _MQA_POSITIONAL = ("q", "kv", "weights", "ks|cu_seq_len_k_start", "ke|cu_seq_len_k_end")
 _PAGED_POSITIONAL = ("q", "kv_cache|fused_kv_cache", "weights", "context_lens", "block_table", "schedule_meta",

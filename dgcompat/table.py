@@ -182,8 +182,9 @@ ROWS: tuple[Row, ...] = (
         "sgl-deep-gemm 0.2.5 made max_seqlen_k required", "never"),
     Row("mqa_max_seqlen_k", SGK, "", "absent", "fp8_mqa_logits(q, kv, weights, ks, ke, clean_logits=True)",
         "the sglang-kernel 0.4.x bundle is an older DeepGEMM snapshot", "bundles are unsupported"),
-    Row("mqa_max_seqlen_k", UP, ">=2.8", "required", "max_seqlen_k is positional and required",
-        "upstream DeepGEMM 2.8 fp8_fp4_mqa_logits schema: int max_seqlen_k (no default)", "never"),
+    Row("mqa_max_seqlen_k", UP, ">=2.8", "positive", "max_seqlen_k is positional, required and > 0 (compressed only)",
+        "upstream DeepGEMM 2.8 host assert max_seqlen_k > 0 (csrc/apis/attention.hpp; seen on an H200 with vLLM's "
+        "2.8.1): the uncompressed layout is gone", "a release restores max_seqlen_k=0"),
     Row("mqa_max_seqlen_k", ANY, "", "optional", "max_seqlen_k=0 (0 = uncompressed)", "-", "0.2.5 is the minimum"),
     Row("paged_mqa_logits", SGL, ">=0.2.5", "fp8_fp4_paged_mqa_logits",
         "fp8_fp4_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, indices=None)",
@@ -225,9 +226,11 @@ ROWS: tuple[Row, ...] = (
     Row("paged_native_next_n", BUNDLED, "", {"sm90": (1, 2), "sm100": (1, 2), "sm120": (1,), OTHER_ARCH: (1,)},
         "host assert next_n == 1 or next_n == 2 (strings of the bundled deep_gemm_cpp, every arch)",
         "the bundled snapshot predates the SM100 next_n=4 atoms", "bundles are unsupported"),
-    Row("paged_native_next_n", UP, ">=2.8", {"sm90": (1, 2, 4), "sm100": (1, 2, 4), "sm120": (1,), OTHER_ARCH: (1,)},
-        "vLLM's 2.8.1 build launches next_n=4 natively on SM90 (and 32-token KV blocks)",
-        "the nv_dev SM90 next_n=4 work in the build vLLM vendors", "never (widen when a release adds next_n=3)"),
+    Row("paged_native_next_n", UP, ">=2.8", {"sm90": (1, 2), "sm100": (1, 2, 4), "sm120": (1,), OTHER_ARCH: (1,)},
+        "vLLM's 2.8.1 launches next_n=4 on SM90 with KV multicast, whose schedule has num_sms / 2 + 1 rows (host "
+        "assert _schedule_meta_size == num_sms / num_kv_multicast + 1, seen on an H200): dgcompat splits next_n=4",
+        "the nv_dev SM90 next_n=4 work in the build vLLM vendors",
+        "dgcompat builds multicast schedules (then widen sm90 to 4)"),
     Row("paged_native_next_n", ANY, "", {"sm90": (1, 2), "sm100": (1, 2, 4), "sm120": (1,), OTHER_ARCH: (1,)},
         "SM90 host assert next_n == 1 or next_n == 2 (seen on H200 with 0.1.2/0.1.4); SM100 atoms of 2",
         "SM90 kernel packs next_n*heads into one WGMMA; next_n=3 needs DeepGEMM PR #340",
@@ -420,7 +423,7 @@ MaskedReturns = Literal["tuple", "native-result", "none"]
 MqaName = Literal["fp8_mqa_logits", "fp8_fp4_mqa_logits"]
 PagedName = Literal["fp8_paged_mqa_logits", "fp8_fp4_paged_mqa_logits"]
 NativeOrEmulated = Literal["native", "emulated"]
-SeqlenK = Literal["required", "optional", "absent"]
+SeqlenK = Literal["required", "positive", "optional", "absent"]
 ContextLens = Literal["1d", "2d", "any"]
 PagedCleanArg = Literal["required", "optional", "absent"]
 IsSfa = Literal["bool", "optional"]

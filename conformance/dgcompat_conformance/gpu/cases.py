@@ -303,7 +303,7 @@ def _grouped_contiguous_fp8(c: Checks) -> None:
     b = _fp8_grouped_b(_randn((len(_GROUP_ROWS), GEMM_N, GEMM_K), gen))
     d = torch.zeros((m, GEMM_N), device=DEVICE, dtype=torch.bfloat16)
     dgcompat.m_grouped_fp8_gemm_nt_contiguous(a, b, d, m_indices)
-    ref = torch.zeros((m, GEMM_N), device=DEVICE, dtype=torch.float32)
+    ref = torch.zeros((m, GEMM_N), device=DEVICE, dtype=torch.bfloat16)
     reference.m_grouped_fp8_gemm_nt_contiguous(a, b, ref, m_indices)
     _check_contiguous(c, d, ref, m_indices, spans)
     empty_a = (a[0][:0], a[1][:0])
@@ -327,7 +327,7 @@ def _grouped_contiguous_bf16(c: Checks) -> None:
     b = _randn((len(_GROUP_ROWS), GEMM_N, GEMM_K), gen)
     d = torch.zeros((m, GEMM_N), device=DEVICE, dtype=torch.bfloat16)
     _call_or_xfail("bf16_grouped_contiguous", lambda: dgcompat.m_grouped_bf16_gemm_nt_contiguous(a, b, d, m_indices))
-    ref = torch.zeros((m, GEMM_N), device=DEVICE, dtype=torch.float32)
+    ref = torch.zeros((m, GEMM_N), device=DEVICE, dtype=torch.bfloat16)
     reference.m_grouped_bf16_gemm_nt_contiguous(a, b, ref, m_indices)
     _check_contiguous(c, d, ref, m_indices, spans)
 
@@ -363,7 +363,7 @@ def _grouped_masked_fp8(c: Checks) -> None:
     d = torch.zeros((g, _M_MAX, GEMM_N), device=DEVICE, dtype=torch.bfloat16)
     ret = dgcompat.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, _EXPECTED_M)
     c.exact("returns None without overlap", ret is None, repr(ret)[:80])
-    ref = torch.zeros((g, _M_MAX, GEMM_N), device=DEVICE, dtype=torch.float32)
+    ref = torch.zeros((g, _M_MAX, GEMM_N), device=DEVICE, dtype=torch.bfloat16)
     reference.m_grouped_fp8_gemm_nt_masked(a, b, ref, masked_m, _EXPECTED_M)
     _check_masked(c, d, ref, masked_m)
 
@@ -383,7 +383,7 @@ def _grouped_masked_bf16(c: Checks) -> None:
     b = _randn((g, GEMM_N, GEMM_K), gen)
     d = torch.zeros((g, _M_MAX, GEMM_N), device=DEVICE, dtype=torch.bfloat16)
     _call_or_xfail("bf16_grouped_masked", lambda: dgcompat.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, _EXPECTED_M))
-    ref = torch.zeros((g, _M_MAX, GEMM_N), device=DEVICE, dtype=torch.float32)
+    ref = torch.zeros((g, _M_MAX, GEMM_N), device=DEVICE, dtype=torch.bfloat16)
     reference.m_grouped_bf16_gemm_nt_masked(a, b, ref, masked_m, _EXPECTED_M)
     _check_masked(c, d, ref, masked_m)
 
