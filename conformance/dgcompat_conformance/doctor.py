@@ -40,8 +40,11 @@ def _cache(value: str) -> tuple[bool, str]:
 # The wing's own variable; the runtime's are judged by dgcompat._env, so doctor and the runtime
 # cannot disagree about what a value means.
 _CACHE = "DGCOMPAT_CACHE"
-# Set by the conformance harness for its own children.
-_INTERNAL = ("DGCOMPAT_CONFORMANCE_",)
+# Set by dgcompat for its own children (conformance harness, warmup workers, GPU cases, property runs).
+_INTERNAL = ("DGCOMPAT_CONFORMANCE_", "DGCOMPAT_WARMUP_", "DGCOMPAT_CASES_", "DGCOMPAT_PROPERTY_")
+# Read by the install's start-up hook and by warmup; listed so that they are not reported as misspelt.
+_OTHER = {"DGCOMPAT_INSTALL": "1 to install dgcompat as deep_gemm at start-up (python -m dgcompat run)",
+          "DGCOMPAT_JIT_CACHE_ROOT": "the folder holding warmup's per-release JIT caches"}
 
 
 def environment_report() -> list[EnvVar]:
@@ -64,6 +67,9 @@ def environment_report() -> list[EnvVar]:
     else:
         valid, meaning = _cache(cache)
         out.append(EnvVar(_CACHE, cache, valid, "a folder (default ~/.cache/dgcompat)", meaning))
+    for name, accepted in _OTHER.items():
+        value = os.environ.get(name)
+        out.append(EnvVar(name, value, True, accepted, "unset (default)" if value is None else "set"))
     known = {v.name for v in out}
     for name in sorted(os.environ):
         if name.startswith("DGCOMPAT_") and name not in known and not name.startswith(_INTERNAL):

@@ -26,6 +26,8 @@ import importlib
 from typing import Any, Iterator, NamedTuple
 
 import pytest
+
+import dgcompat.errors as dgcompat_errors
 import torch
 
 # SGLang deep_gemm_wrapper/configurer.py + entrypoint.py: imported eagerly at module load.
@@ -294,6 +296,10 @@ def test_moe_masked_single_batch_overlap() -> None:
     except NotImplementedError as exc:  # a build without overlap: a typed refusal, never a TypeError
         assert "overlap" in str(exc)
         return
+    except dgcompat_errors.KernelError as exc:
+        if "does not emulate" in str(exc):  # the CPU tier's stand-ins cannot run the overlapped kernel
+            pytest.skip(f"not emulated on the CPU tier: {exc}")
+        raise
     block_m, threshold = ret  # written into meta_overlap_args for DeepEP's combine
     assert isinstance(block_m, int) and isinstance(threshold, int)
     _check_masked(out, ops)
