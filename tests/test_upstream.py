@@ -22,7 +22,7 @@ def _upstream(version: str, **kw: Any) -> Release:
 
 @pytest.mark.parametrize("version, mqa, paged, clean, seqlen, q_form, det", [
     ("2.6.1", "fp8_mqa_logits", "fp8_paged_mqa_logits", "native", "optional", "bare", None),
-    ("2.8.1", "fp8_fp4_mqa_logits", "fp8_fp4_paged_mqa_logits", "emulated", "required", "pair", "off"),
+    ("2.8.1", "fp8_fp4_mqa_logits", "fp8_fp4_paged_mqa_logits", "emulated", "positive", "pair", "off"),
 ])
 def test_upstream_rows(version: str, mqa: str, paged: str, clean: str, seqlen: str, q_form: str,
                        det: str | None) -> None:
@@ -42,8 +42,11 @@ def test_sgl_deep_gemm_is_not_planned_as_upstream() -> None:
 
 
 def test_vllm_fork_native_next_n_and_block_kv() -> None:
+    # Seen on an H200: 2.8.1's SM90 next_n=4 launch wants a KV-multicast schedule (num_sms / 2 + 1 rows),
+    # which dgcompat does not build, so next_n=4 is split there; it stays native on SM100.
     caps = table.compute(_upstream("2.8.1"), backend="deep_gemm", arch="sm90")
-    assert 4 in caps.paged_native_next_n and 32 in caps.paged_block_kv
+    assert caps.paged_native_next_n == (1, 2) and 32 in caps.paged_block_kv
+    assert 4 in table.compute(_upstream("2.8.1"), backend="deep_gemm", arch="sm100").paged_native_next_n
 
 
 @pytest.mark.parametrize("dist, version", [("sglang-kernel", "0.4.2"), ("sgl-kernel", "0.3.21")])
@@ -71,10 +74,14 @@ def test_ragged_mqa_logits_never_hands_2_8_1_a_bare_q(fake_release: Callable[...
     ke_ = torch.tensor([5, 20, 11, 30, 40], dtype=torch.int32)
     sf = torch.rand(nk, generator=g) + 0.5
     w = torch.rand(nq, h, generator=g)
+    # 2.8.1 asserts max_seqlen_k > 0 (seen on an H200): the uncompressed layout is a typed refusal.
+    with pytest.raises(dgcompat.UnsupportedFeatureError, match="max_seqlen_k"):
+        dgcompat.fp8_mqa_logits(q, (k, sf), w, ks_, ke_)
+    width = int((ke_ - ks_).max())
     for clean in (False, True):
-        out = dgcompat.fp8_mqa_logits(q, (k, sf), w, ks_, ke_, clean_logits=clean)
-        ref = R.fp8_mqa_logits(q, (k, sf), w, ks_, ke_, clean_logits=True)
-        valid = (torch.arange(nk).view(1, -1) >= ks_.view(-1, 1)) & (torch.arange(nk).view(1, -1) < ke_.view(-1, 1))
+        out = dgcompat.fp8_mqa_logits(q, (k, sf), w, ks_, ke_, clean_logits=clean, max_seqlen_k=width)
+        ref = R.fp8_mqa_logits(q, (k, sf), w, ks_, ke_, max_seqlen_k=width)
+        valid = torch.arange(width).view(1, -1) < (ke_ - ks_).view(-1, 1)
         torch.testing.assert_close(out[valid], ref[valid], rtol=1e-4, atol=1e-3)
         if clean:
             assert torch.isneginf(out[~valid]).all()
