@@ -12,10 +12,11 @@ naming the variable and the values it accepts; an unset or empty variable means 
                                           ``90``, ``9.0``, ...): plan for that architecture
 ``DGCOMPAT_DEBUG``                        ``0`` / ``1``: value checks that read device memory
                                           (bound into the stable functions at bind time)
-``DGCOMPAT_TRUST_SCHEDULES``              ``0`` / ``1``: launch paged-MQA schedules dgcompat did
-                                          not build without checking them
 ``DGCOMPAT_ALLOW_TORCH_MISMATCH``         ``0`` / ``1``: import a deep_gemm built for another torch
 ========================================  =====================================================
+
+Variables of earlier releases that no longer do anything are listed in :data:`RETIRED`, so that
+``dgcompat doctor`` can say so instead of calling them misspelt.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from typing import Literal, NamedTuple
 
 from .errors import ConfigurationError
 
-__all__ = ["ARCHES", "EnvRow", "backend", "arch", "debug", "trust_schedules", "allow_torch_mismatch",
-           "env_report", "VARIABLES"]
+__all__ = ["ARCHES", "EnvRow", "backend", "arch", "debug", "allow_torch_mismatch",
+           "env_report", "VARIABLES", "RETIRED"]
 
 Backend = Literal["auto", "deep_gemm", "reference", "vllm", "tensorrt-llm"]
 
@@ -45,8 +46,12 @@ VARIABLES: dict[str, tuple[str, ...]] = {
     "DGCOMPAT_BACKEND": ("auto", "deep_gemm", "reference", "vllm", "tensorrt-llm"),
     "DGCOMPAT_ARCH": tuple(ARCHES),
     "DGCOMPAT_DEBUG": ("0", "1"),
-    "DGCOMPAT_TRUST_SCHEDULES": ("0", "1"),
     "DGCOMPAT_ALLOW_TORCH_MISMATCH": ("0", "1"),
+}
+
+#: variable -> what became of it; set or not, it has no effect.
+RETIRED: dict[str, str] = {
+    "DGCOMPAT_TRUST_SCHEDULES": "retired, no effect: every paged-MQA schedule is derived or checked by dgcompat",
 }
 
 
@@ -107,11 +112,6 @@ def debug() -> bool:
     return _switch("DGCOMPAT_DEBUG")
 
 
-def trust_schedules() -> bool:
-    """``DGCOMPAT_TRUST_SCHEDULES=1``."""
-    return _switch("DGCOMPAT_TRUST_SCHEDULES")
-
-
 def allow_torch_mismatch() -> bool:
     """``DGCOMPAT_ALLOW_TORCH_MISMATCH=1``."""
     return _switch("DGCOMPAT_ALLOW_TORCH_MISMATCH")
@@ -129,7 +129,7 @@ class EnvRow(NamedTuple):
 def env_report() -> list[EnvRow]:
     """Every ``DGCOMPAT_*`` variable dgcompat reads, its value, and whether it is accepted (never raises)."""
     readers = {"DGCOMPAT_BACKEND": backend, "DGCOMPAT_ARCH": arch, "DGCOMPAT_DEBUG": debug,
-               "DGCOMPAT_TRUST_SCHEDULES": trust_schedules, "DGCOMPAT_ALLOW_TORCH_MISMATCH": allow_torch_mismatch}
+               "DGCOMPAT_ALLOW_TORCH_MISMATCH": allow_torch_mismatch}
     rows = []
     for name, accepted in VARIABLES.items():
         value = os.environ.get(name)

@@ -124,12 +124,13 @@ def test_doctor_lists_the_environment_and_flags_bad_values(monkeypatch: pytest.M
     monkeypatch.setenv("DGCOMPAT_ARCH", "sm999")
     monkeypatch.setenv("DGCOMPAT_DEBUG", "yes")
     monkeypatch.setenv("DGCOMPAT_BAKCEND", "reference")
-    monkeypatch.delenv("DGCOMPAT_TRUST_SCHEDULES", raising=False)
+    monkeypatch.setenv("DGCOMPAT_TRUST_SCHEDULES", "1")
     report = {v.name: v for v in doctor.environment_report()}
     assert not report["DGCOMPAT_BACKEND"].valid and "reference" in report["DGCOMPAT_BACKEND"].accepted
     assert not report["DGCOMPAT_ARCH"].valid and not report["DGCOMPAT_DEBUG"].valid
     assert not report["DGCOMPAT_BAKCEND"].valid and "misspelt" in report["DGCOMPAT_BAKCEND"].meaning
-    assert report["DGCOMPAT_TRUST_SCHEDULES"].valid and report["DGCOMPAT_TRUST_SCHEDULES"].value is None
+    retired = report["DGCOMPAT_TRUST_SCHEDULES"]
+    assert retired.valid and retired.value == "1" and retired.meaning.startswith("retired, no effect")
     data = doctor.collect(run_abi=False)
     assert any(p.startswith("DGCOMPAT_BACKEND='refrence'") for p in data["problems"])
     assert any(p.startswith("DGCOMPAT_ARCH='sm999'") for p in data["problems"])

@@ -20,7 +20,6 @@ from dgcompat import _binding, _env, table
     ("DGCOMPAT_BACKEND", "refrence", lambda: dgcompat.get_num_sms()),
     ("DGCOMPAT_ARCH", "sm999", lambda: dgcompat.capabilities()),
     ("DGCOMPAT_DEBUG", "yes", lambda: _env.debug()),
-    ("DGCOMPAT_TRUST_SCHEDULES", "2", lambda: _env.trust_schedules()),
     ("DGCOMPAT_ALLOW_TORCH_MISMATCH", "true", lambda: _env.allow_torch_mismatch()),
 ])
 def test_unknown_values_are_rejected(clean_dgcompat: None, monkeypatch: pytest.MonkeyPatch, variable: str,

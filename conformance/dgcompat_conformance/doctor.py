@@ -67,6 +67,10 @@ def environment_report() -> list[EnvVar]:
     else:
         valid, meaning = _cache(cache)
         out.append(EnvVar(_CACHE, cache, valid, "a folder (default ~/.cache/dgcompat)", meaning))
+    for name, fate in _env.RETIRED.items():
+        value = os.environ.get(name)
+        if value is not None:
+            out.append(EnvVar(name, value, True, "-", fate))
     for name, accepted in _OTHER.items():
         value = os.environ.get(name)
         out.append(EnvVar(name, value, True, accepted, "unset (default)" if value is None else "set"))
