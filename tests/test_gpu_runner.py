@@ -286,3 +286,13 @@ def test_default_work_folder_is_removed(tmp_path: Path, fakes: Fakes, monkeypatc
     assert runner.main(["--releases", "0.1.4", "--out", str(tmp_path / "c"), "--no-docs", "--cases",
                         CASE_IDS[0]]) == 0
     assert list(tmp_path.glob("dgcompat-gpu-*")) == []
+
+
+def test_a_real_case_child_reports_through_the_watchdog(tmp_path: Path) -> None:
+    """The case module's own child (CPU dry run on the reference backend), exiting right after its result."""
+    env = runner.release_env(tmp_path / "site", tmp_path / "jit")
+    assert env["DGCOMPAT_CASES_FAST_EXIT"] == "1"
+    env.update(DGCOMPAT_CASES_DEVICE="cpu", DGCOMPAT_BACKEND="reference")
+    rec = runner.run_case_child("runtime_knobs", env, 240.0, tmp_path)
+    assert rec["outcome"] == "passed", rec.get("message")
+    assert rec["checks"] and rec["child_duration"] <= rec["duration"]

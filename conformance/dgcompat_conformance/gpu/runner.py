@@ -159,6 +159,7 @@ def release_env(site: Path, jit_dir: Path) -> dict[str, str]:
     env["DGCOMPAT_BACKEND"] = "deep_gemm"
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["DGCOMPAT_CASES_FAST_EXIT"] = "1"  # a case child exits once its result is printed (no teardown)
     for name in ("DGCOMPAT_ALLOW_TORCH_MISMATCH", "DGCOMPAT_TRUST_SCHEDULES", "DGCOMPAT_DEBUG", "DGCOMPAT_ARCH"):
         env.pop(name, None)
     return env
