@@ -1,10 +1,25 @@
 """The GPU-tier runner: certify published deep_gemm releases on this machine's GPU and torch.
 
-For each release:
+A subject is one of:
 
-1. install its wheel (plus the apache-tvm-ffi wheel its metadata pins, for the tvm-ffi era) into
-   an isolated folder with ``pip install --no-index --no-deps --target``: two deep_gemm builds never
-   share a folder or a process;
+- an sgl-deep-gemm release (``--releases``): its wheel, plus the apache-tvm-ffi wheel its metadata
+  pins (``Requires-Dist: apache-tvm-ffi==X``; the wheel folders are searched in the order given),
+  installed with ``pip install --no-index --no-deps --target``;
+- a plain ``deep_gemm`` package folder (``--folder PATH --release-id ID``), e.g. the upstream
+  DeepGEMM 2.8.1 copy taken out of the vllm 0.33.0 wheel's ``vllm/third_party/deep_gemm``; the
+  certificate records the folder's file hashes and, for a stable-ABI build, which torch it was
+  built for against the torch it ran on (:func:`stable_abi_note`);
+- a bundled copy (``--site DIR``): a site folder holding the ``deep_gemm`` package of a kernel
+  wheel next to that wheel's dist-info (``sglang_kernel-0.4.2.dist-info``), as installing the
+  wheel lays it out. dgcompat's own detection must call it a bundled copy; the release id is
+  ``<dist>-<version>`` (``sglang-kernel-0.4.2``), the table's bundled rows apply, and the
+  certificate's ``subject`` reads ``sglang-kernel 0.4.2 (bundled deep_gemm)``.
+
+For each subject, in its own folder ``<work>/<release>/`` (its ``site/`` and its own JIT cache
+``jit/``: two deep_gemm builds never share a folder, a cache or a process):
+
+1. install it, then check that detection (:func:`detect_site`, in a child) names the subject:
+   a copy detected as another release is never certified under this one's name;
 2. run the ABI health check (:mod:`.abi`) in a child: dgcompat must bind the release and two tiny
    calls must see their tensors. A release that fails is certified ``incompatible`` with the torch
    it was built for (from :data:`dgcompat.detection.EXPECTED_TORCH`); where dgcompat refused it for
@@ -13,24 +28,28 @@ For each release:
 3. run every case (:mod:`.cases`) in its own child process under a watchdog: a case that prints no
    result before its deadline is recorded as a ``hang``, its process group is killed, and the run
    goes on with the next case;
-With ``--folder PATH --release-id ID`` the subject is a plain ``deep_gemm`` package folder (for
-example the upstream DeepGEMM 2.8.1 copy taken out of the vllm 0.33.0 wheel's
-``vllm/third_party/deep_gemm``) copied into its own folder instead of a wheel installed; the
-certificate records the folder's file hashes and, for a stable-ABI build, which torch it was
-built for against the torch it ran on (:func:`stable_abi_note`).
+4. write ``<out>/gpu-<release>.json`` as soon as the subject is done: the same certificate as the
+   CPU tier (schema, release, distribution, binding, dgcompat version, torch, python, platform,
+   device, timestamp, tests, summary), with tier ``"gpu"``, the CUDA and driver versions, the ABI
+   result, what detection said and a verdict.
 
-4. write ``<out>/gpu-<release>.json``: the same certificate as the CPU tier (schema, release,
-   distribution, binding, dgcompat version, torch, python, platform, device, timestamp, tests,
-   summary), with tier ``"gpu"``, the CUDA and driver versions, the ABI result and a verdict.
+Subjects run side by side (``--jobs N``; each has one case child at a time, so at most N case
+children share the GPU). ``--deadline S`` (the whole call) and ``--release-timeout S`` (each
+subject) bound the time: no case starts with less than :data:`MIN_CASE_S` left, a case's watchdog
+never runs past the deadline, and a case cut short by it is listed under ``not_run`` (never as a
+hang); such a certificate's verdict is ``incomplete: ...`` unless a case failed. SIGTERM or
+SIGINT stops the run the same way and kills the children (:func:`stop_children`); certificates
+already written stay. A summary table ends the output.
 
-Usage (any machine with a CUDA GPU, a CUDA-13 torch and nvcc)::
+Usage (any machine with a CUDA GPU, a CUDA-13 torch and nvcc; docs/gpu-tier.md has the one-call
+certification of every release the H200's torch loads)::
 
     python -m dgcompat_conformance.gpu.runner --wheels ~/.cache/dgcompat/wheels --releases 0.1.4 0.1.5
+    python -m dgcompat_conformance.gpu.runner --wheels A --wheels B --releases 0.0.1,0.1.4 --jobs 2 --deadline 500
     python -m dgcompat_conformance.gpu.runner --wheels DIR --abi-only 0.2.2 0.2.5
     python -m dgcompat_conformance.gpu.runner --folder vendor/deep_gemm --release-id vllm-0.33.0
+    python -m dgcompat_conformance.gpu.runner --site sgk-site     # deep_gemm/ + sglang_kernel-0.4.2.dist-info/
     python -m dgcompat_conformance.gpu.runner --table        # regenerate docs/compatibility-gpu.md only
-
-Releases may run concurrently (``--jobs``); cases of one release always run one after another.
 """
 
 from __future__ import annotations
