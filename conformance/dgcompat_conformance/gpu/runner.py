@@ -726,7 +726,7 @@ def render_markdown(certs: Sequence[dict[str, Any]]) -> str:
         lines.append(f"Machine: {d.get('name', '?')} ({d.get('sm', '?')}, {d.get('num_sms', '?')} SMs), driver "
                      f"{driver}, CUDA {cuda}, torch {torch_v}, Python {py}.")
     lines += ["", "## Releases", "",
-              "| sgl-deep-gemm | verdict | passed | failed | hang | error | xfail | ABI check | certified on |",
+              "| release | verdict | passed | failed | hang | error | xfail | ABI check | certified on |",
               "|---|---|---|---|---|---|---|---|---|"]
     for c in certs:
         s = c.get("summary") or summarize(c.get("tests") or [])
