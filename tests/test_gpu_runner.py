@@ -296,3 +296,49 @@ def test_a_real_case_child_reports_through_the_watchdog(tmp_path: Path) -> None:
     rec = runner.run_case_child("runtime_knobs", env, 240.0, tmp_path)
     assert rec["outcome"] == "passed", rec.get("message")
     assert rec["checks"] and rec["child_duration"] <= rec["duration"]
+
+
+@pytest.mark.wheels
+def test_a_real_kernel_wheel_site_detects_as_its_bundle(tmp_path: Path) -> None:
+    """deep_gemm/ and the dist-info taken out of a real kernel wheel, as the staged bundle site holds them."""
+    from dgcompat_conformance.wheelcache import find
+
+    wheel = find("sgl-kernel", "0.3.21", Path.home() / ".cache" / "dgcompat" / "wheels")
+    if wheel is None:
+        pytest.skip("sgl-kernel 0.3.21 is not in the wheel cache")
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as zf:
+        members = [n for n in zf.namelist() if (n.startswith("deep_gemm/") and "/include/" not in n)
+                   or n.startswith("sgl_kernel-0.3.21.dist-info/")]
+        zf.extractall(site, members)
+    found = runner.detect_site(site)
+    assert (found["source"], found["dist"], found["version"]) == ("bundled", "sgl-kernel", "0.3.21")
+    assert runner.bundle_release_id(found) == "sgl-kernel-0.3.21"
+    copied = tmp_path / "copy"
+    assert runner.install_site(site, copied) == ["sgl_kernel-0.3.21.dist-info"]
+    assert runner.detect_site(copied)["label"] == found["label"] == "sgl-kernel 0.3.21 (bundled)"
+
+
+def test_an_abi_check_cut_by_the_deadline_is_not_a_verdict(tmp_path: Path, fakes: Fakes,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner, "_install_wheel", lambda subject, cert, site, dirs, python:
+                        _sgl_site(site, subject.release))
+    monkeypatch.setattr(runner, "MIN_CASE_S", 0.1)
+    limits: list[float] = []
+
+    def abi_check(timeout: float, **kw: Any) -> Any:
+        limits.append(timeout)
+        return {"ok": False, "verdict": "hang", "detail": "no answer", "seconds": timeout, "load": None, "calls": []}
+
+    monkeypatch.setattr(runner._abi, "abi_check", abi_check)
+    out = tmp_path / "c"
+    assert runner.main(["--releases", "0.1.4", "--release-timeout", "30", "--out", str(out), "--no-docs",
+                        "--cases", ",".join(CASE_IDS), "--work", str(tmp_path / "w")]) == 1
+    cert = json.loads((out / "gpu-0.1.4.json").read_text())
+    assert limits and limits[0] <= 30 and certificate.check(cert) == []
+    assert cert["verdict"] == f"incomplete: {len(CASE_IDS)} of {len(CASE_IDS)} cases not run (deadline)"
+    assert "ABI check was cut short" in cert["not_run"][0]["reason"] and fakes.cases == []
+    # Without a deadline the same answer is a finding about the release.
+    assert runner.main(["--releases", "0.1.4", "--out", str(out), "--no-docs", "--cases", CASE_IDS[0],
+                        "--work", str(tmp_path / "w2")]) == 0
+    assert json.loads((out / "gpu-0.1.4.json").read_text())["verdict"].startswith("incompatible: ")

@@ -636,7 +636,14 @@ def _check_and_run(cert: dict[str, Any], version: str, folder: Path, site: Path,
         cert["not_run"] = not_run
         cert["verdict"] = f"incomplete: {len(not_run)} of {len(case_ids)} cases not run (deadline)"
         return
-    abi = _abi.abi_check(deadline.limit(abi_timeout)[0], env=env, python=python)
+    abi_limit, abi_cut = deadline.limit(abi_timeout)
+    abi = _abi.abi_check(abi_limit, env=env, python=python)
+    if abi.get("verdict") in ("hang", "crashed") and (abi_cut or _STOP.is_set()):
+        # Killed by the deadline or a stop, not found hanging: nothing is known about the release.
+        too_late(case_ids, f"the ABI check was cut short after {abi.get('seconds', 0):.0f} s")
+        cert["not_run"] = not_run
+        cert["verdict"] = f"incomplete: {len(not_run)} of {len(case_ids)} cases not run (deadline)"
+        return
     cert["binding"] = abi.get("binding")
     forced = None
     if not abi.get("ok") and (abi.get("load") or {}).get("refused") and deadline.left() >= MIN_CASE_S:
