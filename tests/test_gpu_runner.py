@@ -342,3 +342,58 @@ def test_an_abi_check_cut_by_the_deadline_is_not_a_verdict(tmp_path: Path, fakes
     assert runner.main(["--releases", "0.1.4", "--out", str(out), "--no-docs", "--cases", CASE_IDS[0],
                         "--work", str(tmp_path / "w2")]) == 0
     assert json.loads((out / "gpu-0.1.4.json").read_text())["verdict"].startswith("incompatible: ")
+
+
+_DRIVER = r'''
+import sys
+from pathlib import Path
+sys.path[:0] = [sys.argv[1]]
+from dgcompat_conformance.gpu import runner
+from tests.test_gpu_runner import ENV, Fakes, _sgl_site
+
+fakes, real, fakepy = Fakes(), runner.run_case_child, sys.argv[2]
+runner._abi.abi_check = fakes.abi_check
+runner.environment_info = lambda: dict(ENV)
+runner._install_wheel = lambda subject, cert, site, dirs, python: _sgl_site(site, subject.release)
+runner.run_case_child = lambda case_id, env, timeout, cwd, python="", *, cut_short=False: real(
+    case_id, env, timeout, cwd, fakepy, cut_short=cut_short)
+sys.exit(runner.main(sys.argv[3:]))
+'''
+
+
+def test_sigterm_keeps_certificates_and_leaves_no_child(tmp_path: Path) -> None:
+    """What `timeout` does to the runner at its limit: the children go, every subject still gets its certificate."""
+    import signal
+    import subprocess
+    import sys
+
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    slow = _fake_python(tmp_path, f"echo $$ > {pids}/$$; exec sleep 120")
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "c"
+    proc = subprocess.Popen([sys.executable, "-c", _DRIVER, str(root), slow, "--releases", "0.1.3,0.1.4", "--jobs",
+                             "2", "--out", str(out), "--no-docs", "--cases", ",".join(CASE_IDS),
+                             "--work", str(tmp_path / "w")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(pids.iterdir())) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        children = [int(p.name) for p in pids.iterdir()]
+        assert len(children) == 2, proc.stdout.read() if proc.poll() is not None else "no case children started"
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, output
+    for pid in children:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    for release in ("0.1.3", "0.1.4"):
+        cert = json.loads((out / f"gpu-{release}.json").read_text())
+        assert certificate.check(cert) == [] and cert["tests"] == []
+        assert [n["id"] for n in cert["not_run"]] == CASE_IDS
+        assert cert["verdict"] == f"incomplete: {len(CASE_IDS)} of {len(CASE_IDS)} cases not run (the run was stopped)"
+    assert "summary (" in output

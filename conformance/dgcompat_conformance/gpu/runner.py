@@ -581,7 +581,8 @@ def certify(subject: Subject, *, wheel_dirs: Sequence[Path], work: Path, env_inf
                        deadline=deadline, python=python)
     except Exception as exc:
         cert["runner_error"] = f"{type(exc).__name__}: {exc}"
-        cert["verdict"] = "failed"
+        # A child killed by a stop (pip, detection) says nothing about the subject.
+        cert["verdict"] = "incomplete: the run was stopped" if _STOP.is_set() else "failed"
     cert["summary"] = summarize(cert["tests"])
     cert["seconds"] = round(time.perf_counter() - t_start, 1)
     if subject.kind == "folder":
@@ -620,6 +621,11 @@ def _new_certificate(release: str, distribution: str, env_info: dict[str, Any]) 
     }
 
 
+def _incomplete(missing: int, total: int) -> str:
+    why = "the run was stopped" if _STOP.is_set() else "deadline"
+    return f"incomplete: {missing} of {total} cases not run ({why})"
+
+
 def _check_and_run(cert: dict[str, Any], version: str, folder: Path, site: Path, *, env_info: dict[str, Any],
                    case_ids: Sequence[str], abi_only: bool, timeout_scale: float, abi_timeout: float,
                    deadline: Deadline, python: str) -> None:
@@ -634,7 +640,7 @@ def _check_and_run(cert: dict[str, Any], version: str, folder: Path, site: Path,
     if deadline.left() < MIN_CASE_S:
         too_late(case_ids, "the deadline came before the ABI check")
         cert["not_run"] = not_run
-        cert["verdict"] = f"incomplete: {len(not_run)} of {len(case_ids)} cases not run (deadline)"
+        cert["verdict"] = _incomplete(len(not_run), len(case_ids))
         return
     abi_limit, abi_cut = deadline.limit(abi_timeout)
     abi = _abi.abi_check(abi_limit, env=env, python=python)
@@ -642,7 +648,7 @@ def _check_and_run(cert: dict[str, Any], version: str, folder: Path, site: Path,
         # Killed by the deadline or a stop, not found hanging: nothing is known about the release.
         too_late(case_ids, f"the ABI check was cut short after {abi.get('seconds', 0):.0f} s")
         cert["not_run"] = not_run
-        cert["verdict"] = f"incomplete: {len(not_run)} of {len(case_ids)} cases not run (deadline)"
+        cert["verdict"] = _incomplete(len(not_run), len(case_ids))
         return
     cert["binding"] = abi.get("binding")
     forced = None
@@ -680,7 +686,7 @@ def _check_and_run(cert: dict[str, Any], version: str, folder: Path, site: Path,
     if bad:
         cert["verdict"] = "failed"
     elif not_run:
-        cert["verdict"] = f"incomplete: {len(not_run)} of {len(case_ids)} cases not run (deadline)"
+        cert["verdict"] = _incomplete(len(not_run), len(case_ids))
     else:
         cert["verdict"] = "certified"
 
