@@ -709,6 +709,39 @@ def test_standins_cuda_home_is_removed_at_exit(tmp_path: Path) -> None:
     assert not made.exists()
 
 
+def test_standins_cuda_home_of_a_killed_process_is_swept(tmp_path: Path) -> None:
+    """A process killed before its atexit hooks leaves its CUDA_HOME; the next one removes it, and only litter."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from dgcompat_conformance.harness.standins import make_cuda_home, sweep_cuda_homes
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    code = ("import os, signal, sys; from pathlib import Path; "
+            "from dgcompat_conformance.harness.standins import make_cuda_home; "
+            f"print(make_cuda_home(Path({str(scratch)!r})), flush=True); os.kill(os.getpid(), signal.SIGKILL)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    killed = Path(proc.stdout.strip().splitlines()[-1])
+    assert killed.is_dir() and killed.parent == scratch  # atexit did not run
+    dead_pid = int(killed.name.split("-")[3])
+    busy = scratch / f"dgcompat-cuda-home-{dead_pid}-busy"  # a dead pid's folder that holds something
+    busy.mkdir()
+    (busy / "keep").write_text("x")
+    legacy_old, legacy_new = scratch / "dgcompat-cuda-home-abcd1234", scratch / "dgcompat-cuda-home-efgh5678"
+    legacy_old.mkdir()
+    legacy_new.mkdir()
+    old = time.time() - 7200
+    os.utime(legacy_old, (old, old))
+    mine = make_cuda_home(scratch)  # sweeps first
+    assert not killed.exists() and not legacy_old.exists()
+    assert busy.is_dir() and legacy_new.is_dir() and mine.is_dir()  # never removes what may be in use
+    assert sweep_cuda_homes(scratch) == []  # this process's own folder stays until it exits
+
+
 # --------------------------------------------------------------------------- the command's own input
 
 

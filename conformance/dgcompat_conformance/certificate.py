@@ -3,7 +3,8 @@
 A certificate is one JSON object per release run. The CPU tier and ``dgcompat conform`` on an
 installed build run the pytest suite (outcomes :data:`SUITE_OUTCOMES`, verdicts ``PASS`` /
 ``FAIL`` / ``ERROR``); the GPU runner runs the GPU cases (outcomes :data:`CASE_OUTCOMES`, verdicts
-``certified`` / ``failed`` / ``incompatible: <why>`` / ``abi ok (cases not run)``, plus the CUDA,
+``certified`` / ``failed`` / ``incompatible: <why>`` / ``incomplete: <why>`` (a deadline cut the run
+short; the cases that ran are kept) / ``abi ok (cases not run)``, plus the CUDA,
 driver and ABI fields). Which of the two a certificate holds is read from its ``summary`` keys,
 which always equal the counts of its ``tests`` list.
 
@@ -184,8 +185,9 @@ def check(cert: Any) -> list[str]:
         elif not problems and text != verdict(cert):
             problems.append(f"verdict {text!r} contradicts the tests (they give {verdict(cert)!r})")
     else:
-        if not (text in CASE_VERDICTS or (isinstance(text, str) and text.startswith("incompatible: "))):
-            problems.append(f"verdict {text!r} is not one of {', '.join(sorted(CASE_VERDICTS))} or 'incompatible: ...'")
+        if not (text in CASE_VERDICTS or (isinstance(text, str) and text.startswith(("incompatible: ", "incomplete: ")))):
+            problems.append(f"verdict {text!r} is not one of {', '.join(sorted(CASE_VERDICTS))}, 'incompatible: ...' "
+                            f"or 'incomplete: ...'")
         elif text == "certified" and (not cert["tests"] or counted["failed"] or counted["error"] or counted["hang"]):
             problems.append("verdict 'certified' contradicts the tests")
         problems += [f"missing field {key!r}" for key in _CASE_ONLY if key not in cert]

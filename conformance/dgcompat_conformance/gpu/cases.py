@@ -964,6 +964,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rec = run_case(args[0])
     print(json.dumps(rec, default=str), flush=True)
+    if os.environ.get("DGCOMPAT_CASES_FAST_EXIT") == "1":
+        # The result is out; the interpreter's and CUDA's teardown only cost the runner time.
+        sys.stderr.flush()
+        os._exit(0)
     return 0
 
 

@@ -29,6 +29,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +38,8 @@ from typing import Any, Callable
 from .emulation import NativeState, Profile, StandInHang, StandInNotEmulated, emulate
 from .signatures import NO_DEFAULT, OpSig, describe_value, read_ops, value_matches
 
-__all__ = ["StandInHang", "StandInNotEmulated", "Installed", "install", "native_library", "FfiTensor"]
+__all__ = ["StandInHang", "StandInNotEmulated", "Installed", "install", "native_library", "FfiTensor", "make_cuda_home",
+           "sweep_cuda_homes"]
 
 
 @dataclass
@@ -310,12 +312,70 @@ def _schedule_balance(flavor: str, version: str) -> str:
         return "tail"
 
 
+CUDA_HOME_PREFIX = "dgcompat-cuda-home-"
+#: A folder of the old naming (no pid) is litter once it is this old and empty (it is never read after import).
+_LEGACY_AGE_S = 3600.0
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's live process
+    return True
+
+
+def sweep_cuda_homes(scratch: Path | None = None) -> list[Path]:
+    """Remove the empty CUDA_HOME folders that processes killed before their ``atexit`` left in ``scratch``.
+
+    A folder is named ``dgcompat-cuda-home-<pid>-<random>``; it is removed when that process is gone.
+    Folders of the older ``dgcompat-cuda-home-<random>`` naming are removed once empty and an hour old.
+    Only empty folders are removed (``rmdir``), so nothing but litter can go. Returns what was removed.
+    """
+    base = Path(scratch) if scratch is not None else Path(tempfile.gettempdir())
+    removed: list[Path] = []
+    try:
+        entries = list(base.glob(CUDA_HOME_PREFIX + "*"))
+    except OSError:
+        return removed
+    now = time.time()
+    for path in entries:
+        tag = path.name[len(CUDA_HOME_PREFIX):].split("-", 1)
+        try:
+            if len(tag) == 2 and tag[0].isdigit():
+                stale = int(tag[0]) != os.getpid() and not _pid_alive(int(tag[0]))
+            else:
+                stale = now - path.stat().st_mtime > _LEGACY_AGE_S
+            if stale and path.is_dir() and not path.is_symlink():
+                path.rmdir()  # fails (and is skipped) unless empty
+                removed.append(path)
+        except (OSError, ValueError):
+            continue
+    return removed
+
+
+def make_cuda_home(scratch: Path | None = None) -> Path:
+    """A fresh empty folder for ``CUDA_HOME``, removed when this process exits.
+
+    A process killed before its ``atexit`` hooks run (a watchdog's SIGKILL) cannot remove its own
+    folder, so the name carries the pid and every call first sweeps the folders of dead processes
+    (:func:`sweep_cuda_homes`).
+    """
+    sweep_cuda_homes(scratch)
+    cuda_home = Path(tempfile.mkdtemp(prefix=f"{CUDA_HOME_PREFIX}{os.getpid()}-", dir=scratch))
+    atexit.register(shutil.rmtree, cuda_home, ignore_errors=True)
+    return cuda_home
+
+
 def install(workdir: Path, *, dist: str, version: str, arch: str = "sm90", ffi_returns: str = "torch",
             scratch: Path | None = None) -> Installed:
     """Put the stand-ins for the release unpacked in ``workdir`` in place (call before ``import deep_gemm``).
 
     The empty ``CUDA_HOME`` folder is made in ``scratch`` (default: the temporary folder) and
-    removed when the process exits.
+    removed when the process exits, or by the next call if this process is killed first
+    (:func:`make_cuda_home`).
     """
     lib, flavor = native_library(workdir)
     era, ops = read_ops(lib)
@@ -329,8 +389,7 @@ def install(workdir: Path, *, dist: str, version: str, arch: str = "sm90", ffi_r
     profile = Profile(dist=dist, version=version, flavor=flavor, binding=era, arch=arch, device_sms=device_sms,
                       schedule_balance=_schedule_balance(flavor, version), ffi_returns=ffi_returns, rules=rules)
     state = NativeState(num_sms=device_sms)
-    cuda_home = Path(tempfile.mkdtemp(prefix="dgcompat-cuda-home-", dir=scratch))
-    atexit.register(shutil.rmtree, cuda_home, ignore_errors=True)
+    cuda_home = make_cuda_home(scratch)
     installed = Installed(profile, state, lib, ops, cuda_home)
 
     # find_cuda_home() asserts a toolkit exists (wheel-matrix.md §1 item 7); an empty folder
