@@ -122,8 +122,10 @@ def _pin(cpu: int | None) -> int | None:
     return chosen
 
 
-def run(version: str, *, rounds: int, calls: int, alloc_calls: int, cpu: int | None) -> dict[str, Any]:
-    """Bind dgcompat to the stand-in of ``version`` (already on sys.path) and measure every case."""
+def run(version: str, *, rounds: int, calls: int, alloc_calls: int, cpu: int | None,
+        only: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Bind dgcompat to the stand-in of ``version`` (already on sys.path) and measure every case
+    (those whose name contains one of ``only``, when given)."""
     pinned = _pin(cpu)
     import torch
 
@@ -136,6 +138,8 @@ def run(version: str, *, rounds: int, calls: int, alloc_calls: int, cpu: int | N
     up = _binding.load()
     caps = dgcompat.capabilities()
     cases = build_cases(dgcompat, up)
+    if only:
+        cases = [c for c in cases if any(part in c.name for part in only)]
 
     from .allocations import count_case
 
@@ -181,9 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=20000)
     parser.add_argument("--alloc-calls", type=int, default=100)
     parser.add_argument("--cpu", type=int, default=0, help="index among the allowed CPUs to pin to; -1: no pinning")
+    parser.add_argument("--only", default="", help="comma-separated parts of case names to run (default: all)")
     args = parser.parse_args(argv)
     result = run(args.version, rounds=args.rounds, calls=args.calls, alloc_calls=args.alloc_calls,
-                 cpu=None if args.cpu < 0 else args.cpu)
+                 cpu=None if args.cpu < 0 else args.cpu, only=tuple(p for p in args.only.split(",") if p))
     print(json.dumps(result))
     return 0
 
