@@ -144,7 +144,8 @@ def graph_pair_us(torch: Any, direct: Sequence[Call], stable: Sequence[Call], *,
     return statistics.median(times[0]), statistics.median(times[1])
 
 
-def dry_graph_pair_us(direct: Sequence[Call], stable: Sequence[Call], *, calls: int | None = None) -> tuple[float, float]:
+def dry_graph_pair_us(direct: Sequence[Call], stable: Sequence[Call], *,
+                      calls: int | None = None) -> tuple[float, float]:
     """The graph lists run eagerly once each (a dry run has no graphs; this checks their code path)."""
     out = []
     for lst in (direct, stable):

@@ -33,13 +33,19 @@ table), so all layers of a step share one metadata call. Entries made outside a 
 used inside one, and entries made inside a capture only within that same capture (a kernel
 recorded earlier in it recomputes them at every replay).
 
+Every call is checked like the first: a repeat call skips the checks and the planning only when
+lengths, schedule and block table are the same tensors at the same versions and q, weights and
+kv_cache have exactly the planned type, dtype, device, sizes and strides (:func:`_same_metadata`);
+any other call is checked in full, so a malformed tensor never reaches the kernel.
+
 What an engine must do before a replay: write the next batch into the captured buffers (q, weights,
 lengths, block table). What it need not do: refresh the schedule buffer (dgcompat recomputes the
 schedule inside the graph; refreshing it does no harm). In eager mode, writes torch does not see
-(a raw kernel writing into the lengths or block-table buffer) do not bump a version counter:
-refresh the schedule after them (``get_paged_mqa_logits_metadata(lens, block_kv, out=schedule)``),
-which invalidates every cached derivation. ``DGCOMPAT_DEBUG=1`` derives everything afresh on every
-call (no cache; for hunting such writes).
+(a raw kernel writing into the lengths or block-table buffer, ``tensor.data = other``) do not bump
+a version counter: refresh the schedule after them
+(``get_paged_mqa_logits_metadata(lens, block_kv, out=schedule)``), which invalidates every cached
+derivation. ``DGCOMPAT_DEBUG=1`` derives everything afresh on every call (no cache; for hunting such
+writes).
 """
 
 from __future__ import annotations
