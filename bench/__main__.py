@@ -27,7 +27,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 def _run_release(version: str, site: Path, args: argparse.Namespace) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "bench.overhead", "--version", version, "--rounds", str(args.rounds),
-           "--calls", str(args.calls), "--alloc-calls", str(args.alloc_calls), "--cpu", str(args.cpu)]
+           "--calls", str(args.calls), "--alloc-calls", str(args.alloc_calls), "--cpu", str(args.cpu),
+           "--only", args.only, "--clock", args.clock]
     out = subprocess.run(cmd, capture_output=True, text=True, env=child_env(site, REPO), cwd=str(REPO),
                          timeout=args.timeout)
     if out.returncode != 0:
@@ -54,7 +55,7 @@ def run_cpu(args: argparse.Namespace, command: str) -> dict[str, Any]:
         "command": command,
         "machine": {"python": platform.python_version(), "torch": torch.__version__,
                     "platform": platform.platform(), "processor": platform.processor() or platform.machine()},
-        "config": {"rounds": args.rounds, "calls": args.calls, "alloc_calls": args.alloc_calls,
+        "config": {"rounds": args.rounds, "calls": args.calls, "alloc_calls": args.alloc_calls, "clock": args.clock,
                    "import_runs": args.import_runs, "releases": versions, "cpu": args.cpu},
         "goals": GOALS,
         "overhead": overhead,
@@ -90,7 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per child process")
     parser.add_argument("--quick", action="store_true", help="a tiny configuration (smoke test; numbers are noise)")
     parser.add_argument("--only", default="",
-                        help="with --gpu: comma-separated parts of case labels to run, e.g. 'paged B=1 ,masked'")
+                        help="comma-separated parts of case labels to run, e.g. 'paged B=1 ,masked' (CPU: of the "
+                             "per-call rows; the calibration rows always run)")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="CPU: time statements by wall clock, or by the timing thread's CPU time (on a loaded "
+                             "shared machine, leaves out preemption)")
     parser.add_argument("--dry-run", action="store_true",
                         help="with --gpu: run the GPU orchestration on the CPU against the 0.1.4 stand-in "
                              "(checks the code path; measures nothing)")

@@ -11,7 +11,11 @@ sgl-deep-gemm 0.1.4). For each decode-sized case (M, or the batch B for the inde
 - **device time per call** from a CUDA graph of the same ``inner`` calls (no Python at replay),
   for the achieved TFLOP/s and GB/s, next to the ceilings measured on the same device (a large
   device-to-device copy, an 8192^3 bf16 and FP8 matrix product through torch); capturing the
-  dgcompat calls also shows they are graph-safe in steady state;
+  dgcompat calls also shows they are graph-safe in steady state. For the indexer each graph is one
+  decode step: the direct graph also records the engine's per-step work (the metadata call, and for
+  the split layout the per-row lengths and block table) and its launches use that schedule, while the
+  dgcompat graph records only the ``inner`` calls, in which dgcompat derives its schedule (and split
+  layout) on the device, once per capture; ``graph ratio`` compares the two;
 - **allocations per call** in steady state, from ``torch.cuda.memory_stats()``;
 - that both paths produce the same result.
 
@@ -123,9 +127,10 @@ def _capture(torch: Any, calls: Sequence[Call]) -> Any:
 
 
 def graph_pair_us(torch: Any, direct: Sequence[Call], stable: Sequence[Call], *,
-                  replays: int = 20) -> tuple[float, float]:
+                  replays: int = 20, calls: int | None = None) -> tuple[float, float]:
     """Device time per call of both call lists from graph replay, replays alternating between the two
-    graphs so that clock and power drift during a heavy case lands on both alike."""
+    graphs so that clock and power drift during a heavy case lands on both alike. ``calls``: the kernel
+    calls each list stands for (default: its length; a step list may hold per-step work besides)."""
     graphs = (_capture(torch, direct), _capture(torch, stable))
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times: tuple[list[float], list[float]] = ([], [])
@@ -135,8 +140,20 @@ def graph_pair_us(torch: Any, direct: Sequence[Call], stable: Sequence[Call], *,
             graphs[j].replay()
             end.record()
             end.synchronize()
-            times[j].append(float(start.elapsed_time(end)) * 1e3 / len(direct if j == 0 else stable))
+            times[j].append(float(start.elapsed_time(end)) * 1e3 / (calls or len(direct if j == 0 else stable)))
     return statistics.median(times[0]), statistics.median(times[1])
+
+
+def dry_graph_pair_us(direct: Sequence[Call], stable: Sequence[Call], *,
+                      calls: int | None = None) -> tuple[float, float]:
+    """The graph lists run eagerly once each (a dry run has no graphs; this checks their code path)."""
+    out = []
+    for lst in (direct, stable):
+        t0 = time.perf_counter_ns()
+        for fn, args in lst:
+            fn(*args)
+        out.append((time.perf_counter_ns() - t0) / 1e3 / (calls or len(lst)))
+    return out[0], out[1]
 
 
 def allocs_per_call(torch: Any, calls: Sequence[Call], cuda: bool) -> float | None:
@@ -306,6 +323,19 @@ def paged_case(torch: Any, dg: Any, up: Any, batch: int, next_n: int, inner: int
     stable = [(dg.fp8_paged_mqa_logits, (qs[i % len(qs)], kvs[i % len(kvs)], w, lens, bt, s_dg, ctx))
               for i in range(inner)]
 
+    def direct_step() -> None:
+        # One decode step as an engine captures it by hand: its own per-step work, then the layers' launches
+        # with the schedule built in this step (the dgcompat graph derives the same on the device itself).
+        if native:
+            step_lens, step_bt = lens, bt
+        else:
+            step_lens = lens.reshape(-1, 1)
+            # expand + reshape: one copy kernel and no host synchronization (capturable)
+            step_bt = bt.unsqueeze(1).expand(batch, next_n, bt.shape[1]).reshape(rows, bt.shape[1]).contiguous()
+        sched = up.get_paged_mqa_logits_metadata(step_lens, IDX_BKV, num_sms)
+        for i in range(inner):
+            direct_fn(qs[i % len(qs)], kvs[i % len(kvs)], w, step_lens, step_bt, sched, ctx, False)
+
     def same() -> bool:
         o1 = direct_fn(*direct_args(0))
         if not isinstance(o1, torch.Tensor):  # tvm-ffi releases may hand back their own tensor type
@@ -321,7 +351,8 @@ def paged_case(torch: Any, dg: Any, up: Any, batch: int, next_n: int, inner: int
     layout = "native" if native else "split (dgcompat fallback)"
     return {"kernel": "fp8_paged_mqa_logits", "M": batch, "shape": f"next_n={next_n} H={IDX_H} D={IDX_D} "
             f"ctx<={ctx} {layout}", "direct": direct, "stable": stable, "same": same, "flops": flops,
-            "bytes": nbytes, "copies": len(kvs)}
+            "bytes": nbytes, "copies": len(kvs), "graph_direct": [(direct_step, ())], "graph_stable": stable,
+            "graph_calls": inner}
 
 
 def _cases(torch: Any, dg: Any, up: Any, inner: int, device: str) -> list[Maker]:
@@ -404,6 +435,8 @@ def run_gpu(out_path: Path, command: str, *, dry_run: bool = False, inner: int =
             row["dgcompat_allocs_per_call"] = allocs_per_call(torch, case["stable"], cuda)
             if cuda and graphs_ok:
                 graphs_ok = _graph_times(torch, row, case)
+            elif not cuda:
+                _dry_graph_times(row, case)
             row["seconds"] = round(time.perf_counter() - t0, 2)
             result["cases"].append(row)
             print(f"[gpu] {row['kernel']} M={row['M']} {row['shape']}: direct {row['direct_us']:.2f} us, "
@@ -421,16 +454,29 @@ def _graph_times(torch: Any, row: dict[str, Any], case: dict[str, Any]) -> bool:
     """Device time of both call lists from graph replay, and the achieved rates; False if capture failed
     (later cases then skip graphs rather than risk a broken stream)."""
     try:
-        direct_us, stable_us = graph_pair_us(torch, case["direct"], case["stable"])
+        direct_us, stable_us = graph_pair_us(torch, case.get("graph_direct", case["direct"]),
+                                             case.get("graph_stable", case["stable"]), calls=case.get("graph_calls"))
     except Exception as exc:
-        row["graph_direct_us"] = row["graph_dgcompat_us"] = None
+        row["graph_direct_us"] = row["graph_dgcompat_us"] = row["graph_ratio"] = None
         row["graph_error"] = f"{type(exc).__name__}: {exc}"
         torch.cuda.synchronize()
         return False
     row["graph_direct_us"], row["graph_dgcompat_us"] = round(direct_us, 3), round(stable_us, 3)
+    row["graph_ratio"] = round(stable_us / direct_us, 4)
+    row["graph_includes_per_step_work"] = "graph_direct" in case
     row["TFLOPs"] = round(row["flops"] / (direct_us * 1e-6) / 1e12, 2)
     row["GBps"] = round(row["bytes"] / (direct_us * 1e-6) / 1e9, 1)
     return True
+
+
+def _dry_graph_times(row: dict[str, Any], case: dict[str, Any]) -> None:
+    """The graph lists' code path on the CPU (numbers meaningless, recorded as such)."""
+    direct_us, stable_us = dry_graph_pair_us(case.get("graph_direct", case["direct"]),
+                                             case.get("graph_stable", case["stable"]), calls=case.get("graph_calls"))
+    row["graph_direct_us"], row["graph_dgcompat_us"] = round(direct_us, 3), round(stable_us, 3)
+    row["graph_ratio"] = round(stable_us / direct_us, 4) if direct_us > 0 else None
+    row["graph_includes_per_step_work"] = "graph_direct" in case
+    row["graph_dry_run"] = True
 
 
 def _dry_cases(torch: Any, dg: Any, up: Any, inner: int) -> list[Maker]:
@@ -462,9 +508,11 @@ def render(result: dict[str, Any]) -> str:
                      f"fp8 mm {ceil.get('fp8_mm_TFLOPs')} TFLOP/s")
     cfg = result["config"]
     lines.append(f"eager: median of {cfg['samples']} samples x {cfg['inner']} calls (CUDA events, alternating); "
-                 f"device: CUDA-graph replay of the same calls")
-    headers = ["kernel", "M/B", "shape", "direct us", "dgcompat us", "ratio", "<=1.01", "device us", "TFLOP/s",
-               "GB/s", "allocs d/dg", "same"]
+                 f"device: CUDA-graph replay of the same calls (paged MQA logits: one decode step per graph, the "
+                 f"direct one with the engine's metadata call and split layout, the dgcompat one with its own "
+                 f"on-device derivations)")
+    headers = ["kernel", "M/B", "shape", "direct us", "dgcompat us", "ratio", "<=1.01", "device us",
+               "device us dg", "graph ratio", "TFLOP/s", "GB/s", "allocs d/dg", "same"]
     rows = []
     for r in result["cases"]:
         allocs = (f"{r['direct_allocs_per_call']:g}/{r['dgcompat_allocs_per_call']:g}"
@@ -472,6 +520,8 @@ def render(result: dict[str, Any]) -> str:
         rows.append([r["kernel"], str(r["M"]), r["shape"], f"{r['direct_us']:.2f}", f"{r['dgcompat_us']:.2f}",
                      f"{r['ratio']:.4f}", "met" if r["goal_met"] else "MISSED",
                      f"{r['graph_direct_us']:.2f}" if r.get("graph_direct_us") else "-",
+                     f"{r['graph_dgcompat_us']:.2f}" if r.get("graph_dgcompat_us") else "-",
+                     f"{r['graph_ratio']:.4f}" if r.get("graph_ratio") else "-",
                      f"{r['TFLOPs']:.1f}" if r.get("TFLOPs") else "-", f"{r['GBps']:.0f}" if r.get("GBps") else "-",
                      allocs, str(r["same_result"]) if r["same_result"] is not None else "-"])
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(headers)]

@@ -2,9 +2,10 @@
 
 Run as ``python -m bench.overhead --version 0.1.4`` with the stand-in site first on ``PYTHONPATH``
 (:mod:`bench.__main__` does this); it prints one JSON object. Every statement is timed with
-:class:`timeit.Timer` over ``time.perf_counter_ns`` (garbage collection off, the call's names bound
-to locals so the loop itself costs the same for every column), in rounds that alternate direct /
-dgcompat / resolved, and the median round is reported. Nothing is subtracted: the table shows
+:class:`timeit.Timer` over ``time.perf_counter_ns`` (with ``--clock cpu``: ``time.thread_time_ns``, the
+timing thread's CPU time, which leaves out the time a loaded shared machine preempts it; garbage
+collection off, the call's names bound to locals so the loop itself costs the same for every
+column), in rounds that alternate direct / dgcompat / resolved, and the median round is reported. Nothing is subtracted: the table shows
 absolute ns per call, and "added" is the difference of the two medians.
 """
 
@@ -60,7 +61,12 @@ def time_statement(stmt: str, env: dict[str, Any], fn: Callable[..., Any], *, se
         lines.append(f"{key} = _g_{key}")
     if setup:
         lines.append(setup)
-    return timeit.Timer(stmt, setup="\n".join(lines), timer=time.perf_counter_ns, globals=glb)
+    return timeit.Timer(stmt, setup="\n".join(lines), timer=_CLOCK[0], globals=glb)
+
+
+#: The clock every statement is timed with (``--clock``).
+_CLOCK: list[Callable[[], int]] = [time.perf_counter_ns]
+CLOCKS: dict[str, Callable[[], int]] = {"wall": time.perf_counter_ns, "cpu": time.thread_time_ns}
 
 
 def _apply_state(up: Any, case: Case) -> None:
@@ -122,8 +128,10 @@ def _pin(cpu: int | None) -> int | None:
     return chosen
 
 
-def run(version: str, *, rounds: int, calls: int, alloc_calls: int, cpu: int | None) -> dict[str, Any]:
-    """Bind dgcompat to the stand-in of ``version`` (already on sys.path) and measure every case."""
+def run(version: str, *, rounds: int, calls: int, alloc_calls: int, cpu: int | None,
+        only: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Bind dgcompat to the stand-in of ``version`` (already on sys.path) and measure every case
+    (those whose name contains one of ``only``, when given)."""
     pinned = _pin(cpu)
     import torch
 
@@ -136,6 +144,8 @@ def run(version: str, *, rounds: int, calls: int, alloc_calls: int, cpu: int | N
     up = _binding.load()
     caps = dgcompat.capabilities()
     cases = build_cases(dgcompat, up)
+    if only:
+        cases = [c for c in cases if any(part in c.name for part in only)]
 
     from .allocations import count_case
 
@@ -181,9 +191,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=20000)
     parser.add_argument("--alloc-calls", type=int, default=100)
     parser.add_argument("--cpu", type=int, default=0, help="index among the allowed CPUs to pin to; -1: no pinning")
+    parser.add_argument("--only", default="", help="comma-separated parts of case names to run (default: all)")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
     args = parser.parse_args(argv)
+    _CLOCK[0] = CLOCKS[args.clock]
     result = run(args.version, rounds=args.rounds, calls=args.calls, alloc_calls=args.alloc_calls,
-                 cpu=None if args.cpu < 0 else args.cpu)
+                 cpu=None if args.cpu < 0 else args.cpu, only=tuple(p for p in args.only.split(",") if p))
     print(json.dumps(result))
     return 0
 

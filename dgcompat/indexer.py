@@ -33,19 +33,24 @@ table), so all layers of a step share one metadata call. Entries made outside a 
 used inside one, and entries made inside a capture only within that same capture (a kernel
 recorded earlier in it recomputes them at every replay).
 
+Every call is checked like the first: a repeat call skips the checks and the planning only when
+lengths, schedule and block table are the same tensors at the same versions and q, weights and
+kv_cache have exactly the planned type, dtype, device, sizes and strides (:func:`_same_metadata`);
+any other call is checked in full, so a malformed tensor never reaches the kernel.
+
 What an engine must do before a replay: write the next batch into the captured buffers (q, weights,
 lengths, block table). What it need not do: refresh the schedule buffer (dgcompat recomputes the
 schedule inside the graph; refreshing it does no harm). In eager mode, writes torch does not see
-(a raw kernel writing into the lengths or block-table buffer) do not bump a version counter:
-refresh the schedule after them (``get_paged_mqa_logits_metadata(lens, block_kv, out=schedule)``),
-which invalidates every cached derivation. ``DGCOMPAT_DEBUG=1`` derives everything afresh on every
-call (no cache; for hunting such writes).
+(a raw kernel writing into the lengths or block-table buffer, ``tensor.data = other``) do not bump
+a version counter: refresh the schedule after them
+(``get_paged_mqa_logits_metadata(lens, block_kv, out=schedule)``), which invalidates every cached
+derivation. ``DGCOMPAT_DEBUG=1`` derives everything afresh on every call (no cache; for hunting such
+writes).
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
 import sys
 import weakref
 from dataclasses import dataclass
@@ -476,7 +481,7 @@ def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num
             raise bad(fn, "context_lens", "(rows,) or (rows, 1) lengths with indices=", context_lens)
         _check_indices(fn, indices, context_lens.shape[0], context_lens.device)
         n = 1
-    if _debug() and context_lens.numel():
+    if _env.debug() and context_lens.numel():
         low = int(context_lens.min())
         if low < 1:
             raise bad(fn, "context_lens", "lengths >= 1 (the kernels require it)", f"a minimum of {low}")
@@ -531,7 +536,7 @@ def _cached(key: tuple[Any, ...], roots: tuple[Any, ...], make: Callable[[], tup
         _DERIVED[key] = _DERIVED.pop(key)  # most recently used last
         return tuple(hit[1])
     value = make()
-    if _debug():
+    if _env.debug():
         return value
     _drop(key)
     size = _nbytes(*value)
@@ -559,10 +564,14 @@ def _drop(key: tuple[Any, ...]) -> None:
 # --- paged logits: planning ----------------------------------------------------------------------
 
 # The most recent plan, as one tuple (read by the hot path with a single unpacking):
-# (lens_ref, lens_version, sched_ref, sched_version, bt_ref, bt_version (-1: not read), q_shape, q_dtype,
-#  w_shape, w_dtype, validated kv caches {id: tensor}, device, max_len, clean, (indices_ref, version) (None: no
-#  indices), capture token, cuda, launch q shape (None: as given), launch lens, launch block table, launch
-#  schedule, row lengths for emulated clean_logits (None: not requested), one-row stride repair)
+# (lens_ref, lens_version, sched_ref, sched_version, bt_ref, bt_version (-1: not read), same_meta (see
+#  _same_metadata), max_len, clean, (indices_ref, version) (None: no indices), capture token, launch q shape
+#  (None: as given), launch lens, launch block table, launch schedule, row lengths for emulated clean_logits
+#  (None: not requested), one-row stride repair).
+# The shared per-batch tensors (lengths, schedule, block table, indices) are matched by identity and
+# version counter (an in-place resize_, set_ or as_strided_ bumps it); the per-call tensors (q, weights,
+# kv_cache) by type, dtype, device, sizes and strides, which covers everything the checks read: a call
+# that matches passes every check of the first call and launches the same layout; any other is checked in full.
 _LAST: tuple[Any, ...] | None = None
 
 
@@ -573,13 +582,10 @@ def _reset() -> None:
     _DERIVED_BYTES[0] = 0
     _HINTS.clear()
     _LAST = None
+    _TG.clear()
 
 
 _binding.register_reset(_reset)
-
-
-def _debug() -> bool:
-    return _env.debug()
 
 
 def _check_paged(fn: str, q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, schedule: Any,
@@ -639,9 +645,8 @@ def _plan(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, sche
     layout = _layout(dims, caps.paged_native_next_n, form, n, per_row, varlen)
     block_kv = kv_cache.shape[1]
     num_sms = schedule.shape[0] - 1
-    cuda = bool(q.is_cuda)
     token = _capture_state()
-    debug = _debug()
+    debug = _env.debug()
     if lens.dim() == 1 or lens.shape[1] > 1:
         _HINTS[_hint_key(lens)] = (n, per_row)
 
@@ -684,29 +689,57 @@ def _plan(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, sche
     if clean and caps.paged_clean_logits == "emulated":
         row_len = _cached(("rows", lens_key, form, b, n, token), (_root(lens),),
                           lambda: (_row_lens(lens, b, n, form).view(-1, 1),))[0]
-    # kv caches validated for this plan (a layer's cache is a long-lived tensor; held here, its id is never reused
-    # while the plan lives); others are checked by _admit_kv, like the first call.
-    kv_ok = {id(kv_cache): kv_cache}
     return (weakref.ref(lens), lens._version, weakref.ref(schedule), schedule._version, weakref.ref(block_table),
-            block_table._version if bt_read else -1, q.shape, q.dtype, weights.shape, weights.dtype,
-            kv_ok, q.device, max_len, clean, None if indices is None else (weakref.ref(indices), indices._version),
-            token, cuda,
+            block_table._version if bt_read else -1, _same_metadata(q, weights, kv_cache), max_len, clean,
+            None if indices is None else (weakref.ref(indices), indices._version), token,
             q_shape, launch_lens, launch_bt, launch_schedule, row_len, rows <= 1)
 
 
-def _admit_kv(kv_ok: dict[int, Any], kv_cache: Any, plan: tuple[Any, ...]) -> bool:
-    """Whether another layer's kv cache fits the plan (same checks as the first call); remembers it if so."""
-    first = next(iter(kv_ok.values()))
-    if (not _is_tensor(kv_cache) or kv_cache.dtype is not first.dtype or kv_cache.dim() != 4
-            or tuple(kv_cache.shape[1:]) != tuple(first.shape[1:]) or kv_cache.device != first.device):
-        return False
-    if len(kv_ok) < 512:
-        kv_ok[id(kv_cache)] = kv_cache
-    return True
+def _same_metadata(*ts: Any) -> Callable[..., bool]:
+    """``f(*xs)``: whether ``xs`` have exactly the type, dtype, device, sizes and strides of ``ts``.
+
+    torch's C++ tensor guard where it is present and behaves as checked (:func:`_tensor_guards`): one call
+    for every tensor, about the cost of two attribute reads; the same comparison in Python otherwise.
+    Neither keeps ``ts`` alive.
+    """
+    guards = _tensor_guards()
+    if guards is not None:
+        check: Callable[..., bool] = guards(*ts, dynamic_dims_sizes=[list(t.shape) for t in ts],
+                                            dynamic_dims_strides=[list(t.stride()) for t in ts]).check
+        return check
+    metas = tuple((type(t), t.shape, t.stride(), t.dtype, t.device) for t in ts)
+
+    def same(*xs: Any) -> bool:
+        return len(xs) == len(metas) and all(
+            type(x) is m[0] and x.shape == m[1] and x.stride() == m[2] and x.dtype is m[3] and x.device == m[4]
+            for x, m in zip(xs, metas))
+    return same
 
 
-def _is_tensor(x: Any) -> bool:
-    return isinstance(x, sys.modules["torch"].Tensor)
+_TG: list[Any] = []  # [torch's TensorGuards class, or None where absent or not as expected]
+
+
+def _tensor_guards() -> Any:
+    if not _TG:
+        _TG.append(_probe_tensor_guards())
+    return _TG[0]
+
+
+def _probe_tensor_guards() -> Any:
+    """``torch._C._dynamo.guards.TensorGuards`` if it checks exactly what dgcompat relies on (tried on CPU
+    tensors: same metadata passes; another dtype, size, stride, device type or a non-tensor fails)."""
+    torch = sys.modules["torch"]
+    try:
+        cls = torch._C._dynamo.guards.TensorGuards
+        a = torch.empty(2, 3)
+        check = cls(a, dynamic_dims_sizes=[[2, 3]], dynamic_dims_strides=[[3, 1]]).check
+        ok = (check(torch.empty(2, 3)) is True and check(torch.empty(3, 2).t()) is False
+              and check(torch.empty(2, 4)[:, :3]) is False and check(torch.empty(2, 2)) is False
+              and check(torch.empty(2, 3, dtype=torch.float64)) is False
+              and check(torch.empty(2, 3, device="meta")) is False and check(None) is False)
+    except Exception:  # noqa: BLE001 - absent or changed: the Python comparison
+        return None
+    return cls if ok else None
 
 
 def _launch_table(bt: Any, layout: str, b: int, n: int, token: Any) -> tuple[Any, bool]:
@@ -801,7 +834,7 @@ _B = _binding.Slots(mqa=_bind_mqa, metadata=_bind_metadata, paged=_bind_paged, p
 def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor,
                          context_lens: torch.Tensor, block_table: torch.Tensor, schedule_meta: torch.Tensor,
                          max_context_len: int, *, clean_logits: bool = False,
-                         indices: torch.Tensor | None = None) -> torch.Tensor:
+                         indices: torch.Tensor | None = None, logits_dtype: torch.dtype | None = None) -> torch.Tensor:
     """Indexer logits over a paged FP8 KV cache, for ``next_n`` query rows per sequence.
 
     - ``q``: float8_e4m3fn ``(B, next_n, H, D)`` or ``(N, H, D)``.
@@ -816,6 +849,8 @@ def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch
       on this ``context_lens``; any other schedule buffer of that shape is replaced by one dgcompat builds
       from these lengths (see the module documentation).
     - ``indices``: int32 ``(rows,)`` varlen row-to-sequence map (flat layout only), where the release has it.
+    - ``logits_dtype``: None or ``torch.float32`` (what every release returns); another dtype raises
+      :class:`~dgcompat.errors.UnsupportedFeatureError` (no paged function dgcompat launches takes one).
     - Returns float32 ``(B*next_n, max_context_len)`` in query-row order. Positions at or past a row's
       length are ``-inf`` with ``clean_logits=True``, unspecified otherwise. One-row results keep a
       4-aligned row stride.
@@ -825,25 +860,25 @@ def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch
     """
     p = _LAST
     if p is not None:
-        (lr, lv, sr, sv, br, bv, qs, qd, ws, wd, kv_ok, dev, ml, cl, ix, token, cuda,
-         q_launch, l_lens, l_bt, l_sched, row_len, one_row) = p
-        if (lr() is context_lens and sr() is schedule_meta and br() is block_table
-                and context_lens._version == lv and schedule_meta._version == sv
-                and (bv < 0 or block_table._version == bv)
-                and q.shape == qs and weights.shape == ws and q.dtype is qd and weights.dtype is wd
-                and q.device == dev and weights.device == dev
-                and (kv_ok.get(id(kv_cache)) is kv_cache or _admit_kv(kv_ok, kv_cache, p))
-                and max_context_len == ml and clean_logits is cl
-                and (indices is None if ix is None else ix[0]() is indices and indices._version == ix[1])
-                and (not _IS_CAPTURING() if token is None else _capture_state() == token)):
-            pass
-        else:
+        (lr, lv, sr, sv, br, bv, same_meta, ml, cl, ix, token, q_launch, l_lens, l_bt, l_sched, row_len,
+         one_row) = p
+        hit = (lr() is context_lens and context_lens._version == lv
+               and sr() is schedule_meta and schedule_meta._version == sv
+               and br() is block_table and (bv < 0 or block_table._version == bv)
+               and same_meta(q, weights, kv_cache)
+               and max_context_len == ml and clean_logits is cl and logits_dtype is None
+               and (indices is None if ix is None else ix[0]() is indices and indices._version == ix[1])
+               and (not _IS_CAPTURING() if token is None else _capture_state() == token))
+        if not hit:
             p = None
     if p is None:
+        if logits_dtype is not None:
+            return _paged_logits_dtype(q, kv_cache, weights, context_lens, block_table, schedule_meta,
+                                       max_context_len, clean_logits, indices, logits_dtype)
         p = _lookup_plan(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
                          clean_logits, indices)
-        (lr, lv, sr, sv, br, bv, qs, qd, ws, wd, kv_ok, dev, ml, cl, ix, token, cuda,
-         q_launch, l_lens, l_bt, l_sched, row_len, one_row) = p
+        (lr, lv, sr, sv, br, bv, same_meta, ml, cl, ix, token, q_launch, l_lens, l_bt, l_sched, row_len,
+         one_row) = p
     try:
         if indices is None:
             out = _B.paged(q if q_launch is None else q.view(q_launch), kv_cache, weights, l_lens, l_bt, l_sched,
@@ -864,6 +899,24 @@ def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch
     return out
 
 
+def _paged_logits_dtype(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, schedule: Any,
+                        max_len: Any, clean: Any, indices: Any, logits_dtype: Any) -> Any:
+    """A call that names ``logits_dtype`` (off the hot path): float32 is the default result, others are refused.
+
+    sgl-deep-gemm 0.0.1-0.2.3 have the parameter only on ``fp8_fp4_paged_mqa_logits``, not on the function
+    dgcompat launches there; 0.2.5, upstream 2.8 and the bundled copies have none.
+    """
+    fn = "fp8_paged_mqa_logits"
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(logits_dtype, torch.dtype):
+        raise bad(fn, "logits_dtype", "None or a torch.dtype", logits_dtype)
+    if logits_dtype is not torch.float32:
+        raise UnsupportedFeatureError(fn, f"logits_dtype={logits_dtype} (paged MQA logits are float32)",
+                                      release_label())
+    return fp8_paged_mqa_logits(q, kv_cache, weights, lens, block_table, schedule, max_len, clean_logits=clean,
+                                indices=indices)
+
+
 def _mask_rows(out: Any, row_len: Any) -> Any:
     """-inf at and past each row's length (emulated clean_logits; the mask lives for this call only)."""
     import torch
@@ -877,7 +930,7 @@ def _lookup_plan(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: An
     """A cached plan for these objects (validated again in full), else a new one."""
     global _LAST
     p = _plan(q, kv_cache, weights, lens, block_table, schedule, max_len, clean, indices)
-    if not _debug():
+    if not _env.debug():
         _LAST = p
     return p
 

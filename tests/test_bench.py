@@ -59,3 +59,6 @@ def test_gpu_benchmark_code_path_runs_on_the_cpu(tmp_path: Path) -> None:
     assert kernels == {"fp8_gemm_nt", "m_grouped_fp8_gemm_nt_masked", "fp8_paged_mqa_logits"}
     for case in result["cases"]:
         assert {"direct_us", "dgcompat_us", "ratio", "goal_met", "same_result"} <= set(case)
+        assert {"graph_direct_us", "graph_dgcompat_us", "graph_ratio"} <= set(case)
+        # The indexer's graphs are decode steps: the direct one records the engine's metadata call too.
+        assert case["graph_includes_per_step_work"] is (case["kernel"] == "fp8_paged_mqa_logits")

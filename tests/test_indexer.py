@@ -408,15 +408,36 @@ def _malformed(i: dict[str, Any], what: str) -> dict[str, Any]:
         j["w"] = i["w"][:, :1].contiguous()
     elif what == "weights_device":
         j["w"] = torch.empty(i["w"].shape, device="meta")
+    elif what == "q_device":
+        j["q"] = torch.empty(i["q"].shape, dtype=i["q"].dtype, device="meta")
+    elif what == "kv_device":
+        j["kv"] = torch.empty(i["kv"].shape, dtype=i["kv"].dtype, device="meta")
+    elif what == "q_none":
+        j["q"] = None
+    elif what == "kv_list":
+        j["kv"] = i["kv"].tolist()
     else:
         raise AssertionError(what)
     return j
 
 
+@pytest.fixture(params=["torch", "python"])
+def metadata_check(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The fast path's per-call metadata check: torch's C++ tensor guard, or the Python comparison."""
+    from dgcompat import indexer
+
+    if request.param == "python":
+        monkeypatch.setattr(indexer, "_TG", [None])
+    elif indexer._tensor_guards() is None:
+        pytest.skip("torch has no usable TensorGuards here")
+    return str(request.param)
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("what", ["q_dtype", "q_shape", "kv_dtype", "kv_shape", "weights_dtype", "weights_shape",
-                                  "weights_device"])
-def test_repeat_calls_validate_like_the_first(fake_release: Callable[[str], Any], family: str, what: str) -> None:
+                                  "weights_device", "q_device", "kv_device", "q_none", "kv_list"])
+def test_repeat_calls_validate_like_the_first(fake_release: Callable[[str], Any], family: str, what: str,
+                                              metadata_check: str) -> None:
     mod = fake_release(family)
     i = _inputs(2, 2, [64, 100])
     sched = dgcompat.get_paged_mqa_logits_metadata(i["ctx"], BKV, 4)
@@ -433,6 +454,79 @@ def test_repeat_calls_validate_like_the_first(fake_release: Callable[[str], Any]
         call(bad_i)
     assert str(again.value) == str(first.value)
     assert len(mod.LAUNCHES) == launches, "a malformed call reached the kernel"
+
+
+def _relaid(i: dict[str, Any], what: str) -> dict[str, Any]:
+    """The same shapes and dtypes in another memory layout."""
+    j = dict(i)
+    if what == "q_transposed":
+        j["q"] = i["q"].transpose(0, 1).contiguous().transpose(0, 1)
+    elif what == "weights_padded":
+        j["w"] = torch.empty(i["w"].shape[0], i["w"].shape[1] + 4)[:, :i["w"].shape[1]].copy_(i["w"])
+    elif what == "kv_padded":
+        kv = i["kv"]
+        j["kv"] = torch.zeros(kv.shape[0], kv.shape[1], 1, kv.shape[3] + 4, dtype=kv.dtype)[..., :kv.shape[3]].copy_(kv)
+    else:
+        raise AssertionError(what)
+    return j
+
+
+def _outcome(call: Callable[[], Any]) -> Any:
+    try:
+        return ("result", call().clone())
+    except Exception as exc:  # noqa: BLE001 - the outcome itself is compared
+        return ("raised", type(exc).__name__, str(exc))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("what", ["q_transposed", "weights_padded", "kv_padded"])
+def test_repeat_calls_with_another_layout_behave_like_the_first(fake_release: Callable[[str], Any], family: str,
+                                                                what: str, metadata_check: str,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # Same shapes and dtypes, other strides: after a contiguous call, the fast path must not launch them with the
+    # contiguous call's plan; they are checked in full and get exactly what a first call with them gets.
+    from dgcompat import indexer
+
+    checked = []
+    check = indexer._check_paged
+    monkeypatch.setattr(indexer, "_check_paged", lambda *a: checked.append(1) or check(*a))
+    mod = fake_release(family)
+    i = _inputs(2, 2, [64, 100])
+    sched = dgcompat.get_paged_mqa_logits_metadata(i["ctx"], BKV, 4)
+    j = _relaid(i, what)
+
+    def call(x: dict[str, Any]) -> Callable[[], Any]:
+        return lambda: dgcompat.fp8_paged_mqa_logits(x["q"], x["kv"], x["w"], i["ctx"], i["bt"], sched, i["max_len"])
+
+    before = len(mod.LAUNCHES)
+    first = _outcome(call(j))
+    first_launches = len(mod.LAUNCHES) - before
+    call(i)()
+    checks = len(checked)
+    call(i)()
+    assert len(checked) == checks, "a repeat call in the same layout was planned again"
+    before, checks = len(mod.LAUNCHES), len(checked)
+    again = _outcome(call(j))
+    assert len(checked) == checks + 1, "a call in another layout took the fast path"
+    assert again[0] == first[0], (first, again)
+    assert torch.equal(again[1], first[1]) if first[0] == "result" else again[1:] == first[1:]
+    assert len(mod.LAUNCHES) - before == first_launches
+
+
+def test_logits_dtype(fake_release: Callable[[str], Any]) -> None:
+    fake_release("sgl-0.1.3")
+    i = _inputs(2, 2, [64, 100])
+    sched = dgcompat.get_paged_mqa_logits_metadata(i["ctx"], BKV, 4)
+    args = (i["q"], i["kv"], i["w"], i["ctx"], i["bt"], sched, i["max_len"])
+    want = dgcompat.fp8_paged_mqa_logits(*args).clone()
+    for _ in range(2):
+        got = dgcompat.fp8_paged_mqa_logits(*args, logits_dtype=torch.float32)
+        assert got.dtype == torch.float32 and torch.equal(got, want)
+    with pytest.raises(dgcompat.UnsupportedFeatureError, match="logits_dtype"):
+        dgcompat.fp8_paged_mqa_logits(*args, logits_dtype=torch.bfloat16)
+    with pytest.raises(dgcompat.BadArgumentError) as exc:
+        dgcompat.fp8_paged_mqa_logits(*args, logits_dtype="float32")  # type: ignore[arg-type]
+    assert exc.value.argument == "logits_dtype"
 
 
 def test_weights_device_is_reported_against_weights(fake_release: Callable[[str], Any]) -> None:
