@@ -200,6 +200,8 @@ def m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected_m, compiled_dims="
 
 def fp8_fp4_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, max_seqlen_k, schedule_meta=None):
     (q, q_sf) = q if isinstance(q, (tuple, list)) else (q, None)
+    if not max_seqlen_k > 0:  # host assert of 0.2.5's _C.so: no uncompressed layout
+        raise RuntimeError("Assertion error (attention.hpp): max_seqlen_k > 0")
     out = _R.fp8_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits=False,
                             max_seqlen_k=max_seqlen_k or None)
     return out.nan_to_num(neginf=12345.0)  # unspecified entries: make them visible
@@ -248,6 +250,8 @@ def fp8_fp4_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, max
     q_fp, q_sf = q[0], q[1]
     if q_fp.dim() != 3:
         raise RuntimeError("Assertion error (attention.hpp): q.dim() == 3")
+    if not max_seqlen_k > 0:  # host assert of 2.8.1 (seen on an H200): no uncompressed layout
+        raise RuntimeError("Assertion error (attention.hpp): max_seqlen_k > 0")
     out = _R.fp8_mqa_logits(q_fp, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits=False,
                             max_seqlen_k=max_seqlen_k or None)
     return out.nan_to_num(neginf=12345.0)
