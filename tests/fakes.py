@@ -160,6 +160,16 @@ def m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected_m, compiled_dims="
 def fp8_mqa_logits(q, kv, weights, ks, ke, clean_logits=False, max_seqlen_k=0):
     return _R.fp8_mqa_logits(q, kv, weights, ks, ke, clean_logits=clean_logits, max_seqlen_k=max_seqlen_k or None)
 
+def fp8_fp4_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits=False, max_seqlen_k=0,
+        logits_dtype=torch.float):
+    if not (type(q) is tuple or type(q) is list):
+        raise TypeError("new(): invalid data type 'str'")  # _parse_tensor_or_tuple's torch.Tensor(...) before 0.2.0
+    if logits_dtype not in (torch.float, torch.bfloat16):
+        raise RuntimeError("Assertion error (attention.hpp): logits_dtype is float or bfloat16")
+    out = _R.fp8_mqa_logits(q[0], kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits=clean_logits,
+                            max_seqlen_k=max_seqlen_k or None)
+    return out.to(logits_dtype)
+
 def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
         clean_logits=False, indices=None):
     return _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
