@@ -866,7 +866,7 @@ def _bind_paged() -> Callable[..., Any]:
     """
     target, name, caps = _bind_paged_common()
     if caps.indexer_inputs == "mx-bf16":  # SM100 MX/bf16 contract of 0.2.5 / 2.8.x: dgcompat._sm100
-        return _sm100.paged_refusal("fp8_paged_mqa_logits", str(caps.arch))
+        return _sm100.paged_refusal("fp8_paged_mqa_logits", str(caps.arch), caps.paged_heads, caps.paged_block_kv)
     if name == "fp8_fp4_paged_mqa_logits":
         # (q, q_sf) pair: a bare q hits the torch.Tensor(...) TypeError in releases before 0.2.0.
         def pair(q: Any, kv: Any, w: Any, lens: Any, bt: Any, sched: Any, max_len: int) -> Any:
@@ -883,7 +883,7 @@ def _bind_paged_varlen() -> Callable[..., Any]:
     """``f(q, kv, weights, lens, block_table, schedule, max_len, indices)`` (releases with ``indices=``)."""
     target, name, caps = _bind_paged_common()
     if caps.indexer_inputs == "mx-bf16":
-        return _sm100.paged_refusal("fp8_paged_mqa_logits", str(caps.arch))
+        return _sm100.paged_refusal("fp8_paged_mqa_logits", str(caps.arch), caps.paged_heads, caps.paged_block_kv)
     if not caps.paged_indices:
         def refuse(*_args: Any) -> Any:
             raise UnsupportedFeatureError("fp8_paged_mqa_logits", "indices= (varlen paged MQA)", release_label())

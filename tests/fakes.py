@@ -230,6 +230,8 @@ def transform_sf_into_required_layout(sf, mn, k, recipe, num_groups=None, is_sfa
 # wrappers that index q[0], q[1] without checking (a bare q is silently split along its first dim).
 UP_281 = _COMMON + '''
 LENS_DIMS = 2
+def get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms, indices=None):
+    return _metadata(context_lens, block_kv, num_sms, indices)
 COLLAPSE = False
 _state["det"] = False
 def set_pdl(v): _state["pdl"] = bool(v)

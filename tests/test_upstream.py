@@ -166,3 +166,26 @@ def test_theoretical_alignment_follows_the_arity(fake_release: Callable[..., Any
 def test_upstream_pdl_and_zero_padding_rows() -> None:
     caps = table.compute(_upstream("2.8.1"), backend="deep_gemm", arch="sm90")
     assert caps.pdl == "top-level" and caps.ensure_zero_padding_position == 10
+
+
+@pytest.mark.parametrize("family", ["sgl-0.2.5", "up-2.8.1"])
+@pytest.mark.parametrize("varlen", [False, True])
+def test_paged_logits_under_the_sm100_contract_say_what_the_release_requires(
+        fake_release: Callable[..., Any], family: str, varlen: bool) -> None:
+    fake_release(family, arch="sm100")
+    caps = dgcompat.capabilities()
+    assert caps.indexer_inputs == "mx-bf16"
+    cache = R.pack_kv_cache(torch.randn(4, 64, D))
+    bt = torch.arange(4, dtype=torch.int32).view(2, 2)
+    lens = torch.tensor([[70], [100]], dtype=torch.int32)
+    q = torch.randn(2, 1, 32, D).to(torch.float8_e4m3fn)
+    w = torch.rand(2, 32)
+    ix = torch.arange(2, dtype=torch.int32) if varlen else None
+    schedule = dgcompat.get_paged_mqa_logits_metadata(lens, 64, indices=ix)
+    for _ in range(2):  # every call
+        with pytest.raises(dgcompat.UnsupportedFeatureError) as info:
+            dgcompat.fp8_paged_mqa_logits(q, cache, w, lens, bt, schedule, 128, indices=ix)
+        text = str(info.value)
+        assert "packed UE8M0" in text and "bfloat16 weights" in text and "on sm100" in text
+        assert "num_heads in (16, 32, 64)" in text and "block_kv in (32, 64, 128)" in text
+        assert "this call: FP8 q without scale factors, float32 weights, 32 heads, block_kv 64" in text
