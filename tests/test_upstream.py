@@ -189,3 +189,19 @@ def test_paged_logits_under_the_sm100_contract_say_what_the_release_requires(
         assert "packed UE8M0" in text and "bfloat16 weights" in text and "on sm100" in text
         assert "num_heads in (16, 32, 64)" in text and "block_kv in (32, 64, 128)" in text
         assert "this call: FP8 q without scale factors, float32 weights, 32 heads, block_kv 64" in text
+
+
+@pytest.mark.parametrize("family", ["up-2.8.1", "sgl-0.1.3"])
+@pytest.mark.parametrize("case_id", ["mqa_logits", "mqa_logits_dtype"])
+def test_gpu_mqa_cases_dry_run_on_the_cpu(fake_release: Callable[..., Any], monkeypatch: pytest.MonkeyPatch,
+                                          family: str, case_id: str) -> None:
+    # The GPU tier's cases against the stand-ins (2.8.1's asserts max_seqlen_k > 0; 0.1.3's forwards logits_dtype).
+    from dgcompat_conformance.gpu import cases
+
+    monkeypatch.setattr(cases, "DEVICE", "cpu")
+    fake_release(family)
+    rec = cases.run_case(case_id)
+    assert rec["outcome"] == "passed", rec
+    names = [c["name"] for c in rec["checks"]]
+    if case_id == "mqa_logits_dtype":
+        assert any(("forwarded" in n) == (family == "sgl-0.1.3") and "bfloat16" in n for n in names), names
