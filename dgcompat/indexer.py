@@ -898,7 +898,8 @@ def _bind_paged_varlen() -> Callable[..., Any]:
     return keyword
 
 
-_B = _binding.Slots(mqa=_bind_mqa, mqa_as=_bind_mqa_as, metadata=_bind_metadata, paged=_bind_paged, paged_varlen=_bind_paged_varlen)
+_B = _binding.Slots(mqa=_bind_mqa, mqa_as=_bind_mqa_as, metadata=_bind_metadata, paged=_bind_paged,
+                    paged_varlen=_bind_paged_varlen)
 
 
 def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor,

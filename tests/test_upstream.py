@@ -95,7 +95,8 @@ def test_ragged_mqa_logits_never_hands_2_8_1_a_bare_q(fake_release: Callable[...
 @pytest.mark.parametrize("family", ["up-2.8.1", "sgl-0.2.5"])
 @pytest.mark.parametrize("max_seqlen_k", [None, 0])
 def test_uncompressed_layout_emulated_where_only_the_compressed_one_exists(
-        fake_release: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, family: str, max_seqlen_k: int | None) -> None:
+        fake_release: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, family: str,
+        max_seqlen_k: int | None) -> None:
     fake_release(family)
     assert dgcompat.capabilities().mqa_uncompressed == "emulated"
     q, kv, w, ks_, ke_ = _ragged_inputs()

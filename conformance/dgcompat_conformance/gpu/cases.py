@@ -468,7 +468,8 @@ def _mqa_logits_dtype(c: Checks) -> None:
     valid = (cols >= ks.unsqueeze(1)) & (cols < ke.unsqueeze(1))
     ref = reference.fp8_mqa_logits(q, kv, w, ks, ke)
     f32 = dgcompat.fp8_mqa_logits(q, kv, w, ks, ke, clean_logits=True, logits_dtype=torch.float32)
-    c.exact("logits_dtype=float32: float32 (Nq, Nk)", f32.dtype == torch.float32 and tuple(f32.shape) == (q.shape[0], nk))
+    c.exact("logits_dtype=float32: float32 (Nq, Nk)",
+            f32.dtype == torch.float32 and tuple(f32.shape) == (q.shape[0], nk))
     c.diff("logits_dtype=float32", f32[valid], ref[valid])
     c.exact("logits_dtype=float32: -inf outside [ks, ke)", bool(torch.isneginf(f32[~valid]).all()))
     where = dgcompat.capabilities().mqa_logits_dtype
