@@ -83,7 +83,7 @@ def _bind_mqa() -> Callable[..., Any]:
     pair = caps.mqa_q_form == "pair"  # 2.8.1 indexes q[0], q[1] unchecked: never pass a bare q
     if caps.indexer_inputs == "mx-bf16":  # SM100 MX/bf16 contract of 0.2.5 / 2.8.x: dgcompat._sm100
         mx = _sm100.ragged_mqa(fn, target, lambda q, w: _pad_heads(fn, q, w, heads), str(caps.arch))
-        return _spreading(mx) if caps.mqa_uncompressed == "emulated" else mx
+        return _spreading(mx, ("float32", "bfloat16")) if caps.mqa_uncompressed == "emulated" else mx
 
     def impl(q: Any, kv: Any, w: Any, ks: Any, ke: Any, clean: bool, max_k: int | None) -> Any:
         q, w = _pad_heads(fn, q, w, heads)
@@ -104,19 +104,20 @@ def _bind_mqa() -> Callable[..., Any]:
         if masked_here:
             _mask_ragged(out, ks, ke, compressed=compressed)
         return out
-    return _spreading(impl) if caps.mqa_uncompressed == "emulated" else impl
+    return _spreading(impl, ("float32",)) if caps.mqa_uncompressed == "emulated" else impl
 
 
-def _spreading(launch: Callable[..., Any]) -> Callable[..., Any]:
+def _spreading(launch: Callable[..., Any], weights_dtypes: tuple[str, ...]) -> Callable[..., Any]:
     """``launch`` for a release that has only the compressed layout (``mqa_uncompressed == "emulated"``):
     compressed calls go straight through; an uncompressed one is launched compressed with
-    ``max_seqlen_k = Nk`` and spread out by :func:`_spread_ragged`."""
+    ``max_seqlen_k = Nk`` and spread out by :func:`_spread_ragged`. ``weights_dtypes``: what ``launch``
+    takes (checked when there are no keys and nothing is launched)."""
     def impl(q: Any, kv: Any, w: Any, ks: Any, ke: Any, clean: bool, max_k: int | None) -> Any:
         if max_k:
             return launch(q, kv, w, ks, ke, clean, max_k)
         nk = int(kv[0].shape[0])
         if nk == 0:
-            return _no_keys(q, kv, w, ks, ke)
+            return _no_keys(q, kv, w, ks, ke, weights_dtypes)
         # Nk bounds every ke[i] - ks[i] of keys within [0, Nk) without reading ks/ke on the host.
         return _spread_ragged(launch(q, kv, w, ks, ke, False, nk), ks, ke, clean)
     return impl
@@ -149,11 +150,11 @@ def _spread_ragged(comp: Any, ks: Any, ke: Any, clean: bool) -> Any:
     return out
 
 
-def _no_keys(q: Any, kv: Any, w: Any, ks: Any, ke: Any) -> Any:
+def _no_keys(q: Any, kv: Any, w: Any, ks: Any, ke: Any, weights_dtypes: tuple[str, ...]) -> Any:
     """The ``(Nq, 0)`` result of a call without keys (the compressed launch would need max_seqlen_k > 0)."""
     import torch
 
-    _diagnose_mqa(q, kv, w, ks, ke, None)
+    _diagnose_mqa(q, kv, w, ks, ke, None, weights_dtypes)
     return torch.empty((int(q.shape[0]), 0), dtype=torch.float32, device=q.device)
 
 
@@ -195,7 +196,8 @@ def _check_max_seqlen_k(fn: str, max_seqlen_k: Any) -> None:
         raise bad(fn, "max_seqlen_k", "None or a non-negative int", max_seqlen_k)
 
 
-def _diagnose_mqa(q: Any, kv: Any, weights: Any, ks: Any, ke: Any, max_seqlen_k: Any) -> None:
+def _diagnose_mqa(q: Any, kv: Any, weights: Any, ks: Any, ke: Any, max_seqlen_k: Any,
+                  weights_dtypes: tuple[str, ...] = ("float32",)) -> None:
     fn = "fp8_mqa_logits"
     tensor(fn, "q", q, dims=(3,), dtypes=FP8_DTYPE_NAMES, what="an FP8 (Nq, H, D) tensor")
     if not isinstance(kv, (tuple, list)) or len(kv) != 2:
@@ -208,7 +210,7 @@ def _diagnose_mqa(q: Any, kv: Any, weights: Any, ks: Any, ke: Any, max_seqlen_k:
         raise bad(fn, "kv[0]", f"(Nk, D={d}) like q", k)
     if k_sf.shape[0] != k.shape[0]:
         raise bad(fn, "kv[1]", f"one scale per key: ({k.shape[0]},)", k_sf)
-    tensor(fn, "weights", weights, dims=(2,), dtypes=("float32",))
+    tensor(fn, "weights", weights, dims=(2,), dtypes=weights_dtypes)
     if tuple(weights.shape) != (nq, h):
         raise bad(fn, "weights", f"shape (Nq, H) = ({nq}, {h})", weights)
     for name, t in (("ks", ks), ("ke", ke)):
@@ -234,7 +236,8 @@ def fp8_mqa_logits(q: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor], weigh
       (emulated where the release cannot do it, e.g. together with ``max_seqlen_k``), unspecified otherwise.
     - ``max_seqlen_k``: None or an int >= 0 (0 = uncompressed); the sglang-kernel copies have no
       compressed layout (:class:`~dgcompat.errors.UnsupportedFeatureError`). Releases with only the
-      compressed layout (upstream 2.8) get the uncompressed one emulated (capability ``mqa_uncompressed``).
+      compressed layout (sgl-deep-gemm 0.2.5, upstream 2.8) get the uncompressed one emulated, without a
+      host sync (capability ``mqa_uncompressed``).
     - ``logits_dtype``: None (float32) or a torch dtype, the parameter of the releases'
       ``fp8_fp4_mqa_logits``: forwarded where the release has it (capability ``mqa_logits_dtype``),
       float32 everywhere, anything else an :class:`~dgcompat.errors.UnsupportedFeatureError`.

@@ -128,6 +128,14 @@ def test_uncompressed_layout_without_keys(fake_release: Callable[..., Any]) -> N
         dgcompat.fp8_mqa_logits(q, (k[:0], sf[:0]), w[:, :3], zero, zero)
 
 
+def test_uncompressed_layout_without_keys_under_the_sm100_contract(fake_release: Callable[..., Any]) -> None:
+    fake_release("up-2.8.1", arch="sm100")  # bf16 weights are what the release takes there
+    q, (k, sf), w, _ks, _ke = _ragged_inputs()
+    zero = torch.zeros(q.shape[0], dtype=torch.int32)
+    out = dgcompat.fp8_mqa_logits(q, (k[:0], sf[:0]), w.to(torch.bfloat16), zero, zero)
+    assert tuple(out.shape) == (q.shape[0], 0) and out.dtype == torch.float32
+
+
 def test_uncompressed_layout_rows() -> None:
     for version, value in (("2.6.1", "native"), ("2.8.1", "emulated")):
         assert table.compute(_upstream(version), backend="deep_gemm", arch="sm90").mqa_uncompressed == value
