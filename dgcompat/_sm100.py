@@ -107,17 +107,30 @@ def ragged_mqa(fn: str, target: Callable[..., Any], pad: Callable[[Any, Any], tu
     return impl
 
 
-def paged_refusal(fn: str, arch: str) -> Callable[..., Any]:
-    """A paged launch that always refuses, saying what the release requires (see the module docstring)."""
+def paged_refusal(fn: str, arch: str, heads: tuple[int, ...], block_kv: tuple[int, ...]) -> Callable[..., Any]:
+    """A paged launch that always refuses, saying what the release requires there and what the call
+    brings (see the module docstring). ``heads`` / ``block_kv``: the release's host-assert lists on
+    ``arch`` (capabilities ``paged_heads`` / ``paged_block_kv``)."""
     release = release_label()
+    needs = ["q as (q, q_sf) with q_sf int32 packed UE8M0 MX scale factors (one int32 per 128 values of D)",
+             "a KV cache whose 4 scale bytes per token are packed UE8M0 exponents",
+             "bfloat16 weights (it returns bfloat16 logits)"]
+    if heads:
+        needs.append(f"num_heads in {heads}")
+    if block_kv:
+        needs.append(f"block_kv in {block_kv}")
+    requires = (f"on {arch}, deep_gemm {release}'s paged MQA logits require " + ", ".join(needs)
+                + " (host asserts is_mx_sf == (arch_major == 10 or (arch_major == 12 and is_fp4)) and "
+                  "weights.scalar_type() == (arch_major == 10 ? kBFloat16 : kFloat32))")
 
-    def impl(q: Any, kv: Any, w: Any, lens: Any, bt: Any, sched: Any, max_len: int) -> Any:
+    def impl(q: Any, kv: Any, w: Any, lens: Any, bt: Any, sched: Any, max_len: int, ix: Any = None) -> Any:
+        call = (f"this call: FP8 q without scale factors, {str(w.dtype).replace('torch.', '')} weights, "
+                f"{int(q.shape[-2])} heads, block_kv {int(kv.shape[1])}, one float32 scale per token in the cache")
         raise UnsupportedFeatureError(
             fn, f"the float32-scaled paged KV cache on {arch}", release,
-            hint=_REQUIRES.format(arch=arch, release=release)
-            + "; it reads each token's 4 scale bytes in the cache as packed UE8M0 exponents, while dgcompat's "
-              "kv_cache layout stores one float32 scale per token. Use the ragged fp8_mqa_logits with bfloat16 "
-              "weights, DGCOMPAT_BACKEND=reference, or a release without this contract")
+            hint=f"{requires}; {call}. Rewriting the cache's scales per call is not an adaptation dgcompat makes: "
+                 "use the ragged fp8_mqa_logits with bfloat16 weights, DGCOMPAT_BACKEND=reference, or a release "
+                 "without this contract")
 
     return impl
 

@@ -72,7 +72,8 @@ __all__ = ["fp8_mqa_logits", "get_paged_mqa_logits_metadata", "fp8_paged_mqa_log
 
 def _bind_mqa() -> Callable[..., Any]:
     """The upstream call as ``f(q, kv, w, ks, ke, clean, max_k)``; clean_logits is emulated where the
-    release cannot take it together with the compressed layout (or at all)."""
+    release cannot take it together with the compressed layout (or at all), and the uncompressed
+    layout where the release has only the compressed one (``mqa_uncompressed == "emulated"``)."""
     mod = _binding.load()
     caps = capabilities()
     fn = "fp8_mqa_logits"
@@ -86,7 +87,8 @@ def _bind_mqa() -> Callable[..., Any]:
     heads = caps.paged_heads
     pair = caps.mqa_q_form == "pair"  # 2.8.1 indexes q[0], q[1] unchecked: never pass a bare q
     if caps.indexer_inputs == "mx-bf16":  # SM100 MX/bf16 contract of 0.2.5 / 2.8.x: dgcompat._sm100
-        return _sm100.ragged_mqa(fn, target, lambda q, w: _pad_heads(fn, q, w, heads), str(caps.arch))
+        mx = _sm100.ragged_mqa(fn, target, lambda q, w: _pad_heads(fn, q, w, heads), str(caps.arch))
+        return _spreading(mx, ("float32", "bfloat16")) if caps.mqa_uncompressed == "emulated" else mx
 
     def impl(q: Any, kv: Any, w: Any, ks: Any, ke: Any, clean: bool, max_k: int | None) -> Any:
         q, w = _pad_heads(fn, q, w, heads)
@@ -96,9 +98,6 @@ def _bind_mqa() -> Callable[..., Any]:
                 raise UnsupportedFeatureError(fn, "max_seqlen_k", release_label())
             out = target(q, kv, w, ks, ke, clean)
             return as_torch(out) if as_tensor else out
-        if seqlen == "positive" and not compressed:
-            raise UnsupportedFeatureError(fn, "the uncompressed layout (max_seqlen_k=None)", release_label(),
-                                          hint="this release asserts max_seqlen_k > 0: pass max_seqlen_k")
         # Every release asserts clean_logits=False with max_seqlen_k > 0: mask that case here.
         masked_here = clean and (compressed or not native_clean)
         if native_clean:
@@ -110,7 +109,58 @@ def _bind_mqa() -> Callable[..., Any]:
         if masked_here:
             _mask_ragged(out, ks, ke, compressed=compressed)
         return out
+    return _spreading(impl, ("float32",)) if caps.mqa_uncompressed == "emulated" else impl
+
+
+def _spreading(launch: Callable[..., Any], weights_dtypes: tuple[str, ...]) -> Callable[..., Any]:
+    """``launch`` for a release that has only the compressed layout (``mqa_uncompressed == "emulated"``):
+    compressed calls go straight through; an uncompressed one is launched compressed with
+    ``max_seqlen_k = Nk`` and spread out by :func:`_spread_ragged`. ``weights_dtypes``: what ``launch``
+    takes (checked when there are no keys and nothing is launched)."""
+    def impl(q: Any, kv: Any, w: Any, ks: Any, ke: Any, clean: bool, max_k: int | None) -> Any:
+        if max_k:
+            return launch(q, kv, w, ks, ke, clean, max_k)
+        nk = int(kv[0].shape[0])
+        if nk == 0:
+            return _no_keys(q, kv, w, ks, ke, weights_dtypes)
+        # Nk bounds every ke[i] - ks[i] of keys within [0, Nk) without reading ks/ke on the host.
+        return _spread_ragged(launch(q, kv, w, ks, ke, False, nk), ks, ke, clean)
     return impl
+
+
+#: Elements of the int64 index built per chunk of rows by :func:`_spread_ragged` (bounds its temporaries).
+_SPREAD_ELEMENTS = 1 << 24
+
+
+def _spread_ragged(comp: Any, ks: Any, ke: Any, clean: bool) -> Any:
+    """The uncompressed ``(Nq, Nk)`` logits from compressed ones ``comp (Nq, Nk)``: column ``c`` of row
+    ``i`` is ``comp[i, c - ks[i]]`` for ``ks[i] <= c < ke[i]``; ``-inf`` elsewhere with ``clean``
+    (unspecified otherwise, like the native layout). On the device, in stream order, no host sync
+    (capturable). Rows are 8-element aligned, like the native layout's."""
+    import torch
+
+    nq, nk = int(comp.shape[0]), int(comp.shape[1])
+    out = torch.empty((nq, -(-nk // 8) * 8), dtype=comp.dtype, device=comp.device)[:, :nk]
+    cols = torch.arange(nk, device=comp.device)
+    step = max(1, _SPREAD_ELEMENTS // max(nk, 1))
+    for lo in range(0, nq, step):
+        hi = min(nq, lo + step)
+        start = ks[lo:hi].unsqueeze(1).long()
+        idx = cols - start  # the compressed column holding key c
+        invalid = ((idx < 0) | (idx >= ke[lo:hi].unsqueeze(1).long() - start)) if clean else None
+        idx.clamp_(0, nk - 1)
+        torch.gather(comp[lo:hi], 1, idx, out=out[lo:hi])
+        if invalid is not None:
+            out[lo:hi].masked_fill_(invalid, float("-inf"))
+    return out
+
+
+def _no_keys(q: Any, kv: Any, w: Any, ks: Any, ke: Any, weights_dtypes: tuple[str, ...]) -> Any:
+    """The ``(Nq, 0)`` result of a call without keys (the compressed launch would need max_seqlen_k > 0)."""
+    import torch
+
+    _diagnose_mqa(q, kv, w, ks, ke, None, weights_dtypes)
+    return torch.empty((int(q.shape[0]), 0), dtype=torch.float32, device=q.device)
 
 
 def _pad_heads(fn: str, q: Any, w: Any, heads: tuple[int, ...]) -> tuple[Any, Any]:
@@ -151,7 +201,8 @@ def _check_max_seqlen_k(fn: str, max_seqlen_k: Any) -> None:
         raise bad(fn, "max_seqlen_k", "None or a non-negative int", max_seqlen_k)
 
 
-def _diagnose_mqa(q: Any, kv: Any, weights: Any, ks: Any, ke: Any, max_seqlen_k: Any) -> None:
+def _diagnose_mqa(q: Any, kv: Any, weights: Any, ks: Any, ke: Any, max_seqlen_k: Any,
+                  weights_dtypes: tuple[str, ...] = ("float32",)) -> None:
     fn = "fp8_mqa_logits"
     tensor(fn, "q", q, dims=(3,), dtypes=FP8_DTYPE_NAMES, what="an FP8 (Nq, H, D) tensor")
     if not isinstance(kv, (tuple, list)) or len(kv) != 2:
@@ -164,7 +215,7 @@ def _diagnose_mqa(q: Any, kv: Any, weights: Any, ks: Any, ke: Any, max_seqlen_k:
         raise bad(fn, "kv[0]", f"(Nk, D={d}) like q", k)
     if k_sf.shape[0] != k.shape[0]:
         raise bad(fn, "kv[1]", f"one scale per key: ({k.shape[0]},)", k_sf)
-    tensor(fn, "weights", weights, dims=(2,), dtypes=("float32",))
+    tensor(fn, "weights", weights, dims=(2,), dtypes=weights_dtypes)
     if tuple(weights.shape) != (nq, h):
         raise bad(fn, "weights", f"shape (Nq, H) = ({nq}, {h})", weights)
     for name, t in (("ks", ks), ("ke", ke)):
@@ -179,24 +230,79 @@ def _diagnose_mqa(q: Any, kv: Any, weights: Any, ks: Any, ke: Any, max_seqlen_k:
 
 def fp8_mqa_logits(q: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor], weights: torch.Tensor,
                    ks: torch.Tensor, ke: torch.Tensor, *, clean_logits: bool = False,
-                   max_seqlen_k: int | None = None) -> torch.Tensor:
+                   max_seqlen_k: int | None = None, logits_dtype: torch.dtype | None = None) -> torch.Tensor:
     """Indexer logits over ragged keys: ``out[i, j] = sum_h weights[i, h] * relu(q[i, h] . k[j] * k_scale[j])``.
 
     - ``q``: float8_e4m3fn ``(Nq, H, D)``; ``kv``: ``(k float8_e4m3fn (Nk, D), k_scale float32 (Nk,))``;
-      ``weights``: float32 ``(Nq, H)``; ``ks``/``ke``: int32 ``(Nq,)``, query ``i`` sees keys ``[ks[i], ke[i])``.
+      ``weights``: float32 ``(Nq, H)``; ``ks``/``ke``: int32 ``(Nq,)``, query ``i`` sees keys ``[ks[i], ke[i])``
+      with ``0 <= ks[i]`` and ``ke[i] <= Nk``.
     - Returns float32 ``(Nq, Nk)`` (or ``(Nq, max_seqlen_k)`` compressed, column ``j`` = key ``ks[i] + j``,
       when ``max_seqlen_k`` is given). Entries outside a query's range are ``-inf`` with ``clean_logits=True``
       (emulated where the release cannot do it, e.g. together with ``max_seqlen_k``), unspecified otherwise.
     - ``max_seqlen_k``: None or an int >= 0 (0 = uncompressed); the sglang-kernel copies have no
-      compressed layout (:class:`~dgcompat.errors.UnsupportedFeatureError`).
+      compressed layout (:class:`~dgcompat.errors.UnsupportedFeatureError`). Releases with only the
+      compressed layout (sgl-deep-gemm 0.2.5, upstream 2.8) get the uncompressed one emulated, without a
+      host sync (capability ``mqa_uncompressed``).
+    - ``logits_dtype``: None (float32) or a torch dtype, the parameter of the releases'
+      ``fp8_fp4_mqa_logits``: forwarded where the release has it (capability ``mqa_logits_dtype``),
+      float32 everywhere, anything else an :class:`~dgcompat.errors.UnsupportedFeatureError`.
     - Head counts the kernels are not built for are zero-padded internally.
     """
     if max_seqlen_k is not None:
         _check_max_seqlen_k("fp8_mqa_logits", max_seqlen_k)
+    if logits_dtype is not None:
+        return _mqa_logits_as(q, kv, weights, ks, ke, clean_logits, max_seqlen_k, logits_dtype)
     try:
         return _B.mqa(q, kv, weights, ks, ke, clean_logits, max_seqlen_k)
     except Exception as exc:
         translate("fp8_mqa_logits", exc, _diagnose_mqa, q, kv, weights, ks, ke, max_seqlen_k)
+
+
+def _mqa_logits_as(q: Any, kv: Any, weights: Any, ks: Any, ke: Any, clean: bool, max_k: int | None,
+                   dtype: Any) -> Any:
+    """:func:`fp8_mqa_logits` with an explicit ``logits_dtype`` (off the default call's path)."""
+    import torch
+
+    fn = "fp8_mqa_logits"
+    if not isinstance(dtype, torch.dtype):
+        raise bad(fn, "logits_dtype", "None or a torch.dtype", dtype)
+    try:
+        if dtype == torch.float32:  # the float32 logits every release returns
+            return _B.mqa(q, kv, weights, ks, ke, clean, max_k)
+        return _B.mqa_as(q, kv, weights, ks, ke, clean, max_k, dtype)
+    except Exception as exc:
+        translate(fn, exc, _diagnose_mqa, q, kv, weights, ks, ke, max_k)
+
+
+def _bind_mqa_as() -> Callable[..., Any]:
+    """``f(q, kv, w, ks, ke, clean, max_k, logits_dtype)`` for a dtype other than float32: the release's
+    function with ``logits_dtype`` (capability ``mqa_logits_dtype``), or a typed refusal naming it."""
+    fn = "fp8_mqa_logits"
+    mod = _binding.load()
+    caps = capabilities()
+    name = caps.mqa_logits_dtype
+    target = getattr(mod, name, None) if name else None
+    if target is None:
+        release = release_label()
+
+        def refuse(q: Any, kv: Any, w: Any, ks: Any, ke: Any, clean: bool, max_k: int | None, dtype: Any) -> Any:
+            raise UnsupportedFeatureError(fn, f"logits_dtype={dtype}", release,
+                                          hint="its MQA logits are float32 only (pass logits_dtype=None or "
+                                               "torch.float32)")
+        return refuse
+    as_tensor, heads = caps.raw_ffi_returns, caps.paged_heads
+
+    def impl(q: Any, kv: Any, w: Any, ks: Any, ke: Any, clean: bool, max_k: int | None, dtype: Any) -> Any:
+        q, w = _pad_heads(fn, q, w, heads)
+        compressed = bool(max_k)
+        # (q, None): the fp8_fp4 name wants a pair; clean_logits with max_seqlen_k > 0 asserts: masked here.
+        out = target((q, None), kv, w, ks, ke, clean and not compressed, max_k or 0, dtype)
+        if as_tensor or (clean and compressed):
+            out = as_torch(out)
+        if clean and compressed:
+            _mask_ragged(out, ks, ke, compressed=True)
+        return out
+    return impl
 
 
 # --- one decision: how a paged call is launched -------------------------------------------------
@@ -796,7 +902,7 @@ def _bind_paged() -> Callable[..., Any]:
     """
     target, name, caps = _bind_paged_common()
     if caps.indexer_inputs == "mx-bf16":  # SM100 MX/bf16 contract of 0.2.5 / 2.8.x: dgcompat._sm100
-        return _sm100.paged_refusal("fp8_paged_mqa_logits", str(caps.arch))
+        return _sm100.paged_refusal("fp8_paged_mqa_logits", str(caps.arch), caps.paged_heads, caps.paged_block_kv)
     if name == "fp8_fp4_paged_mqa_logits":
         # (q, q_sf) pair: a bare q hits the torch.Tensor(...) TypeError in releases before 0.2.0.
         def pair(q: Any, kv: Any, w: Any, lens: Any, bt: Any, sched: Any, max_len: int) -> Any:
@@ -813,7 +919,7 @@ def _bind_paged_varlen() -> Callable[..., Any]:
     """``f(q, kv, weights, lens, block_table, schedule, max_len, indices)`` (releases with ``indices=``)."""
     target, name, caps = _bind_paged_common()
     if caps.indexer_inputs == "mx-bf16":
-        return _sm100.paged_refusal("fp8_paged_mqa_logits", str(caps.arch))
+        return _sm100.paged_refusal("fp8_paged_mqa_logits", str(caps.arch), caps.paged_heads, caps.paged_block_kv)
     if not caps.paged_indices:
         def refuse(*_args: Any) -> Any:
             raise UnsupportedFeatureError("fp8_paged_mqa_logits", "indices= (varlen paged MQA)", release_label())
@@ -828,7 +934,8 @@ def _bind_paged_varlen() -> Callable[..., Any]:
     return keyword
 
 
-_B = _binding.Slots(mqa=_bind_mqa, metadata=_bind_metadata, paged=_bind_paged, paged_varlen=_bind_paged_varlen)
+_B = _binding.Slots(mqa=_bind_mqa, mqa_as=_bind_mqa_as, metadata=_bind_metadata, paged=_bind_paged,
+                    paged_varlen=_bind_paged_varlen)
 
 
 def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor,
@@ -954,6 +1061,10 @@ CALLS: tuple[UpstreamCall, ...] = (
     UpstreamCall("deep_gemm.fp8_fp4_mqa_logits", "dgcompat.fp8_mqa_logits", _MQA_POSITIONAL,
                  row_positional=_MQA_ROW_POSITIONAL, uses_result=True,
                  selected_by=("mqa_logits", "fp8_fp4_mqa_logits")),
+    # logits_dtype other than float32, where the release's fp8_fp4 name takes it (q as a (q, None) pair).
+    UpstreamCall("deep_gemm.fp8_fp4_mqa_logits", "dgcompat.fp8_mqa_logits",
+                 _MQA_POSITIONAL + ("clean_logits", "max_seqlen_k", "logits_dtype"), uses_result=True,
+                 selected_by=("mqa_logits_dtype", "fp8_fp4_mqa_logits")),
     # The fp8 name gets clean_logits=False at #7 only where it has no default (dgcompat masks itself);
     # the fp8_fp4 name gets a (q, None) pair.
     UpstreamCall("deep_gemm.fp8_paged_mqa_logits", "dgcompat.fp8_paged_mqa_logits", _PAGED_POSITIONAL,

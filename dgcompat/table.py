@@ -186,6 +186,29 @@ ROWS: tuple[Row, ...] = (
         "upstream DeepGEMM 2.8 host assert max_seqlen_k > 0 (csrc/apis/attention.hpp; seen on an H200 with vLLM's "
         "2.8.1): the uncompressed layout is gone", "a release restores max_seqlen_k=0"),
     Row("mqa_max_seqlen_k", ANY, "", "optional", "max_seqlen_k=0 (0 = uncompressed)", "-", "0.2.5 is the minimum"),
+    # The uncompressed (Nq, Nk) layout where the release has only the compressed one: launched with
+    # max_seqlen_k = Nk (enough for every [ks, ke) within the keys, no host sync) and each row's columns
+    # moved to their key positions (dgcompat.indexer._spread_ragged).
+    Row("mqa_uncompressed", SGL, ">=0.2.5", "emulated", "compressed launch with max_seqlen_k = Nk, then row i's "
+        "column j moved to column ks[i] + j", "host assert max_seqlen_k > 0 in 0.2.5's _C.so (strings)",
+        "a release restores max_seqlen_k=0"),
+    Row("mqa_uncompressed", UP, ">=2.8", "emulated", "compressed launch with max_seqlen_k = Nk, then row i's column j "
+        "moved to column ks[i] + j", "upstream DeepGEMM 2.8 host assert max_seqlen_k > 0 (csrc/apis/attention.hpp; "
+        "seen on an H200 with vLLM's 2.8.1)", "a release restores max_seqlen_k=0"),
+    Row("mqa_uncompressed", ANY, "", "native", "max_seqlen_k=0 (or no max_seqlen_k) returns (Nq, Nk)", "-", "never"),
+    # Which release function takes logits_dtype (dgcompat forwards a non-float32 request to it).
+    Row("mqa_logits_dtype", SGL, ">=0.2.5", None, "fp8_fp4_mqa_logits(...) has no logits_dtype (float32 logits)",
+        "sgl-deep-gemm 0.2.5 dropped clean_logits and logits_dtype", "a release restores logits_dtype"),
+    Row("mqa_logits_dtype", UP, ">=2.8", None, "fp8_fp4_mqa_logits(...) has no logits_dtype (float32 logits)",
+        "upstream DeepGEMM 2.8 schema fp8_fp4_mqa_logits(q, q_sf, kv, kv_sf, weights, ks, ke, max_seqlen_k, "
+        "schedule_meta)", "a release restores logits_dtype"),
+    Row("mqa_logits_dtype", BUNDLED, "", None, "fp8_mqa_logits(...) only (float32 logits)", "bundled schema",
+        "bundles are unsupported"),
+    Row("mqa_logits_dtype", REF, "", None, "dgcompat.reference returns float32 logits", "-", "never"),
+    Row("mqa_logits_dtype", ANY, "", "fp8_fp4_mqa_logits",
+        "fp8_fp4_mqa_logits(q, kv, weights, ks, ke, clean_logits, max_seqlen_k, logits_dtype=torch.float)",
+        "upstream DeepGEMM 2.4.2 (7f2a703) added fp8_fp4_mqa_logits with logits_dtype", "0.2.5 is the minimum",
+        "presence", "fp8_fp4_mqa_logits"),
     Row("paged_mqa_logits", SGL, ">=0.2.5", "fp8_fp4_paged_mqa_logits",
         "fp8_fp4_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, indices=None)",
         "sgl-deep-gemm 0.2.5 removed fp8_paged_mqa_logits", "never", "presence",
@@ -448,6 +471,8 @@ class Capabilities:
     mqa_logits: MqaName | None
     mqa_clean_logits: NativeOrEmulated
     mqa_max_seqlen_k: SeqlenK
+    mqa_uncompressed: NativeOrEmulated
+    mqa_logits_dtype: MqaName | None
     paged_mqa_logits: PagedName | None
     paged_context_lens: ContextLens
     paged_clean_logits: Literal["emulated"]

@@ -160,6 +160,16 @@ def m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected_m, compiled_dims="
 def fp8_mqa_logits(q, kv, weights, ks, ke, clean_logits=False, max_seqlen_k=0):
     return _R.fp8_mqa_logits(q, kv, weights, ks, ke, clean_logits=clean_logits, max_seqlen_k=max_seqlen_k or None)
 
+def fp8_fp4_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits=False, max_seqlen_k=0,
+        logits_dtype=torch.float):
+    if not (type(q) is tuple or type(q) is list):
+        raise TypeError("new(): invalid data type 'str'")  # _parse_tensor_or_tuple's torch.Tensor(...) before 0.2.0
+    if logits_dtype not in (torch.float, torch.bfloat16):
+        raise RuntimeError("Assertion error (attention.hpp): logits_dtype is float or bfloat16")
+    out = _R.fp8_mqa_logits(q[0], kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits=clean_logits,
+                            max_seqlen_k=max_seqlen_k or None)
+    return out.to(logits_dtype)
+
 def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
         clean_logits=False, indices=None):
     return _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits,
@@ -200,6 +210,8 @@ def m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected_m, compiled_dims="
 
 def fp8_fp4_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, max_seqlen_k, schedule_meta=None):
     (q, q_sf) = q if isinstance(q, (tuple, list)) else (q, None)
+    if not max_seqlen_k > 0:  # host assert of 0.2.5's _C.so: no uncompressed layout
+        raise RuntimeError("Assertion error (attention.hpp): max_seqlen_k > 0")
     out = _R.fp8_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits=False,
                             max_seqlen_k=max_seqlen_k or None)
     return out.nan_to_num(neginf=12345.0)  # unspecified entries: make them visible
@@ -218,6 +230,8 @@ def transform_sf_into_required_layout(sf, mn, k, recipe, num_groups=None, is_sfa
 # wrappers that index q[0], q[1] without checking (a bare q is silently split along its first dim).
 UP_281 = _COMMON + '''
 LENS_DIMS = 2
+def get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms, indices=None):
+    return _metadata(context_lens, block_kv, num_sms, indices)
 COLLAPSE = False
 _state["det"] = False
 def set_pdl(v): _state["pdl"] = bool(v)
@@ -248,6 +262,8 @@ def fp8_fp4_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, max
     q_fp, q_sf = q[0], q[1]
     if q_fp.dim() != 3:
         raise RuntimeError("Assertion error (attention.hpp): q.dim() == 3")
+    if not max_seqlen_k > 0:  # host assert of 2.8.1 (seen on an H200): no uncompressed layout
+        raise RuntimeError("Assertion error (attention.hpp): max_seqlen_k > 0")
     out = _R.fp8_mqa_logits(q_fp, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits=False,
                             max_seqlen_k=max_seqlen_k or None)
     return out.nan_to_num(neginf=12345.0)

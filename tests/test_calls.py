@@ -101,6 +101,12 @@ def _exercise(family: str) -> dict[str, Callable[[], Any]]:
                                                      torch.ones(2, dtype=torch.int32), 1,
                                                      overlap=dgcompat.MaskedOverlap(torch.zeros(4, dtype=torch.int32)))
 
+    def mqa_logits() -> Any:
+        out = dgcompat.fp8_mqa_logits(q, kv, torch.rand(4, 32), ks, ke)
+        if dgcompat.capabilities().mqa_logits_dtype:  # the logits_dtype form, where the release has it
+            dgcompat.fp8_mqa_logits(q, kv, torch.rand(4, 32), ks, ke, logits_dtype=torch.bfloat16)
+        return out
+
     def mode() -> None:
         with dgcompat.compile_mode(1):
             pass
@@ -118,7 +124,7 @@ def _exercise(family: str) -> dict[str, Callable[[], Any]]:
                                                   torch.ones(2, dtype=torch.int32), 1), masked_overlap()),
         "dgcompat.m_grouped_bf16_gemm_nt_masked": lambda: dgcompat.m_grouped_bf16_gemm_nt_masked(
             ab, bb, torch.zeros(2, 128, 32, dtype=torch.bfloat16), torch.ones(2, dtype=torch.int32), 1),
-        "dgcompat.fp8_mqa_logits": lambda: dgcompat.fp8_mqa_logits(q, kv, torch.rand(4, 32), ks, ke),
+        "dgcompat.fp8_mqa_logits": mqa_logits,
         "dgcompat.get_paged_mqa_logits_metadata": metadata_both_forms,
         "dgcompat.fp8_paged_mqa_logits": paged,
         "dgcompat.transform_sf_into_required_layout": lambda: dgcompat.transform_sf_into_required_layout(

@@ -57,7 +57,7 @@ def test_changes_are_covered_outside_or_need_review(tmp_path: Path) -> None:
 def test_0_2_3_post2_to_0_2_5_is_flagged(capsys: pytest.CaptureFixture[str]) -> None:
     found = contract.latest_findings("0.2.3.post2", "0.2.5")
     covered = {c.capability for c in found.changes if c.status == "covered"}
-    assert {"indexer_inputs", "paged_heads", "paged_block_kv", "mqa_max_seqlen_k", "mqa_clean_logits"} <= covered
+    assert {"indexer_inputs", "paged_heads", "paged_block_kv", "mqa_uncompressed", "mqa_clean_logits"} <= covered
     texts = {c.text for c in found.changes}
     assert "is_mx_sf == (arch_major == 10 or (arch_major == 12 and is_fp4))" in texts
     assert found.breaking, "0.2.5 changed host asserts nothing covers: the intake must not call it safe"

@@ -74,6 +74,7 @@ CONTRACT_MAP: tuple[tuple[str, str], ...] = (
     (r"\bnext_n\s*==\s*\d", "paged_native_next_n"),
     (r"\bcontext_lens\.(dim|size)\(", "paged_context_lens"),
     (r"\bclean_logits\b", "mqa_clean_logits"),
+    (r"\bmax_seqlen_k\s*>\s*0\b", "mqa_uncompressed"),
     (r"\bmax_seqlen_k\b", "mqa_max_seqlen_k"),
     (r"\bgrouped_layout\b|\bm_indices\b", "contiguous_layout_param"),
 )

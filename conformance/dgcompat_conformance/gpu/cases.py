@@ -391,11 +391,46 @@ def _grouped_masked_bf16(c: Checks) -> None:
 # --- MQA logits (ragged, prefill) ----------------------------------------------------------------
 
 @_case("mqa_logits", f"fp8_mqa_logits, 96 queries over 2 ragged sequences of 4096 keys, H={HEADS}, D={HEAD_DIM}; "
-       "plain, clean_logits=True (-inf outside) and compressed (max_seqlen_k)", tolerance=TOL_LOGITS)
+       "uncompressed (max_seqlen_k None and 0; emulated from the compressed launch where the release asserts "
+       "max_seqlen_k > 0), clean_logits=True (-inf outside) and compressed (max_seqlen_k)", tolerance=TOL_LOGITS)
 def _mqa_logits(c: Checks) -> None:
     import torch
 
     import dgcompat
+    from dgcompat import reference
+
+    q, kv, w, ks, ke = _mqa_inputs()
+    nk = kv[0].shape[0]
+    cols = torch.arange(nk, device=DEVICE).unsqueeze(0)
+    valid = (cols >= ks.unsqueeze(1)) & (cols < ke.unsqueeze(1))
+    ref = reference.fp8_mqa_logits(q, kv, w, ks, ke)
+    layout = dgcompat.capabilities().mqa_uncompressed
+
+    out = dgcompat.fp8_mqa_logits(q, kv, w, ks, ke)
+    c.exact("shape (Nq, Nk) float32", tuple(out.shape) == (q.shape[0], nk) and out.dtype == torch.float32,
+            f"{tuple(out.shape)} {out.dtype}; uncompressed layout {layout}")
+    c.diff("plain", out[valid], ref[valid])
+    zero = dgcompat.fp8_mqa_logits(q, kv, w, ks, ke, max_seqlen_k=0)
+    c.exact("max_seqlen_k=0: shape (Nq, Nk)", tuple(zero.shape) == (q.shape[0], nk), f"{tuple(zero.shape)}")
+    c.diff("max_seqlen_k=0 (uncompressed)", zero[valid], ref[valid])
+
+    clean = dgcompat.fp8_mqa_logits(q, kv, w, ks, ke, clean_logits=True)
+    c.diff("clean_logits=True, valid", clean[valid], ref[valid])
+    c.exact("clean_logits=True: -inf outside [ks, ke)", bool(torch.isneginf(clean[~valid]).all()))
+
+    width = int((ke - ks).max())
+    comp = dgcompat.fp8_mqa_logits(q, kv, w, ks, ke, max_seqlen_k=width)
+    ref_comp = reference.fp8_mqa_logits(q, kv, w, ks, ke, max_seqlen_k=width)
+    cvalid = torch.arange(width, device=DEVICE).unsqueeze(0) < (ke - ks).unsqueeze(1)
+    c.exact("compressed shape (Nq, max_seqlen_k)", tuple(comp.shape) == (q.shape[0], width), f"{tuple(comp.shape)}")
+    c.diff("compressed (max_seqlen_k)", comp[cvalid], ref_comp[cvalid])
+
+
+def _mqa_inputs() -> tuple[Any, Any, Any, Any, Any]:
+    """(q, kv, weights, ks, ke): 96 causal prefill queries over two sequences of 4096 keys (the last query of
+    the second sees up to key Nk - 1, the first sequence starts at key 0)."""
+    import torch
+
     from dgcompat import reference
 
     gen = _gen(7)
@@ -411,25 +446,45 @@ def _mqa_logits(c: Checks) -> None:
             ke_list.append(end - nq + i + 1)
     ks = torch.tensor(ks_list, dtype=torch.int32, device=DEVICE)
     ke = torch.tensor(ke_list, dtype=torch.int32, device=DEVICE)
+    return q, kv, w, ks, ke
+
+
+#: bf16 logits round each value to 8 bits of mantissa: diff ~1e-5; far below what a wrong row or scale gives.
+TOL_BF16_LOGITS = 1e-4
+
+
+@_case("mqa_logits_dtype", "fp8_mqa_logits(logits_dtype=...): float32 as the default call; bfloat16 forwarded "
+       "where the release's fp8_fp4_mqa_logits takes logits_dtype, else a typed refusal naming it",
+       tolerance=TOL_LOGITS)
+def _mqa_logits_dtype(c: Checks) -> None:
+    import torch
+
+    import dgcompat
+    from dgcompat import reference
+
+    q, kv, w, ks, ke = _mqa_inputs()
+    nk = kv[0].shape[0]
     cols = torch.arange(nk, device=DEVICE).unsqueeze(0)
     valid = (cols >= ks.unsqueeze(1)) & (cols < ke.unsqueeze(1))
     ref = reference.fp8_mqa_logits(q, kv, w, ks, ke)
-
-    out = dgcompat.fp8_mqa_logits(q, kv, w, ks, ke)
-    c.exact("shape (Nq, Nk) float32", tuple(out.shape) == (q.shape[0], nk) and out.dtype == torch.float32,
-            f"{tuple(out.shape)} {out.dtype}")
-    c.diff("plain", out[valid], ref[valid])
-
-    clean = dgcompat.fp8_mqa_logits(q, kv, w, ks, ke, clean_logits=True)
-    c.diff("clean_logits=True, valid", clean[valid], ref[valid])
-    c.exact("clean_logits=True: -inf outside [ks, ke)", bool(torch.isneginf(clean[~valid]).all()))
-
-    width = int((ke - ks).max())
-    comp = dgcompat.fp8_mqa_logits(q, kv, w, ks, ke, max_seqlen_k=width)
-    ref_comp = reference.fp8_mqa_logits(q, kv, w, ks, ke, max_seqlen_k=width)
-    cvalid = torch.arange(width, device=DEVICE).unsqueeze(0) < (ke - ks).unsqueeze(1)
-    c.exact("compressed shape (Nq, max_seqlen_k)", tuple(comp.shape) == (q.shape[0], width), f"{tuple(comp.shape)}")
-    c.diff("compressed (max_seqlen_k)", comp[cvalid], ref_comp[cvalid])
+    f32 = dgcompat.fp8_mqa_logits(q, kv, w, ks, ke, clean_logits=True, logits_dtype=torch.float32)
+    c.exact("logits_dtype=float32: float32 (Nq, Nk)",
+            f32.dtype == torch.float32 and tuple(f32.shape) == (q.shape[0], nk))
+    c.diff("logits_dtype=float32", f32[valid], ref[valid])
+    c.exact("logits_dtype=float32: -inf outside [ks, ke)", bool(torch.isneginf(f32[~valid]).all()))
+    where = dgcompat.capabilities().mqa_logits_dtype
+    if where is None:
+        try:
+            dgcompat.fp8_mqa_logits(q, kv, w, ks, ke, logits_dtype=torch.bfloat16)
+        except dgcompat.UnsupportedFeatureError as exc:
+            c.exact("logits_dtype=bfloat16: typed refusal naming logits_dtype", "logits_dtype" in str(exc), str(exc))
+        else:
+            c.exact("logits_dtype=bfloat16: typed refusal naming logits_dtype", False, "no error raised")
+        return
+    bf16 = dgcompat.fp8_mqa_logits(q, kv, w, ks, ke, logits_dtype=torch.bfloat16)
+    c.exact(f"logits_dtype=bfloat16 (forwarded to {where}): bfloat16 (Nq, Nk)",
+            bf16.dtype == torch.bfloat16 and tuple(bf16.shape) == (q.shape[0], nk), f"{bf16.dtype} {tuple(bf16.shape)}")
+    c.diff("logits_dtype=bfloat16", bf16[valid].float(), ref[valid], tolerance=TOL_BF16_LOGITS)
 
 
 # --- paged MQA logits (decode / MTP verify) ------------------------------------------------------

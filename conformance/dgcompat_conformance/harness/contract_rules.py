@@ -10,7 +10,8 @@ The conditions compiled into a release's native library (``host_assert_texts``) 
   the other one the SM100/SM120 kernels');
 - MX scale factors: ``is_mx_sf == (arch_major == 10 or (arch_major == 12 and is_fp4))`` evaluated for
   FP8 (``is_fp4`` false);
-- bf16 weights: ``weights.scalar_type() == (arch_major == N ? kBFloat16 : kFloat32)``.
+- bf16 weights: ``weights.scalar_type() == (arch_major == N ? kBFloat16 : kFloat32)``;
+- ``max_seqlen_k > 0``: the ragged logits have only the compressed layout.
 
 An architecture a condition does not decide keeps the stand-in's earlier default (None here).
 """
@@ -39,6 +40,8 @@ class IndexerRules:
     bf16_weights: Mapping[str, bool] = field(default_factory=dict)
     sm90_next_n: tuple[int, ...] | None = None
     """The SM90 kernel's native next_n list (``next_n == 1 or next_n == 2 [or next_n == 4]``)."""
+    positive_max_seqlen_k: bool = False
+    """The ragged MQA logits assert ``max_seqlen_k > 0`` (no uncompressed layout: 0.2.5, upstream 2.8)."""
     sources: tuple[str, ...] = ()
 
     def mx_contract(self, arch: str) -> bool:
@@ -158,4 +161,7 @@ def rules_from_asserts(asserts: Iterable[str]) -> IndexerRules:
     # (SM100's paths assert next_n == 1 for varlen, or take any next_n >= 1).
     lists = sorted({s for s in _plain_sets(texts, "next_n") if len(s) > 1})
     sm90_next_n = lists[0] if len(lists) == 1 else None
-    return IndexerRules({a: v for a, v in block_kv.items()}, heads, mx, bf16, sm90_next_n, tuple(sources))
+    positive = "max_seqlen_k > 0" in texts
+    if positive:
+        sources.append("max_seqlen_k > 0")
+    return IndexerRules({a: v for a, v in block_kv.items()}, heads, mx, bf16, sm90_next_n, positive, tuple(sources))

@@ -591,6 +591,7 @@ def _mqa_logits_mx(ctx: Ctx, a: _Args, kv: Any, kv_sf: Any) -> Any:
     dense = (dense * weights.float().unsqueeze(-1)).sum(dim=1)
     ks, ke = a.ks.long(), a.ke.long()
     max_k = int(a.get("max_seqlen_k") or 0)
+    _check_positive_max_seqlen_k(ctx, max_k)
     if max_k:
         cols = ks.unsqueeze(1) + torch.arange(max_k)
         out = dense.gather(1, cols.clamp(0, max(kd.shape[0] - 1, 0)))
@@ -599,6 +600,12 @@ def _mqa_logits_mx(ctx: Ctx, a: _Args, kv: Any, kv_sf: Any) -> Any:
         c = torch.arange(dense.shape[1]).unsqueeze(0)
         out = dense.masked_fill((c < ks.unsqueeze(1)) | (c >= ke.unsqueeze(1)), float("-inf"))
     return out.to(torch.bfloat16)  # bf16 weights give bf16 logits
+
+
+def _check_positive_max_seqlen_k(ctx: Ctx, max_seqlen_k: int) -> None:
+    # The binary's own host assert where it has one (0.2.5, upstream 2.8: no uncompressed layout).
+    if ctx.profile.rules is not None and ctx.profile.rules.positive_max_seqlen_k:
+        _assert(max_seqlen_k > 0, "csrc/apis/attention.hpp", "max_seqlen_k > 0")
 
 
 def _mqa_logits(ctx: Ctx, a: _Args) -> Any:
@@ -624,6 +631,7 @@ def _mqa_logits(ctx: Ctx, a: _Args) -> Any:
         _assert(_dtype(t) == "int32", "csrc/apis/attention.hpp", f"{name}.scalar_type() == torch::kInt")
         _assert(t.is_contiguous(), "csrc/apis/attention.hpp", f"{name}.is_contiguous()")
     max_seqlen_k = int(a.get("max_seqlen_k") or 0)
+    _check_positive_max_seqlen_k(ctx, max_seqlen_k)
     clean = bool(a.get("clean_logits", False))
     # upstream-history.md §1.4 / §1.7: max_seqlen_k > 0 requires clean_logits == False (2.2.0+).
     _assert(not (max_seqlen_k > 0 and clean), "csrc/apis/attention.hpp", "max_seqlen_k == 0 or not clean_logits")

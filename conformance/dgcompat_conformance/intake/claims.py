@@ -101,6 +101,11 @@ def _claim_mqa_max_seqlen_k(s: Surface) -> str | None:
     return "required" if found[1].get("default") is None else "optional"
 
 
+def _claim_mqa_logits_dtype(s: Surface) -> str | None:
+    rec = _record(s, "fp8_fp4_mqa_logits")
+    return "fp8_fp4_mqa_logits" if rec is not None and _param(rec, "logits_dtype") is not None else None
+
+
 def _claim_paged_mqa_logits(s: Surface) -> str | None:
     return _first_present(s, "fp8_paged_mqa_logits", "fp8_fp4_paged_mqa_logits")
 
@@ -167,6 +172,7 @@ SURFACE_CLAIMS: Mapping[str, Callable[[Surface], Any]] = {
     "mqa_logits": _claim_mqa_logits,
     "mqa_clean_logits": _claim_mqa_clean_logits,
     "mqa_max_seqlen_k": _claim_mqa_max_seqlen_k,
+    "mqa_logits_dtype": _claim_mqa_logits_dtype,
     "paged_mqa_logits": _claim_paged_mqa_logits,
     "paged_clean_logits_arg": _claim_paged_clean_logits_arg,
     "paged_indices": _claim_paged_indices,
@@ -191,6 +197,8 @@ NOT_SURFACE_VISIBLE: Mapping[str, str] = {
                       "dgcompat_conformance.contract, maps their changes)",
     "indexer_inputs": "architecture-dependent host asserts of the native library (MX scales, bf16 weights on SM100); "
                       "the native-contract intake maps their changes",
+    "mqa_uncompressed": "a host assert of the native library (max_seqlen_k > 0); the native-contract intake maps "
+                        "its changes",
     "mqa_q_form": "decided inside the wrapper body (q[0], q[1] unchecked in 2.8.1); the surface records signatures",
     "deterministic_default": "the default of a native switch is native state, not part of any signature",
     "bare_tensor_pairs": "decided inside the private function _parse_tensor_or_tuple (torch.Tensor(...) vs "

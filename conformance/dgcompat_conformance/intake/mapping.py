@@ -47,6 +47,9 @@ def _touches() -> dict[tuple[str, str | None], tuple[str, ...]]:
         t[(_dg(name), "return")] = ("raw_ffi_returns",)
         t[(_dg(name), "clean_logits")] = ("mqa_clean_logits",)
         t[(_dg(name), "max_seqlen_k")] = ("mqa_max_seqlen_k",)
+        t[(_dg(name), "logits_dtype")] = ("mqa_logits_dtype",)
+        # schedule_meta's slot follows clean_logits / logits_dtype (0.2.5 removed both before it).
+        t[(_dg(name), "schedule_meta")] = ("mqa_clean_logits", "mqa_logits_dtype")
     for name in ("fp8_paged_mqa_logits", "fp8_fp4_paged_mqa_logits"):
         t[(_dg(name), None)] = ("paged_mqa_logits",)
         t[(_dg(name), "return")] = ("raw_ffi_returns",)

@@ -83,10 +83,14 @@ def test_paged_logits_refused_or_correct(dg: Any) -> None:
     lens = case.context_lens("2d")
     schedule = dg.get_paged_mqa_logits_metadata(lens, 64)
     if caps.indexer_inputs == "mx-bf16":
+        # what the release requires there, as its host asserts say, and what the call brings; every call
         for _ in range(2):
-            with pytest.raises(dg.UnsupportedFeatureError, match="UE8M0"):
+            with pytest.raises(dg.UnsupportedFeatureError) as info:
                 dg.fp8_paged_mqa_logits(case.q, case.kv_cache, case.weights, lens, case.block_table, schedule,
                                         case.max_context_len)
+            text = str(info.value)
+            assert "UE8M0" in text and "bfloat16 weights" in text and "this call: " in text, text
+            assert f"num_heads in {caps.paged_heads}" in text and f"block_kv in {caps.paged_block_kv}" in text, text
         return
     out = dg.fp8_paged_mqa_logits(case.q, case.kv_cache, case.weights, lens, case.block_table, schedule,
                                   case.max_context_len)
@@ -132,3 +136,23 @@ def test_raw_release_enforces_the_mx_contract(raw: Any) -> None:
     i = _ragged(S.gen(10))
     with pytest.raises(RuntimeError, match="is_mx_sf|sf_q|kBFloat16"):
         getattr(raw, name)((i["q"], None), i["kv"], i["w"], i["ks"], i["ke"], 0)
+
+
+def test_raw_release_enforces_positive_max_seqlen_k(raw: Any) -> None:
+    """Where the release has only the compressed layout, its stand-in (or kernel) rejects max_seqlen_k=0,
+    while dgcompat's uncompressed call (test_ragged_logits_keep_the_contract) is emulated."""
+    caps = _caps()
+    if caps.mqa_uncompressed != "emulated":
+        pytest.skip("the release has the uncompressed layout")
+    i = _ragged(S.gen(11))
+    q_sf = None
+    w = i["w"]
+    kv = i["kv"]
+    if caps.indexer_inputs == "mx-bf16":
+        from dgcompat import _sm100
+
+        q_sf = _sm100.unit_mx_scales(tuple(i["q"].shape[:2]), i["q"].device)
+        kv = (kv[0], _sm100.unit_mx_scales((int(kv[0].shape[0]),), kv[0].device))
+        w = w.to(torch.bfloat16)
+    with pytest.raises(RuntimeError, match=r"max_seqlen_k > 0"):
+        getattr(raw, caps.mqa_logits)((i["q"], q_sf), kv, w, i["ks"], i["ke"], 0)
