@@ -298,6 +298,15 @@ class _State:
             os.close(fd)
 
     def release_all(self) -> None:
+        """Close every lock this pass still holds, also those of compiles it never got to hear about."""
+        while True:
+            try:
+                _digest, fut = self.events.get_nowait()
+            except Empty:
+                break
+            out = None if fut.cancelled() or fut.exception() is not None else fut.result()
+            if out is not None and out.fd is not None:
+                os.close(out.fd)
         for digest in list(self.held):
             self._release(digest, False)
 

@@ -476,13 +476,22 @@ def gpu_fit(calls: Sequence[Call], device: int) -> tuple[int, str] | None:
     return max(1, int(free * 0.8) // per), f"free GPU memory {free >> 20} MiB / {per >> 20} MiB per worker"
 
 
+#: Calls one stand-in worker process identifies by default (about a second at a few milliseconds each).
+CALLS_PER_PROCESS = 128
+
+
 def default_processes(calls: Sequence[Call], device: int, workers: int) -> tuple[int, str]:
-    """(processes, why) for the stand-in method: a quarter of the cores (at least 2, at most ``workers``),
-    bounded by free GPU memory and the number of calls. Its workers only identify and install (milliseconds
-    a call); NVCC runs from the calling process, so more of them would only add start-up time (each
-    imports torch and deep_gemm and creates a CUDA context)."""
-    n = max(2, _cpu_count() // 4)
+    """(processes, why) for the stand-in method: a quarter of the cores, more for long call lists (one per
+    :data:`CALLS_PER_PROCESS` calls, up to the cores), at least 2 and at most ``workers``, bounded by free GPU
+    memory and the number of calls. Its workers only identify and install (milliseconds a call); NVCC runs
+    from the calling process, so more of them would only add start-up time (each imports torch and
+    deep_gemm and creates a CUDA context)."""
+    cores = _cpu_count()
+    n = max(2, cores // 4)
     why = "a quarter of the cores"
+    by_calls = min(cores, -(-len(calls) // CALLS_PER_PROCESS))
+    if by_calls > n:
+        n, why = by_calls, f"{CALLS_PER_PROCESS} calls each"
     fit = gpu_fit(calls, device)
     if fit is not None and fit[0] < n:
         n, why = fit

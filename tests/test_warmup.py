@@ -74,6 +74,19 @@ def test_worker_memory_estimate() -> None:
     assert W.worker_bytes(moe) < W.WORKER_OVERHEAD_BYTES + 2 * 32 * 4096 * 7168
 
 
+def test_default_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(W, "_cpu_count", lambda: 16)
+    monkeypatch.setattr(W, "free_gpu_bytes", lambda device: None)
+    few = [W.Call(W.DenseGemm(256, 512), m) for m in range(1, 295)]
+    assert W.default_processes(few, 0, 16)[0] == 4  # a quarter of the cores
+    assert W.default_processes(few, 0, 2)[0] == 2  # never more than the compiles at once
+    many = [W.Call(W.DenseGemm(256, 512), m) for m in range(1, 6 * 4096 + 1)]
+    assert W.default_processes(many, 0, 16)[0] == 16  # long call lists: up to the cores
+    assert W.default_processes(few[:1], 0, 16)[0] == 1  # never more than the calls
+    monkeypatch.setattr(W, "free_gpu_bytes", lambda device: 3 * W.WORKER_OVERHEAD_BYTES)
+    assert W.default_processes(few, 0, 16)[0] == 2  # what fits in the free GPU memory
+
+
 # ---- the cache folder ----------------------------------------------------------------------------
 
 def test_cache_folder_per_release_and_torch(fake_site: Callable[..., Path], tmp_path: Path,
