@@ -232,6 +232,7 @@ class _State:
         self.phase2 = False
         self.notes: list[str] = []
         self.recipes: list[Path] = []
+        self.build_s: dict[str, float] = {}  # digest -> seconds its NVCC run took here
         self._failed_builds = 0
 
     def now(self) -> float:
@@ -278,6 +279,7 @@ class _State:
             if out.kind == "built":
                 assert out.fd is not None
                 self.held[out.identity] = out.fd
+                self.build_s[out.identity] = out.seconds
                 self.work_q.put(("install", idx, m, out.identity))
                 self.outstanding += 1
                 continue
@@ -353,6 +355,8 @@ class _State:
             self.done_tasks += 1
             label = Call(self.pool.shapes[idx], m).label if task != "plain" else self.pool.shapes[idx].label
             for digest, status, seconds in met:
+                if task == "install" and status == "compiled":
+                    seconds += self.build_s.get(digest, 0.0)
                 old = self.entries.get(digest)
                 if old is None or (status == "compiled" and old.status != "compiled"):
                     self.entries[digest] = KernelEntry(digest, status, label, round(seconds, 3))

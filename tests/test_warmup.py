@@ -462,6 +462,50 @@ def test_compiles_run_at_once_outside_the_worker_processes(jit_env: dict[str, An
     assert "served" in _serve_all(jit_env, SPEC_CODE) and len(_compiles(jit_env["log"])) == 6
 
 
+def test_compiles_start_on_the_first_report_and_phase_two_waits_for_every_lock(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    import queue
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dgcompat import _warmup_pool as P
+    from dgcompat._warmup_build import Outcome
+
+    started: list[str] = []
+
+    def fake_build(digest: str, *_args: Any) -> Outcome:
+        started.append(digest)
+        if digest == "b":  # built here: the lock stays held until a worker installed it
+            return Outcome(digest, "built", os.open(tmp_path / "b.lock", os.O_CREAT | os.O_RDWR), 1.0)
+        return Outcome(digest, "elsewhere", why="another process holds its lock")
+
+    monkeypatch.setattr(P, "prepare_build", fake_build)
+    (tmp_path / "dgcompat-locks").mkdir()
+    pool = P.Pool(W.plan_calls(SPEC), SPEC.m, workers=2, processes=2, device=0, cache=tmp_path, scratch=tmp_path,
+                  nvcc="nvcc", verify=True, out=None, timeout_s=None)
+    work: queue.Queue[Any] = queue.Queue()
+    builder = ThreadPoolExecutor(2)
+    st = P._State(pool, "stand-in", 2, work, builder)
+    st.recipes = [tmp_path, tmp_path]
+    st.handle(("identified", 0, 0, [(1, "a"), (2, "a"), (64, "a"), (65, "b")]))
+    builder.shutdown(wait=True)
+    assert sorted(started) == ["a", "b"] and st.identified_all == 0  # compiling began before identifying ended
+    st.drain_builds()
+    assert work.get_nowait() == ("install", 0, 65, "b") and work.empty()
+    assert st.later == [("compile", 0, 1, "a")]  # left to phase 2
+    for wid in (0, 1):
+        st.handle(("identified-all", wid))
+        st.maybe_phase2()
+    assert not st.phase2  # every call identified, but the lock of "b" is still held
+    st.handle(("done", 1, "install", 0, 65, "b", [("b", "compiled", 0.01)], False))
+    assert not st.held and (tmp_path / "dgcompat-locks" / "b.present").exists()
+    assert st.entries["b"].status == "compiled" and st.entries["b"].seconds == pytest.approx(1.01)
+    st.maybe_phase2()
+    assert st.phase2
+    tasks = [work.get_nowait() for _ in range(work.qsize())]
+    assert tasks == [("compile", 0, 1, "a"), ("verify", 0, 2, None), ("verify", 0, 64, None)]
+    assert st.outstanding == 3 and not st.finished()
+
+
 def test_without_a_usable_recipe_the_workers_compile(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     from dgcompat import _warmup_build
 
