@@ -31,6 +31,10 @@ from ._warmup_worker import lock_kernel, marked_present
 
 __all__ = ["Recipe", "read_recipe", "build", "Outcome", "prepare_build"]
 
+#: Flags that write the source's path into the output (line info, device debug info): built elsewhere,
+#: the kernel would name a folder that is gone, so such recipes are left to deep_gemm's own build.
+_PATH_IN_OUTPUT = ("-lineinfo", "--generate-line-info", "-G", "--device-debug")
+
 
 @dataclass(frozen=True)
 class Recipe:
@@ -45,14 +49,16 @@ class Recipe:
 
 
 def read_recipe(folder: Path) -> Recipe | None:
-    """The recipe the stand-in kept in ``folder`` (``<recipes>/<digest>``), or None if it is incomplete or
-    an argument held a line break (the recipe is then not trusted, and the worker path compiles)."""
+    """The recipe the stand-in kept in ``folder`` (``<recipes>/<digest>``), or None if it is incomplete, an
+    argument held a line break or the flags ask for line info (the worker path then compiles it)."""
     try:
         count, code, output = (folder / "where").read_text().splitlines()
         args = (folder / "args").read_text().split("\n")[:-1]
     except (OSError, ValueError):
         return None
     if len(args) != int(count) or code not in args or not (folder / "source").is_file():
+        return None
+    if any(a in _PATH_IN_OUTPUT for a in args):
         return None
     return Recipe(folder.name, folder / "source", code, output, tuple(args))
 

@@ -137,6 +137,7 @@ class Pool:
                 state.identified_all = n
                 state.phase2 = True
             self._loop(state, procs, result_q)
+            state.compile_s = state.compile_s or state.now()  # the calls method compiles until its last task
             for _ in procs:
                 work_q.put(None)
             for p in procs:

@@ -77,7 +77,8 @@ case "$mode" in
   identify)
     echo "identified $id $code" >> "$DGCOMPAT_WARMUP_LOG"
     r="${DGCOMPAT_WARMUP_RECIPES:-}"
-    if [ -n "$r" ] && [ -n "$out" ] && mkdir "$r/$id" 2>/dev/null; then
+    # (the test first spares every later identification of this digest a mkdir process)
+    if [ -n "$r" ] && [ -n "$out" ] && [ ! -d "$r/$id" ] && mkdir "$r/$id" 2>/dev/null; then
       cp "$code" "$r/$id/source" && printf '%s\n' "$#" "$code" "$out" > "$r/$id/where" \
         && printf '%s\n' "$@" > "$r/$id/args.new" && mv "$r/$id/args.new" "$r/$id/args"
     fi

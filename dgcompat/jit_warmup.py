@@ -542,9 +542,8 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
 
     - ``workers``: kernels compiled at once (default: the host's cores). With the calls method each is a
       worker process, bounded by free GPU memory.
-    - ``processes``: worker processes of the stand-in method (default: a quarter of the cores, at least
-      2, at most ``workers``, bounded by free GPU memory); they identify calls and install the kernels
-      the calling process compiled.
+    - ``processes``: worker processes of the stand-in method (default: :func:`default_processes`); they
+      identify calls and install the kernels the calling process compiled.
     - ``device``: the CUDA device index the workers use.
     - ``cache_dir``: the cache root (default :func:`cache_root`); kernels go to
       :func:`jit_cache_dir` of it (``isolate=False``: the root itself). Serve with the same folder

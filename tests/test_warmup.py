@@ -277,6 +277,10 @@ def test_a_recipe_is_pointed_at_its_own_build_folder(tmp_path: Path) -> None:
     (folder / "where").write_text(f"3\n{jit}/kernel.cu\n{jit}/kernel.cubin\n")
     (folder / "args").write_text(f"{jit}/kernel.cu\n-o\n{jit}/kernel.cubin\n")
     assert read_recipe(folder) is not None
+    (folder / "where").write_text(f"4\n{jit}/kernel.cu\n{jit}/kernel.cubin\n")
+    (folder / "args").write_text(f"{jit}/kernel.cu\n-o\n{jit}/kernel.cubin\n-lineinfo\n")  # names the source path
+    assert read_recipe(folder) is None
+    (folder / "where").write_text(f"3\n{jit}/kernel.cu\n{jit}/kernel.cubin\n")
     (folder / "args").write_text(f"{jit}/kernel.cu\n-o\n{jit}/ker\nnel.cubin\n")  # a line break in an argument
     assert read_recipe(folder) is None
     (folder / "args").unlink()  # the stand-in had not finished

@@ -105,7 +105,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="with --max-m: every M, or a sampled grid refined where the kernel changes")
     p.add_argument("--workers", type=int, default=None, help="kernels compiled at once (default: cores)")
     p.add_argument("--processes", type=int, default=None,
-                   help="worker processes that identify and install (default: a quarter of the cores, at least 2)")
+                   help="worker processes that identify and install (default: a quarter of the cores, more for "
+                        "long call lists)")
     p.add_argument("--device", type=int, default=0, help="CUDA device index")
     p.add_argument("--cache-dir", default=None, help="cache root (default: DG_JIT_CACHE_DIR or ~/.deep_gemm)")
     p.add_argument("--no-isolate", action="store_true", help="use the cache root itself, not a per-release folder")
