@@ -80,7 +80,7 @@ def _child_calls(shapes: int, cache: str) -> dict[str, Any]:
     t_start = time.perf_counter()
     os.environ["DG_JIT_CACHE_DIR"] = cache
     from dgcompat import jit_warmup as W
-    from dgcompat._warmup_calls import Runner
+    from dgcompat._warmup.calls import Runner
 
     runner = Runner(0)
     calls = W.plan_calls(_spec(shapes))

@@ -565,7 +565,7 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
     :class:`WarmupError` when a compile or a worker fails.
     """
     from . import _binding
-    from . import _warmup_record as record
+    from ._warmup import record
 
     t0 = time.perf_counter()
     calls = plan_calls(spec)
@@ -611,7 +611,7 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
         else:
             processes = min(processes, max(1, len(calls)))
     show = sys.stderr.isatty() if progress is None else bool(progress)
-    from ._warmup_pool import Pool
+    from ._warmup.pool import Pool
 
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="dgcompat-warmup-") as scratch:

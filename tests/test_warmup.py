@@ -15,7 +15,7 @@ import pytest
 
 import dgcompat
 from dgcompat import jit_warmup as W
-from dgcompat._warmup_worker import STAND_IN, lock_kernel, read_log
+from dgcompat._warmup.worker import STAND_IN, lock_kernel, read_log
 from dgcompat.errors import BadArgumentError, DeepGemmUnavailableError, UnsupportedFeatureError
 
 from . import fake_jit
@@ -120,7 +120,7 @@ def test_use_jit_cache_dir_is_stable(fake_site: Callable[..., Path], tmp_path: P
 def test_lock_is_exclusive_across_processes(tmp_path: Path) -> None:
     fd = lock_kernel(tmp_path, "abc", blocking=False)
     assert fd is not None
-    probe = ("import sys; from pathlib import Path; from dgcompat._warmup_worker import lock_kernel; "
+    probe = ("import sys; from pathlib import Path; from dgcompat._warmup.worker import lock_kernel; "
              f"print(lock_kernel(Path({str(tmp_path)!r}), 'abc', blocking=False) is None)")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), *sys.path])}
     busy = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
@@ -133,7 +133,7 @@ def test_lock_is_exclusive_across_processes(tmp_path: Path) -> None:
 _CLAIMER = textwrap.dedent("""
     import os, sys, time
     from pathlib import Path
-    from dgcompat._warmup_worker import lock_kernel
+    from dgcompat._warmup.worker import lock_kernel
     cache = Path(sys.argv[1])
     for ident in sys.argv[2:]:
         fd = lock_kernel(cache, ident, blocking=True)
@@ -225,7 +225,7 @@ def test_stand_in_compiles_only_the_named_kernel(stand_in: Callable[..., Any], t
 
 def test_stand_in_keeps_a_recipe_and_installs_what_the_parent_built(stand_in: Callable[..., Any], tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    from dgcompat._warmup_build import build, read_recipe
+    from dgcompat._warmup.build import build, read_recipe
 
     monkeypatch.setenv("FAKE_NVCC_LOG", str(tmp_path / "nvcc.log"))  # the parent's build runs in this process
     monkeypatch.setenv("FAKE_NVCC_SECONDS", "0")
@@ -263,7 +263,7 @@ def test_stand_in_keeps_a_recipe_and_installs_what_the_parent_built(stand_in: Ca
 
 
 def test_a_recipe_is_pointed_at_its_own_build_folder(tmp_path: Path) -> None:
-    from dgcompat._warmup_build import Recipe, read_recipe, rewrite
+    from dgcompat._warmup.build import Recipe, read_recipe, rewrite
 
     jit = "/cache/tmp/1234"
     recipe = Recipe("x", tmp_path / "source", f"{jit}/kernel.cu", f"{jit}/kernel.cubin",
@@ -382,7 +382,7 @@ def _serve_all(jit: dict[str, Any], spec_code: str) -> str:
     code = textwrap.dedent(f"""
         import dgcompat
         from dgcompat import jit_warmup as W
-        from dgcompat._warmup_calls import Runner
+        from dgcompat._warmup.calls import Runner
         dgcompat.use_jit_cache_dir({str(jit['cache'])!r})
         spec = {spec_code}
         r = Runner(0)
@@ -471,8 +471,8 @@ def test_compiles_start_on_the_first_report_and_phase_two_waits_for_every_lock(t
     import queue
     from concurrent.futures import ThreadPoolExecutor
 
-    from dgcompat import _warmup_pool as P
-    from dgcompat._warmup_build import Outcome
+    from dgcompat._warmup import pool as P
+    from dgcompat._warmup.build import Outcome
 
     started: list[str] = []
 
@@ -511,7 +511,7 @@ def test_compiles_start_on_the_first_report_and_phase_two_waits_for_every_lock(t
 
 
 def test_without_a_usable_recipe_the_workers_compile(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    from dgcompat import _warmup_build
+    from dgcompat._warmup import build as _warmup_build
 
     monkeypatch.setattr(_warmup_build, "read_recipe", lambda folder: None)  # read by this (the calling) process
     report = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
@@ -533,6 +533,16 @@ def test_markers_without_entries_are_only_a_hint(jit_env: dict[str, Any]) -> Non
     assert len(list((folder / "cache").iterdir())) == 6
     compiles = _compiles(jit_env["log"])
     assert len(compiles) == 12 and len(set(compiles)) == 6  # each kernel once per cold cache
+
+
+def test_a_warm_cache_without_markers_compiles_nothing(jit_env: dict[str, Any]) -> None:
+    dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    folder = W.jit_cache_dir(jit_env["cache"])
+    for marker in (folder / "dgcompat-locks").glob("*.present"):
+        marker.unlink()  # e.g. a cache that serving filled
+    again = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False, fresh=True)
+    assert (again.compiled, again.cached) == (0, 6)
+    assert len(_compiles(jit_env["log"])) == 6  # no NVCC run for a kernel whose entry was there
 
 
 def test_unsupported_shape_is_a_typed_error(jit_env: dict[str, Any]) -> None:

@@ -1,6 +1,6 @@
 """A warmup worker process: identifies calls' kernels, compiles them under per-kernel locks.
 
-Started by :mod:`dgcompat._warmup_pool` with the ``spawn`` method; :func:`main` sets deep_gemm's
+Started by :mod:`dgcompat._warmup.pool` with the ``spawn`` method; :func:`main` sets deep_gemm's
 environment before anything imports deep_gemm (its compiler reads ``DG_JIT_NVCC_COMPILER`` and
 ``DG_JIT_CACHE_DIR`` once, when the first kernel is built).
 
@@ -16,7 +16,7 @@ compiler command inherits from this process's environment at each call:
 - ``identify``: append ``identified <digest> <source>`` to ``DGCOMPAT_WARMUP_LOG`` and fail; the first
   time this worker meets a digest, also keep its build recipe (the source and the compiler arguments)
   in ``DGCOMPAT_WARMUP_RECIPES/<digest>/``, from which the parent compiles it without deep_gemm
-  (:mod:`dgcompat._warmup_build`);
+  (:mod:`dgcompat._warmup.build`);
 - ``install:<digest>``: for that kernel, copy the output the parent built into place and replay NVCC's
   messages (``installed ...``), or run NVCC where nothing was built (``compiled ...``); fail for any
   other kernel (``refused ...``);
@@ -41,12 +41,12 @@ from pathlib import Path
 from queue import Empty
 from typing import Any, Callable
 
-from .jit_warmup import Shape
+from ..jit_warmup import Shape
 
 __all__ = ["STAND_IN", "WorkerConfig", "main", "read_log", "lock_kernel", "mark_present", "marked_present"]
 
 STAND_IN = r"""#!/bin/sh
-# dgcompat warmup stand-in for nvcc: records the kernel it is asked to build (see dgcompat/_warmup_worker.py).
+# dgcompat warmup stand-in for nvcc: records the kernel it is asked to build (see dgcompat/_warmup/worker.py).
 real="${DGCOMPAT_WARMUP_NVCC:?DGCOMPAT_WARMUP_NVCC is not set}"
 mode="${DGCOMPAT_WARMUP_MODE:-pass}"
 case "$mode" in pass) exec "$real" "$@" ;; esac
@@ -185,7 +185,7 @@ class Unhonored(Exception):
 
 class Worker:
     def __init__(self, cfg: WorkerConfig, put: Callable[[tuple[Any, ...]], None]) -> None:
-        from ._warmup_calls import Runner
+        from .calls import Runner
 
         self.cfg = cfg
         self.put = put
@@ -312,7 +312,7 @@ class Worker:
 
     def _bisect(self, shape: Shape, candidates: list[int]) -> list[tuple[int, str]]:
         """Identify a grid of ``candidates``, then bisect between neighbours needing different kernels."""
-        from .jit_warmup import MPolicy
+        from ..jit_warmup import MPolicy
 
         grid = set(MPolicy.changes(candidates[-1]).grid())
         pos = sorted({i for i, m in enumerate(candidates) if m in grid} | {0, len(candidates) - 1})
@@ -397,7 +397,7 @@ def _failed_m(exc: BaseException, default: Any = None) -> Any:
 def _kind(exc: BaseException) -> str:
     """"rejected" when dgcompat or deep_gemm refused the call's arguments (an unsupported shape),
     else the exception's type."""
-    from .errors import BadArgumentError, KernelError, UnsupportedFeatureError
+    from ..errors import BadArgumentError, KernelError, UnsupportedFeatureError
 
     inner = exc.inner if isinstance(exc, _AtM) else exc
     if isinstance(inner, (BadArgumentError, UnsupportedFeatureError, KernelError)):
@@ -448,7 +448,7 @@ def main(cfg: WorkerConfig, identify_q: Any, work_q: Any, result_q: Any) -> None
         os.environ["DGCOMPAT_WARMUP_BUILT"] = cfg.built
     try:
         worker = Worker(cfg, result_q.put)
-        from .runtime import compile_mode
+        from ..runtime import compile_mode
 
         # Where the release has a compile mode (the bundled copies), calls build kernels without launching them.
         with compile_mode(1):

@@ -1,12 +1,12 @@
 """The parent side of a warmup: starts the workers, hands out work, dedupes kernels, compiles, collects counts.
 
-Protocol (queues of plain tuples; see :mod:`dgcompat._warmup_worker` for the worker side):
+Protocol (queues of plain tuples; see :mod:`dgcompat._warmup.worker` for the worker side):
 
 1. Identification (stand-in method): chunks ``("calls", shape_index, [m, ...])`` (or one
    ``("bisect", shape_index, candidates)`` per shape for :meth:`MPolicy.changes`) on the identify
    queue, then one ``"turn"`` per worker. Workers answer ``("identified", wid, shape_index,
    [(m, digest), ...])``. The first call seen for a digest starts its compile at once on a parent
-   thread (:mod:`dgcompat._warmup_build`), from the recipe the stand-in kept in that worker's folder.
+   thread (:mod:`dgcompat._warmup.build`), from the recipe the stand-in kept in that worker's folder.
 2. Install: each kernel built that way goes out as ``("install", shape_index, m, digest)``; the parent
    holds the kernel's lock until the answer. This is phase 1; the parent holds locks only then.
 3. Phase 2, once every call is identified and every phase-1 kernel installed (the parent holds no
@@ -30,10 +30,10 @@ from pathlib import Path
 from queue import Empty
 from typing import Any, Literal, TextIO
 
-from ._warmup_build import Outcome, prepare_build
-from ._warmup_worker import STAND_IN, WorkerConfig, main, mark_present, prepare
-from .errors import UnsupportedFeatureError
-from .jit_warmup import Call, KernelEntry, MPolicy, PoolResult, Shape, WarmupError, _ms_for, write_progress
+from .build import Outcome, prepare_build, source_index
+from .worker import STAND_IN, WorkerConfig, main, mark_present, prepare
+from ..errors import UnsupportedFeatureError
+from ..jit_warmup import Call, KernelEntry, MPolicy, PoolResult, Shape, WarmupError, _ms_for, write_progress
 
 __all__ = ["Pool"]
 
@@ -121,6 +121,7 @@ class Pool:
         builder = ThreadPoolExecutor(self.workers, thread_name_prefix="dgcompat-nvcc") if method == "stand-in" else None
         state = _State(self, method, n, work_q, builder)
         state.recipes = [Path(c.recipes) for c in configs]
+        state.present = source_index(self.cache) if method == "stand-in" else {}
         for p in procs:
             p.start()
         try:
@@ -233,6 +234,7 @@ class _State:
         self.phase2 = False
         self.notes: list[str] = []
         self.recipes: list[Path] = []
+        self.present: dict[int, list[Path]] = {}  # sources of the entries the cache held at the start
         self.build_s: dict[str, float] = {}  # digest -> seconds its NVCC run took here
         self._failed_builds = 0
 
@@ -261,7 +263,7 @@ class _State:
         p = self.pool
         recipe = self.recipes[wid] / digest  # the worker that reported the digest kept its recipe
         fut = self.builder.submit(prepare_build, digest, recipe, p.cache, p.scratch / "built", p.nvcc,
-                                  p.remaining())
+                                  p.remaining(), self.present)
         fut.add_done_callback(lambda f: self.events.put((digest, f)))
         self.building += 1
 
@@ -373,7 +375,7 @@ class _State:
             _, _wid, idx, m, why, text = msg
             shape = self.pool.shapes[idx]
             where = f"{shape.label}" + (f" at M={m}" if isinstance(m, int) else "")
-            from .jit_warmup import _release_label
+            from ..jit_warmup import _release_label
 
             if why == "rejected":
                 raise UnsupportedFeatureError("warmup", where, _release_label(), hint=text)
