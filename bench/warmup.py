@@ -10,9 +10,14 @@ empty cache folder:
 2. cold: ``dgcompat.warmup`` on an empty cache; 3. warm: the same again on the now warm cache (it
    finds the record the cold run left), and once more with ``fresh=True`` (every call checked);
 4. serve: one process makes every call on the warm cache (must compile nothing);
-5. shared: 8 processes warm one empty cache at once (``--ranks``, ``--rank-workers`` each);
+5. shared: 8 processes warm one empty cache at once (``--ranks``, ``--rank-workers`` compiles at once
+   each, ``--rank-processes`` worker processes each);
 6. layer set: a cold warmup of a whole DeepSeek-V3(.2) layer set per EP-8 rank (dense, grouped
    contiguous and masked MoE, indexer) on its own cache (``--no-layer-set`` skips it).
+
+The cold run, the layer set and each sharing process also print their phases: when the first and the
+last worker process was up (spawn), when every call was identified, when every kernel the calls need
+first was compiled and installed, and the total.
 
 Checks printed with the numbers: the warmup's cache holds exactly the kernel folders the serial
 run produced (same names: deep_gemm's key does not contain the folder), every kernel was compiled
@@ -75,7 +80,7 @@ def _child_calls(shapes: int, cache: str) -> dict[str, Any]:
     t_start = time.perf_counter()
     os.environ["DG_JIT_CACHE_DIR"] = cache
     from dgcompat import jit_warmup as W
-    from dgcompat._warmup_calls import Runner
+    from dgcompat._warmup.calls import Runner
 
     runner = Runner(0)
     calls = W.plan_calls(_spec(shapes))
@@ -87,13 +92,15 @@ def _child_calls(shapes: int, cache: str) -> dict[str, Any]:
     return {"calls": len(calls), "calls_s": t1 - t0, "process_s": t1 - t_start, "entries": len(_entries(Path(cache)))}
 
 
-def _child_warmup(shapes: int, cache: str, workers: int | None, fresh: bool) -> dict[str, Any]:
+def _child_warmup(shapes: int, cache: str, workers: int | None, fresh: bool,
+                  processes: int | None = None) -> dict[str, Any]:
     """``shapes`` 0 means the whole layer set."""
     t_start = time.perf_counter()
     import dgcompat
 
     spec = _spec(shapes) if shapes else _layer_set()
-    report = dgcompat.warmup(spec, cache_dir=cache, isolate=False, workers=workers, progress=False, fresh=fresh)
+    report = dgcompat.warmup(spec, cache_dir=cache, isolate=False, workers=workers, progress=False, fresh=fresh,
+                             processes=processes)
     out = report.as_dict()
     out["process_s"] = time.perf_counter() - t_start
     return out
@@ -111,7 +118,9 @@ def _child_main(argv: list[str]) -> int:
     if role == "calls":
         result = _child_calls(shapes, cache)
     else:
-        result = _child_warmup(shapes, cache, None if argv[3] == "auto" else int(argv[3]), argv[4] == "fresh")
+        procs = argv[5] if len(argv) > 5 else "auto"
+        result = _child_warmup(shapes, cache, None if argv[3] == "auto" else int(argv[3]), argv[4] == "fresh",
+                               None if procs == "auto" else int(procs))
     print("RESULT " + json.dumps(result), flush=True)
     return 0
 
@@ -139,7 +148,8 @@ def _run(args: list[str], env: dict[str, str], timeout: float) -> tuple[dict[str
 
 
 def run(base: Path, env: dict[str, str], *, serial_shapes: int, ranks: int, rank_workers: int,
-        workers: int | None, timeout: float, layer_set: bool) -> dict[str, Any]:
+        workers: int | None, timeout: float, layer_set: bool, processes: int | None = None,
+        rank_processes: int | None = None) -> dict[str, Any]:
     n = len(SHAPES)
     log = lambda msg: print(f"[bench.warmup] {msg}", file=sys.stderr, flush=True)  # noqa: E731
     res: dict[str, Any] = {"shapes": [list(s) for s in SHAPES], "ms": list(MS), "calls": n * len(MS)}
@@ -152,16 +162,17 @@ def run(base: Path, env: dict[str, str], *, serial_shapes: int, ranks: int, rank
     res["serial"] = serial
 
     w = "auto" if workers is None else str(workers)
+    pr = "auto" if processes is None else str(processes)
     log("cold warmup ...")
-    cold, wall = _run(["warmup", str(n), str(base / "shared"), w, "fresh"], env, timeout)
+    cold, wall = _run(["warmup", str(n), str(base / "shared"), w, "fresh", pr], env, timeout)
     cold["wall_s_with_start"] = wall
     res["cold"] = cold
     log("warm start ...")
-    warm, wall = _run(["warmup", str(n), str(base / "shared"), w, "record"], env, timeout)
+    warm, wall = _run(["warmup", str(n), str(base / "shared"), w, "record", pr], env, timeout)
     warm["wall_s_with_start"] = wall
     res["warm"] = warm
     log("warm start, every call checked again ...")
-    check, wall = _run(["warmup", str(n), str(base / "shared"), w, "fresh"], env, timeout)
+    check, wall = _run(["warmup", str(n), str(base / "shared"), w, "fresh", pr], env, timeout)
     check["wall_s_with_start"] = wall
     res["warm_checked"] = check
     log("serving every call on the warm cache ...")
@@ -173,11 +184,14 @@ def run(base: Path, env: dict[str, str], *, serial_shapes: int, ranks: int, rank
 
     log(f"{ranks} processes x {rank_workers} workers on one empty cache ...")
     t0 = time.perf_counter()
-    procs = [_start(["warmup", str(n), str(base / "multi"), str(rank_workers), "fresh"], env) for _ in range(ranks)]
+    rp = "auto" if rank_processes is None else str(rank_processes)
+    procs = [_start(["warmup", str(n), str(base / "multi"), str(rank_workers), "fresh", rp], env)
+             for _ in range(ranks)]
     reports = [_finish(p, timeout) for p in procs]
     multi_wall = time.perf_counter() - t0
     ids = [i for r in reports for e in r["entries"] if e["status"] == "compiled" for i in [e["identity"]]]
     res["shared"] = {"ranks": ranks, "rank_workers": rank_workers, "wall_s": multi_wall,
+                     "rank_phases": [_phases(r) for r in reports],
                      "compiled_per_rank": [r["compiled"] for r in reports],
                      "compiled_total": len(ids), "compiled_distinct": len(set(ids)),
                      "entries": len(_entries(base / "multi"))}
@@ -185,7 +199,7 @@ def run(base: Path, env: dict[str, str], *, serial_shapes: int, ranks: int, rank
     if layer_set:
         log("cold warmup of a whole DeepSeek-V3 layer set ...")
         try:
-            layers, wall = _run(["warmup", "0", str(base / "layers"), w, "fresh"], env, timeout)
+            layers, wall = _run(["warmup", "0", str(base / "layers"), w, "fresh", pr], env, timeout)
             layers["wall_s_with_start"] = wall
             res["layer_set"] = layers
         except RuntimeError as exc:  # report the main numbers anyway
@@ -205,6 +219,12 @@ def run(base: Path, env: dict[str, str], *, serial_shapes: int, ranks: int, rank
     return res
 
 
+def _phases(r: dict[str, Any]) -> str:
+    """Where a warmup's time went (seconds from the call's start)."""
+    return (f"spawn {r.get('first_up_s', 0.0):.1f}-{r['start_s']:.1f} s (first-last worker up), identify "
+            f"{r['identify_s']:.1f} s, compile {r.get('compile_s', 0.0):.1f} s, total {r['wall_s']:.1f} s")
+
+
 def render(res: dict[str, Any]) -> str:
     s, c, w, v, m = res["serial"], res["cold"], res["warm"], res["serve"], res["shared"]
     wc = res["warm_checked"]
@@ -217,9 +237,8 @@ def render(res: dict[str, Any]) -> str:
         "| run | wall | kernels compiled | found in cache |",
         "|---|---|---|---|",
         f"| serial, one process | {serial_label} | {s['entries']} | - |",
-        f"| dgcompat.warmup, cold ({c['workers']} workers) | {c['wall_s']:.1f} s (workers up {c['start_s']:.1f} s, "
-        f"identified {c['identify_s']:.1f} s;"
-        f" process {c['wall_s_with_start']:.1f} s) | {c['compiled']} | {c['cached']} |",
+        f"| dgcompat.warmup, cold ({c['workers']} compiles at once, {c.get('processes', c['workers'])} processes) | "
+        f"{c['wall_s']:.1f} s (process {c['wall_s_with_start']:.1f} s) | {c['compiled']} | {c['cached']} |",
         f"| dgcompat.warmup, warm start ({w['method']}) | {w['wall_s']:.1f} s (process {w['wall_s_with_start']:.1f} s)"
         f" | {w['compiled']} | {w['cached']} |",
         f"| dgcompat.warmup, warm start, every call checked (fresh=True) | {wc['wall_s']:.1f} s (process "
@@ -229,6 +248,8 @@ def render(res: dict[str, Any]) -> str:
         f"| {m['ranks']} processes x {m['rank_workers']} workers, one empty cache | {m['wall_s']:.1f} s | "
         f"{m['compiled_total']} ({m['compiled_distinct']} distinct; per rank {m['compiled_per_rank']}) | - |",
         "",
+        f"cold phases: {_phases(c)}",
+        f"ranks' phases: {'; '.join(m.get('rank_phases', []))}",
         *_layer_lines(res.get("layer_set")),
         "checks: " + ", ".join(f"{k}={v}" for k, v in res["checks"].items()),
         f"method: {c['method']}; notes: {'; '.join(c['notes'])}",
@@ -243,7 +264,8 @@ def _layer_lines(layers: dict[str, Any] | None) -> list[str]:
         return ["", f"layer set: FAILED: {layers['error']}"]
     return ["", f"layer set (6 dense, 2 grouped contiguous, 2 masked, 2 indexer shapes x {len(MS)} M): "
                 f"{layers['calls']} calls, {layers['kernels']} kernels, {layers['compiled']} compiled, "
-                f"{layers['wall_s']:.1f} s cold with {layers['workers']} workers (process {layers['wall_s_with_start']:.1f} s)"]
+                f"{layers['wall_s']:.1f} s cold with {layers['workers']} compiles at once (process "
+                f"{layers['wall_s_with_start']:.1f} s; {_phases(layers)})"]
 
 
 def _fake_env(base: Path) -> dict[str, str]:
@@ -268,8 +290,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--serial-shapes", type=int, default=len(SHAPES),
                    help="time the serial baseline on the first K shapes only and extrapolate (labelled)")
     p.add_argument("--ranks", type=int, default=8, help="processes sharing one cache")
-    p.add_argument("--rank-workers", type=int, default=2, help="workers of each of those processes")
-    p.add_argument("--workers", type=int, default=None, help="workers of the cold/warm runs (default: dgcompat's)")
+    p.add_argument("--rank-workers", type=int, default=2, help="compiles at once of each of those processes")
+    p.add_argument("--workers", type=int, default=None,
+                   help="compiles at once of the cold/warm runs (default: dgcompat's)")
+    p.add_argument("--processes", type=int, default=None,
+                   help="worker processes of the cold/warm runs (default: dgcompat's)")
+    p.add_argument("--rank-processes", type=int, default=None,
+                   help="worker processes of each of the sharing processes (default: dgcompat's)")
     p.add_argument("--base", type=Path, default=None,
                    help="folder for the runs' cache folders (default: DG_JIT_CACHE_DIR, else a temp folder)")
     p.add_argument("--json", type=Path, default=REPO / "build" / "bench-warmup.json")
@@ -293,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         res = run(base, env, serial_shapes=max(1, min(args.serial_shapes, len(SHAPES))), ranks=args.ranks,
                   rank_workers=args.rank_workers, workers=args.workers, timeout=args.timeout,
-                  layer_set=not args.no_layer_set)
+                  layer_set=not args.no_layer_set, processes=args.processes, rank_processes=args.rank_processes)
         res["total_s"] = time.perf_counter() - t0
         res["fake"] = args.fake
     print(render(res))

@@ -10,9 +10,12 @@ it did (:class:`WarmupReport`).
 How calls are told apart (docs/warmup.md has the details per release family): the workers point
 ``DG_JIT_NVCC_COMPILER`` at a small stand-in program. Asked to identify, it records a digest of the
 generated kernel source and the compiler flags (deep_gemm's own cache key is made of the same
-parts) and fails at once, so each call costs milliseconds; asked to compile one digest, it runs the
-real NVCC for that kernel only. Where the stand-in is not honoured (NVRTC, an unknown JIT) the
-workers fall back to real calls on scratch tensors, one shape per worker.
+parts), keeps the first build recipe of each digest and fails at once, so each call costs
+milliseconds. The calling process compiles each new digest from its recipe the moment it is
+reported (one NVCC process per kernel, ``workers`` at a time, while the other calls are still being
+identified), and a worker's call then installs the result through deep_gemm's own cache code. Where
+the stand-in is not honoured (NVRTC, an unknown JIT) the workers fall back to real calls on scratch
+tensors, one shape per worker.
 
 Sharing: a worker holds an ``fcntl`` lock on ``<cache>/dgcompat-locks/<digest>.lock`` while it
 compiles that kernel, so processes warming one cache never compile a kernel twice; deep_gemm
@@ -21,7 +24,7 @@ folder per (distribution, release, torch) under the cache root (:func:`jit_cache
 use the same folder at serve time with :func:`use_jit_cache_dir`.
 
 Nothing here runs at import. The calling process never imports torch or deep_gemm and creates no
-CUDA context: the workers are started with the ``spawn`` method.
+CUDA context (it only runs NVCC): the workers are started with the ``spawn`` method.
 """
 
 from __future__ import annotations
@@ -365,8 +368,11 @@ class WarmupReport:
     include entries other processes wrote meanwhile), ``"record"`` (an identical complete warmup was
     recorded and its entries are all present: nothing ran) or ``"none"`` (the reference backend:
     nothing to compile). ``kernels`` = distinct kernels found; ``compiled + cached == kernels`` for ``stand-in``.
-    Times in seconds: ``wall_s`` the whole call, ``start_s`` until every worker had started (imported
-    torch and deep_gemm), ``identify_s`` until every call was identified (from the same start).
+    ``workers``: kernels compiled at once; ``processes``: worker processes (identify and install calls).
+    Times in seconds from the start of the call: ``wall_s`` the whole call, ``first_up_s`` / ``start_s``
+    until the first / every worker had started (imported torch and deep_gemm), ``identify_s`` until
+    every call was identified, ``compile_s`` until every kernel the calls need first was compiled and
+    installed (the rest is the verify pass and the kernels only it finds).
     """
 
     release: str
@@ -382,6 +388,9 @@ class WarmupReport:
     start_s: float = 0.0
     entries: tuple[KernelEntry, ...] = ()
     notes: tuple[str, ...] = ()
+    processes: int = 0
+    first_up_s: float = 0.0
+    compile_s: float = 0.0
 
     @property
     def compiled_ids(self) -> tuple[str, ...]:
@@ -393,9 +402,14 @@ class WarmupReport:
     def summary(self) -> str:
         head = (f"dgcompat warmup [{self.release}, {self.method}]: {self.calls} calls, {self.kernels} distinct "
                 f"kernels: {self.compiled} compiled, {self.cached} found in the cache; {self.wall_s:.1f} s wall "
-                f"(workers started after {self.start_s:.1f} s, calls identified after {self.identify_s:.1f} s) with "
-                f"{self.workers} workers; cache {self.cache_dir}")
+                f"({self.phases()}) with {self.workers} compiles at once in {self.processes} worker processes; "
+                f"cache {self.cache_dir}")
         return "\n".join([head, *(f"  note: {n}" for n in self.notes)])
+
+    def phases(self) -> str:
+        """Where the time went, e.g. ``workers up 1.2-2.0 s, identified 2.4 s, compiled 9.8 s``."""
+        return (f"workers up {self.first_up_s:.1f}-{self.start_s:.1f} s, identified {self.identify_s:.1f} s, "
+                f"compiled {self.compile_s:.1f} s")
 
     def __str__(self) -> str:
         return self.summary()
@@ -443,16 +457,45 @@ def free_gpu_bytes(device: int) -> int | None:
 
 
 def default_workers(calls: Sequence[Call], device: int) -> tuple[int, str]:
-    """(workers, why): the host's cores, bounded by free GPU memory and by the number of calls."""
+    """(workers, why) for the calls method, where every compile runs inside a worker process: the host's
+    cores, bounded by free GPU memory and by the number of calls."""
     n = _cpu_count()
     why = f"{n} cores"
-    free = free_gpu_bytes(device)
-    if free is not None and calls:
-        per = worker_bytes(calls)
-        fit = max(1, int(free * 0.8) // per)
-        if fit < n:
-            n, why = fit, f"free GPU memory {free >> 20} MiB / {per >> 20} MiB per worker"
+    fit = gpu_fit(calls, device)
+    if fit is not None and fit[0] < n:
+        n, why = fit
     return max(1, min(n, len(calls))), why
+
+
+def gpu_fit(calls: Sequence[Call], device: int) -> tuple[int, str] | None:
+    """How many worker processes fit in the free GPU memory, and why; None if unknown."""
+    free = free_gpu_bytes(device)
+    if free is None or not calls:
+        return None
+    per = worker_bytes(calls)
+    return max(1, int(free * 0.8) // per), f"free GPU memory {free >> 20} MiB / {per >> 20} MiB per worker"
+
+
+#: Calls one stand-in worker process identifies by default (about a second at a few milliseconds each).
+CALLS_PER_PROCESS = 128
+
+
+def default_processes(calls: Sequence[Call], device: int, workers: int) -> tuple[int, str]:
+    """(processes, why) for the stand-in method: a quarter of the cores, more for long call lists (one per
+    :data:`CALLS_PER_PROCESS` calls, up to the cores), at least 2 and at most ``workers``, bounded by free GPU
+    memory and the number of calls. Its workers only identify and install (milliseconds a call); NVCC runs
+    from the calling process, so more of them would only add start-up time (each imports torch and
+    deep_gemm and creates a CUDA context)."""
+    cores = _cpu_count()
+    n = max(2, cores // 4)
+    why = "a quarter of the cores"
+    by_calls = min(cores, -(-len(calls) // CALLS_PER_PROCESS))
+    if by_calls > n:
+        n, why = by_calls, f"{CALLS_PER_PROCESS} calls each"
+    fit = gpu_fit(calls, device)
+    if fit is not None and fit[0] < n:
+        n, why = fit
+    return max(1, min(n, workers, len(calls))), why
 
 
 def real_nvcc() -> str | None:
@@ -493,10 +536,14 @@ def _release_label() -> str:
 def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
            cache_dir: str | os.PathLike[str] | None = None, isolate: bool = True, verify: bool = True,
            progress: bool | None = None, timeout_s: float | None = None,
-           method: Literal["auto", "stand-in", "calls"] = "auto", fresh: bool = False) -> WarmupReport:
+           method: Literal["auto", "stand-in", "calls"] = "auto", fresh: bool = False,
+           processes: int | None = None) -> WarmupReport:
     """Compile every kernel the calls described by ``spec`` need, each once, in parallel; return a report.
 
-    - ``workers``: worker processes (default: the host's cores, bounded by free GPU memory).
+    - ``workers``: kernels compiled at once (default: the host's cores). With the calls method each is a
+      worker process, bounded by free GPU memory.
+    - ``processes``: worker processes of the stand-in method (default: :func:`default_processes`); they
+      identify calls and install the kernels the calling process compiled.
     - ``device``: the CUDA device index the workers use.
     - ``cache_dir``: the cache root (default :func:`cache_root`); kernels go to
       :func:`jit_cache_dir` of it (``isolate=False``: the root itself). Serve with the same folder
@@ -518,13 +565,15 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
     :class:`WarmupError` when a compile or a worker fails.
     """
     from . import _binding
-    from . import _warmup_record as record
+    from ._warmup import record
 
     t0 = time.perf_counter()
     calls = plan_calls(spec)
     if not calls:
         raise BadArgumentError("warmup", "spec", "at least one call", "none: every M exceeds its shape's max_m")
     _check_options(workers, device, method)
+    if processes is not None:
+        _positive("warmup", "processes", processes)
     folder = jit_cache_dir(cache_dir, isolate=isolate)
     backend = _binding.backend_name()
     if backend == "reference":
@@ -547,18 +596,28 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
                 "present (fresh=True checks every call again)")
         return WarmupReport(_release_label(), "record", str(folder), 0, done.calls, done.kernels, 0,
                             done.kernels, time.perf_counter() - t0, 0.0, 0.0, (), (note,))
-    if workers is None:
-        workers, why = default_workers(calls, device)
-        notes.append(f"{workers} workers ({why})")
+    if chosen == "calls":
+        if workers is None:
+            workers, why = default_workers(calls, device)
+            notes.append(f"{workers} workers ({why})")
+        else:
+            workers = min(workers, max(1, len(calls)))
+        processes = workers
     else:
-        workers = min(workers, max(1, len(calls)))
+        workers = _cpu_count() if workers is None else workers
+        if processes is None:
+            processes, why = default_processes(calls, device, workers)
+            notes.append(f"{workers} compiles at once, {processes} worker processes ({why})")
+        else:
+            processes = min(processes, max(1, len(calls)))
     show = sys.stderr.isatty() if progress is None else bool(progress)
-    from ._warmup_pool import Pool
+    from ._warmup.pool import Pool
 
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="dgcompat-warmup-") as scratch:
-        pool = Pool(calls, spec.m, workers=workers, device=device, cache=folder, scratch=Path(scratch),
-                    nvcc=nvcc, verify=verify, out=sys.stderr if show else None, timeout_s=timeout_s)
+        pool = Pool(calls, spec.m, workers=workers, processes=processes, device=device, cache=folder,
+                    scratch=Path(scratch), nvcc=nvcc, verify=verify, out=sys.stderr if show else None,
+                    timeout_s=timeout_s, t0=t0)
         result = pool.run(chosen)
     notes.extend(result.notes)
     entries = tuple(result.entries)
@@ -570,7 +629,7 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
         record.write(folder, key, calls=len(result.calls), kernels=kernels)
     return WarmupReport(_release_label(), result.method, str(folder), workers, len(result.calls), kernels,
                         compiled, cached, time.perf_counter() - t0, result.identify_s, result.start_s, entries,
-                        tuple(notes))
+                        tuple(notes), result.processes, result.first_up_s, result.compile_s)
 
 
 def _check_options(workers: Any, device: Any, method: Any) -> None:
@@ -612,4 +671,7 @@ class PoolResult:
     new_entries: int = 0
     identify_s: float = 0.0
     start_s: float = 0.0
+    first_up_s: float = 0.0
+    compile_s: float = 0.0
+    processes: int = 0
     notes: list[str] = field(default_factory=list)

@@ -15,7 +15,7 @@ import pytest
 
 import dgcompat
 from dgcompat import jit_warmup as W
-from dgcompat._warmup_worker import STAND_IN, lock_kernel, read_log
+from dgcompat._warmup.worker import STAND_IN, lock_kernel, read_log
 from dgcompat.errors import BadArgumentError, DeepGemmUnavailableError, UnsupportedFeatureError
 
 from . import fake_jit
@@ -74,6 +74,19 @@ def test_worker_memory_estimate() -> None:
     assert W.worker_bytes(moe) < W.WORKER_OVERHEAD_BYTES + 2 * 32 * 4096 * 7168
 
 
+def test_default_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(W, "_cpu_count", lambda: 16)
+    monkeypatch.setattr(W, "free_gpu_bytes", lambda device: None)
+    few = [W.Call(W.DenseGemm(256, 512), m) for m in range(1, 295)]
+    assert W.default_processes(few, 0, 16)[0] == 4  # a quarter of the cores
+    assert W.default_processes(few, 0, 2)[0] == 2  # never more than the compiles at once
+    many = [W.Call(W.DenseGemm(256, 512), m) for m in range(1, 6 * 4096 + 1)]
+    assert W.default_processes(many, 0, 16)[0] == 16  # long call lists: up to the cores
+    assert W.default_processes(few[:1], 0, 16)[0] == 1  # never more than the calls
+    monkeypatch.setattr(W, "free_gpu_bytes", lambda device: 3 * W.WORKER_OVERHEAD_BYTES)
+    assert W.default_processes(few, 0, 16)[0] == 2  # what fits in the free GPU memory
+
+
 # ---- the cache folder ----------------------------------------------------------------------------
 
 def test_cache_folder_per_release_and_torch(fake_site: Callable[..., Path], tmp_path: Path,
@@ -107,7 +120,7 @@ def test_use_jit_cache_dir_is_stable(fake_site: Callable[..., Path], tmp_path: P
 def test_lock_is_exclusive_across_processes(tmp_path: Path) -> None:
     fd = lock_kernel(tmp_path, "abc", blocking=False)
     assert fd is not None
-    probe = ("import sys; from pathlib import Path; from dgcompat._warmup_worker import lock_kernel; "
+    probe = ("import sys; from pathlib import Path; from dgcompat._warmup.worker import lock_kernel; "
              f"print(lock_kernel(Path({str(tmp_path)!r}), 'abc', blocking=False) is None)")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), *sys.path])}
     busy = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
@@ -120,7 +133,7 @@ def test_lock_is_exclusive_across_processes(tmp_path: Path) -> None:
 _CLAIMER = textwrap.dedent("""
     import os, sys, time
     from pathlib import Path
-    from dgcompat._warmup_worker import lock_kernel
+    from dgcompat._warmup.worker import lock_kernel
     cache = Path(sys.argv[1])
     for ident in sys.argv[2:]:
         fd = lock_kernel(cache, ident, blocking=True)
@@ -157,10 +170,10 @@ def stand_in(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
     (tmp_path / "build").mkdir()
     (tmp_path / "build" / "kernel.cu").write_text("template<int BLOCK_M> kernel; BLOCK_M=64;")
 
-    def run(mode: str, *args: str) -> subprocess.CompletedProcess[str]:
+    def run(mode: str, *args: str, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "DGCOMPAT_WARMUP_NVCC": str(nvcc), "DGCOMPAT_WARMUP_MODE": mode,
                "DGCOMPAT_WARMUP_LOG": str(tmp_path / "log"), "FAKE_NVCC_LOG": str(tmp_path / "nvcc.log"),
-               "FAKE_NVCC_SECONDS": "0"}
+               "FAKE_NVCC_SECONDS": "0", **(extra or {})}
         argv = args or (str(tmp_path / "build" / "kernel.cu"), "-cubin", "-o", str(tmp_path / "build" / "k.cubin"),
                         "-std=c++20", "--gpu-architecture=sm_90a")
         return subprocess.run([str(script), *argv], capture_output=True, text=True, env=env)
@@ -208,6 +221,70 @@ def test_stand_in_compiles_only_the_named_kernel(stand_in: Callable[..., Any], t
     assert read_log(tmp_path / "log")[0].action == "compiled"
     assert (tmp_path / "build" / "k.cubin").exists()
     assert len((tmp_path / "nvcc.log").read_text().splitlines()) == 1
+
+
+def test_stand_in_keeps_a_recipe_and_installs_what_the_parent_built(stand_in: Callable[..., Any], tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from dgcompat._warmup.build import build, read_recipe
+
+    monkeypatch.setenv("FAKE_NVCC_LOG", str(tmp_path / "nvcc.log"))  # the parent's build runs in this process
+    monkeypatch.setenv("FAKE_NVCC_SECONDS", "0")
+
+    recipes, built = tmp_path / "recipes", tmp_path / "built"
+    recipes.mkdir()
+    env = {"DGCOMPAT_WARMUP_RECIPES": str(recipes), "DGCOMPAT_WARMUP_BUILT": str(built)}
+    assert stand_in("identify", extra=env).returncode == 86
+    ident = read_log(tmp_path / "log")[0].identity
+    recipe = read_recipe(recipes / ident)
+    assert recipe is not None and recipe.identity == ident
+    assert recipe.output == str(tmp_path / "build" / "k.cubin") and recipe.code in recipe.args
+    assert recipe.source.read_text() == (tmp_path / "build" / "kernel.cu").read_text()
+    assert not (tmp_path / "nvcc.log").exists()  # identifying compiled nothing
+
+    result = build(recipe, str(tmp_path / "bin" / "nvcc"), built / ident, timeout_s=60)
+    assert result.ok, result.why
+    assert (built / ident / "out").read_text() == recipe.source.read_text()  # the fake NVCC copies source to output
+    assert len((tmp_path / "nvcc.log").read_text().splitlines()) == 1
+    (built / ident / "stdout").write_text("ptxas info: 0 bytes spill stores\n")  # replayed at install
+
+    other = stand_in("install:" + "0" * 32, extra=env)
+    assert other.returncode == 86 and read_log(tmp_path / "log")[0].action == "refused"
+    done = stand_in("install:" + ident, extra=env)
+    assert done.returncode == 0, done.stderr
+    assert read_log(tmp_path / "log")[0].action == "installed"
+    assert "0 bytes spill stores" in done.stdout
+    assert (tmp_path / "build" / "k.cubin").read_text() == recipe.source.read_text()
+    assert len((tmp_path / "nvcc.log").read_text().splitlines()) == 1  # installing ran no NVCC
+
+    (built / ident / "ok").unlink()  # nothing built: the install compiles with the real NVCC
+    assert stand_in("install:" + ident, extra=env).returncode == 0
+    assert read_log(tmp_path / "log")[0].action == "compiled"
+    assert len((tmp_path / "nvcc.log").read_text().splitlines()) == 2
+
+
+def test_a_recipe_is_pointed_at_its_own_build_folder(tmp_path: Path) -> None:
+    from dgcompat._warmup.build import Recipe, read_recipe, rewrite
+
+    jit = "/cache/tmp/1234"
+    recipe = Recipe("x", tmp_path / "source", f"{jit}/kernel.cu", f"{jit}/kernel.cubin",
+                    (f"{jit}/kernel.cu", "-cubin", "-o", f"{jit}/kernel.cubin", f"-I{jit}/inc", "-I/dg/include", "-O3"))
+    assert rewrite(recipe, tmp_path / "b") == [str(tmp_path / "b" / "kernel.cu"), "-cubin", "-o",
+                                               str(tmp_path / "b" / "kernel.cubin"), f"-I{tmp_path / 'b'}/inc",
+                                               "-I/dg/include", "-O3"]
+    folder = tmp_path / "r" / "abc"
+    folder.mkdir(parents=True)
+    (folder / "source").write_text("code")
+    (folder / "where").write_text(f"3\n{jit}/kernel.cu\n{jit}/kernel.cubin\n")
+    (folder / "args").write_text(f"{jit}/kernel.cu\n-o\n{jit}/kernel.cubin\n")
+    assert read_recipe(folder) is not None
+    (folder / "where").write_text(f"4\n{jit}/kernel.cu\n{jit}/kernel.cubin\n")
+    (folder / "args").write_text(f"{jit}/kernel.cu\n-o\n{jit}/kernel.cubin\n-lineinfo\n")  # names the source path
+    assert read_recipe(folder) is None
+    (folder / "where").write_text(f"3\n{jit}/kernel.cu\n{jit}/kernel.cubin\n")
+    (folder / "args").write_text(f"{jit}/kernel.cu\n-o\n{jit}/ker\nnel.cubin\n")  # a line break in an argument
+    assert read_recipe(folder) is None
+    (folder / "args").unlink()  # the stand-in had not finished
+    assert read_recipe(folder) is None
 
 
 def test_stand_in_passes_version_and_pass_mode(stand_in: Callable[..., Any], tmp_path: Path) -> None:
@@ -305,7 +382,7 @@ def _serve_all(jit: dict[str, Any], spec_code: str) -> str:
     code = textwrap.dedent(f"""
         import dgcompat
         from dgcompat import jit_warmup as W
-        from dgcompat._warmup_calls import Runner
+        from dgcompat._warmup.calls import Runner
         dgcompat.use_jit_cache_dir({str(jit['cache'])!r})
         spec = {spec_code}
         r = Runner(0)
@@ -375,6 +452,99 @@ def test_calls_needing_two_kernels_and_bisection(jit_env: dict[str, Any]) -> Non
     assert "served" in served and len(_compiles(jit_env["log"])) == report.compiled  # every M was covered
 
 
+def test_compiles_run_at_once_outside_the_worker_processes(jit_env: dict[str, Any],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # 6 kernels of 1.5 s each: one worker process compiling them in its calls would need 9 s.
+    monkeypatch.setenv("FAKE_NVCC_SECONDS", "1.5")
+    report = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=6, processes=1, progress=False)
+    assert (report.method, report.workers, report.processes, report.compiled, report.kernels) == (
+        "stand-in", 6, 1, 6, 6)
+    compiles = _compiles(jit_env["log"])
+    assert len(compiles) == len(set(compiles)) == 6
+    assert 0 < report.first_up_s <= report.start_s <= report.identify_s <= report.compile_s <= report.wall_s
+    assert report.compile_s - report.first_up_s < 4.5, report.summary()
+    assert "served" in _serve_all(jit_env, SPEC_CODE) and len(_compiles(jit_env["log"])) == 6
+
+
+def test_compiles_start_on_the_first_report_and_phase_two_waits_for_every_lock(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    import queue
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dgcompat._warmup import pool as P
+    from dgcompat._warmup.build import Outcome
+
+    started: list[str] = []
+
+    def fake_build(digest: str, *_args: Any) -> Outcome:
+        started.append(digest)
+        if digest == "b":  # built here: the lock stays held until a worker installed it
+            return Outcome(digest, "built", os.open(tmp_path / "b.lock", os.O_CREAT | os.O_RDWR), 1.0)
+        return Outcome(digest, "elsewhere", why="another process holds its lock")
+
+    monkeypatch.setattr(P, "prepare_build", fake_build)
+    (tmp_path / "dgcompat-locks").mkdir()
+    pool = P.Pool(W.plan_calls(SPEC), SPEC.m, workers=2, processes=2, device=0, cache=tmp_path, scratch=tmp_path,
+                  nvcc="nvcc", verify=True, out=None, timeout_s=None)
+    work: queue.Queue[Any] = queue.Queue()
+    builder = ThreadPoolExecutor(2)
+    st = P._State(pool, "stand-in", 2, work, builder)
+    st.recipes = [tmp_path, tmp_path]
+    st.handle(("identified", 0, 0, [(1, "a"), (2, "a"), (64, "a"), (65, "b")]))
+    builder.shutdown(wait=True)
+    assert sorted(started) == ["a", "b"] and st.identified_all == 0  # compiling began before identifying ended
+    st.drain_builds()
+    assert work.get_nowait() == ("install", 0, 65, "b") and work.empty()
+    assert st.later == [("compile", 0, 1, "a")]  # left to phase 2
+    for wid in (0, 1):
+        st.handle(("identified-all", wid))
+        st.maybe_phase2()
+    assert not st.phase2  # every call identified, but the lock of "b" is still held
+    st.handle(("done", 1, "install", 0, 65, "b", [("b", "compiled", 0.01)], False))
+    assert not st.held and (tmp_path / "dgcompat-locks" / "b.present").exists()
+    assert st.entries["b"].status == "compiled" and st.entries["b"].seconds == pytest.approx(1.01)
+    st.maybe_phase2()
+    assert st.phase2
+    tasks = [work.get_nowait() for _ in range(work.qsize())]
+    assert tasks == [("compile", 0, 1, "a"), ("verify", 0, 2, None), ("verify", 0, 64, None)]
+    assert st.outstanding == 3 and not st.finished()
+
+
+def test_without_a_usable_recipe_the_workers_compile(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    from dgcompat._warmup import build as _warmup_build
+
+    monkeypatch.setattr(_warmup_build, "read_recipe", lambda folder: None)  # read by this (the calling) process
+    report = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    assert (report.method, report.compiled, report.cached) == ("stand-in", 6, 0)
+    assert any("compiled through deep_gemm instead: no complete recipe" in n for n in report.notes)
+    compiles = _compiles(jit_env["log"])
+    assert len(compiles) == len(set(compiles)) == 6
+
+
+def test_markers_without_entries_are_only_a_hint(jit_env: dict[str, Any]) -> None:
+    import shutil
+
+    dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    folder = W.jit_cache_dir(jit_env["cache"])
+    assert len(list((folder / "dgcompat-locks").glob("*.present"))) == 6
+    shutil.rmtree(folder / "cache")  # the entries are gone, the markers stay
+    again = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False, fresh=True)
+    assert (again.compiled, again.cached) == (6, 0)
+    assert len(list((folder / "cache").iterdir())) == 6
+    compiles = _compiles(jit_env["log"])
+    assert len(compiles) == 12 and len(set(compiles)) == 6  # each kernel once per cold cache
+
+
+def test_a_warm_cache_without_markers_compiles_nothing(jit_env: dict[str, Any]) -> None:
+    dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    folder = W.jit_cache_dir(jit_env["cache"])
+    for marker in (folder / "dgcompat-locks").glob("*.present"):
+        marker.unlink()  # e.g. a cache that serving filled
+    again = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False, fresh=True)
+    assert (again.compiled, again.cached) == (0, 6)
+    assert len(_compiles(jit_env["log"])) == 6  # no NVCC run for a kernel whose entry was there
+
+
 def test_unsupported_shape_is_a_typed_error(jit_env: dict[str, Any]) -> None:
     spec = W.WarmupSpec((W.DenseGemm(256, 512), W.DenseGemm(200, 512)), W.MPolicy.values([1, 2]))
     with pytest.raises(UnsupportedFeatureError) as info:
@@ -403,7 +573,7 @@ def test_bench_render_and_checks() -> None:
     assert len(B.MS) == 49 and B.MS[0] == 1 and B.MS[-1] == 4096 and 7 in B.MS and 252 in B.MS
     report = {"release": "sgl-deep-gemm 0.1.4", "method": "stand-in", "workers": 16, "wall_s": 11.0,
               "start_s": 3.0, "identify_s": 3.4, "wall_s_with_start": 11.5, "compiled": 37, "cached": 0,
-              "notes": []}
+              "notes": [], "processes": 4, "first_up_s": 2.5, "compile_s": 10.6}
     res = {"shapes": [list(s) for s in B.SHAPES], "ms": list(B.MS), "calls": 294,
            "serial": {"calls": 49, "calls_s": 20.0, "wall_s": 22.0, "entries": 7, "extrapolated": True,
                       "estimate_s": 120.0},
@@ -411,12 +581,18 @@ def test_bench_render_and_checks() -> None:
            "warm_checked": {**report, "compiled": 0, "cached": 37, "wall_s": 4.5},
            "serve": {"calls_s": 1.0, "wall_s": 4.0, "new_entries": 0},
            "shared": {"ranks": 8, "rank_workers": 2, "wall_s": 20.0, "compiled_per_rank": [5] * 7 + [2],
+                      "rank_phases": ["spawn 1.0-2.0 s (first-last worker up), identify 3.0 s, compile 9.0 s, "
+                                      "total 9.5 s"],
                       "compiled_total": 37, "compiled_distinct": 37, "entries": 37},
            "checks": {"warmup_cache_matches_serial": None}}
     text = B.render(res)
     assert "120.0 s (extrapolated from 49 calls in 20.0 s)" in text
     assert "| dgcompat.warmup, warm start (record) | 4.0 s" in text and "37 (37 distinct" in text
     assert "every call checked (fresh=True) | 4.5 s" in text
+    assert "cold (16 compiles at once, 4 processes) | 11.0 s" in text
+    assert ("cold phases: spawn 2.5-3.0 s (first-last worker up), identify 3.4 s, compile 10.6 s, total 11.0 s"
+            in text)
+    assert "ranks' phases: spawn 1.0-2.0 s" in text
 
 
 def test_a_recorded_warmup_returns_at_once(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:

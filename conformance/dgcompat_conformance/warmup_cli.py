@@ -103,7 +103,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-m", type=int, default=0, help="warm M up to this bound (see --policy)")
     p.add_argument("--policy", choices=["every", "changes"], default="every",
                    help="with --max-m: every M, or a sampled grid refined where the kernel changes")
-    p.add_argument("--workers", type=int, default=None, help="worker processes (default: cores, bounded by GPU memory)")
+    p.add_argument("--workers", type=int, default=None, help="kernels compiled at once (default: cores)")
+    p.add_argument("--processes", type=int, default=None,
+                   help="worker processes that identify and install (default: a quarter of the cores, more for "
+                        "long call lists)")
     p.add_argument("--device", type=int, default=0, help="CUDA device index")
     p.add_argument("--cache-dir", default=None, help="cache root (default: DG_JIT_CACHE_DIR or ~/.deep_gemm)")
     p.add_argument("--no-isolate", action="store_true", help="use the cache root itself, not a per-release folder")
@@ -133,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         report = warmup(spec, workers=opts.workers, device=opts.device, cache_dir=opts.cache_dir,
                         isolate=not opts.no_isolate, verify=not opts.no_verify, progress=opts.progress,
-                        timeout_s=opts.timeout, method=opts.method, fresh=opts.fresh)
+                        timeout_s=opts.timeout, method=opts.method, fresh=opts.fresh, processes=opts.processes)
     except DgcompatError as exc:
         print(f"dgcompat warmup: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

@@ -1,6 +1,6 @@
 """A warmup worker process: identifies calls' kernels, compiles them under per-kernel locks.
 
-Started by :mod:`dgcompat._warmup_pool` with the ``spawn`` method; :func:`main` sets deep_gemm's
+Started by :mod:`dgcompat._warmup.pool` with the ``spawn`` method; :func:`main` sets deep_gemm's
 environment before anything imports deep_gemm (its compiler reads ``DG_JIT_NVCC_COMPILER`` and
 ``DG_JIT_CACHE_DIR`` once, when the first kernel is built).
 
@@ -13,7 +13,13 @@ is keyed by path, and a kernel loaded through the link would otherwise answer an
 The stand-in (:data:`STAND_IN`) is told what to do by ``DGCOMPAT_WARMUP_MODE``, which deep_gemm's
 compiler command inherits from this process's environment at each call:
 
-- ``identify``: append ``identified <digest> <source>`` to ``DGCOMPAT_WARMUP_LOG`` and fail;
+- ``identify``: append ``identified <digest> <source>`` to ``DGCOMPAT_WARMUP_LOG`` and fail; the first
+  time this worker meets a digest, also keep its build recipe (the source and the compiler arguments)
+  in ``DGCOMPAT_WARMUP_RECIPES/<digest>/``, from which the parent compiles it without deep_gemm
+  (:mod:`dgcompat._warmup.build`);
+- ``install:<digest>``: for that kernel, copy the output the parent built into place and replay NVCC's
+  messages (``installed ...``), or run NVCC where nothing was built (``compiled ...``); fail for any
+  other kernel (``refused ...``);
 - ``compile:<digest>``: run NVCC if the kernel is that one (``compiled ...``), else fail
   (``refused ...``), so one call compiles exactly the kernel whose lock the worker holds;
 - ``pass``: run NVCC (also for ``--version``, always).
@@ -35,12 +41,12 @@ from pathlib import Path
 from queue import Empty
 from typing import Any, Callable
 
-from .jit_warmup import Shape
+from ..jit_warmup import Shape
 
-__all__ = ["STAND_IN", "WorkerConfig", "main", "read_log", "lock_kernel"]
+__all__ = ["STAND_IN", "WorkerConfig", "main", "read_log", "lock_kernel", "mark_present", "marked_present"]
 
 STAND_IN = r"""#!/bin/sh
-# dgcompat warmup stand-in for nvcc: records the kernel it is asked to build (see dgcompat/_warmup_worker.py).
+# dgcompat warmup stand-in for nvcc: records the kernel it is asked to build (see dgcompat/_warmup/worker.py).
 real="${DGCOMPAT_WARMUP_NVCC:?DGCOMPAT_WARMUP_NVCC is not set}"
 mode="${DGCOMPAT_WARMUP_MODE:-pass}"
 case "$mode" in pass) exec "$real" "$@" ;; esac
@@ -54,12 +60,13 @@ done
 [ -n "$code" ] || exec "$real" "$@"
 # The digest leaves out the output file and every argument naming the build's own folder.
 dir="${code%/*}"
-flags=""; skip=0
+flags=""; skip=0; out=""
 for a in "$@"; do
-  if [ "$skip" = 1 ]; then skip=0; continue; fi
+  if [ "$skip" = 1 ]; then skip=0; out="$a"; continue; fi
   case "$a" in
     -o|--output-file) skip=1; continue ;;
-    -o?*|--output-file=*|*"$dir"*) continue ;;
+    --output-file=*) out="${a#--output-file=}"; continue ;;
+    -o?*|*"$dir"*) continue ;;
   esac
   flags="$flags $a"
 done
@@ -67,7 +74,25 @@ id=$( { cat "$code"; printf '\n#flags%s' "$flags"; } | sha256sum )
 id="${id%% *}"
 id="${id%????????????????????????????????}"
 case "$mode" in
-  identify) echo "identified $id $code" >> "$DGCOMPAT_WARMUP_LOG"; exit 86 ;;
+  identify)
+    echo "identified $id $code" >> "$DGCOMPAT_WARMUP_LOG"
+    r="${DGCOMPAT_WARMUP_RECIPES:-}"
+    # (the test first spares every later identification of this digest a mkdir process)
+    if [ -n "$r" ] && [ -n "$out" ] && [ ! -d "$r/$id" ] && mkdir "$r/$id" 2>/dev/null; then
+      cp "$code" "$r/$id/source" && printf '%s\n' "$#" "$code" "$out" > "$r/$id/where" \
+        && printf '%s\n' "$@" > "$r/$id/args.new" && mv "$r/$id/args.new" "$r/$id/args"
+    fi
+    exit 86 ;;
+  install:*)
+    if [ "$id" = "${mode#install:}" ]; then
+      b="${DGCOMPAT_WARMUP_BUILT:-/nonexistent}/$id"
+      if [ -n "$out" ] && [ -f "$b/ok" ] && cp "$b/out" "$out" 2>/dev/null; then
+        cat "$b/stdout"; cat "$b/stderr" >&2
+        echo "installed $id $code" >> "$DGCOMPAT_WARMUP_LOG"; exit 0
+      fi
+      echo "compiled $id $code" >> "$DGCOMPAT_WARMUP_LOG"; exec "$real" "$@"
+    fi
+    echo "refused $id $code" >> "$DGCOMPAT_WARMUP_LOG"; exit 86 ;;
   compile:*)
     if [ "$id" = "${mode#compile:}" ]; then
       echo "compiled $id $code" >> "$DGCOMPAT_WARMUP_LOG"; exec "$real" "$@"
@@ -92,6 +117,8 @@ class WorkerConfig:
     log: str
     stand_in: str
     nvcc: str
+    recipes: str = ""  # this worker's recipe folder (stand-in method)
+    built: str = ""  # where the parent puts the kernels it compiled (stand-in method)
 
 
 @dataclass(frozen=True)
@@ -130,6 +157,20 @@ def lock_kernel(cache: Path, identity: str, *, blocking: bool) -> int | None:
     return fd
 
 
+def _marker(cache: Path, identity: str) -> Path:
+    return cache / "dgcompat-locks" / f"{identity}.present"
+
+
+def mark_present(cache: Path, identity: str) -> None:
+    """Note, under the kernel's lock, that its cache entry was built or found: a process that takes the
+    lock later skips compiling it outside deep_gemm (a hint only: its call still checks the cache)."""
+    _marker(cache, identity).touch()
+
+
+def marked_present(cache: Path, identity: str) -> bool:
+    return _marker(cache, identity).exists()
+
+
 class Busy(Exception):
     """Another process holds the kernel's lock (retry later, blocking)."""
 
@@ -144,7 +185,7 @@ class Unhonored(Exception):
 
 class Worker:
     def __init__(self, cfg: WorkerConfig, put: Callable[[tuple[Any, ...]], None]) -> None:
-        from ._warmup_calls import Runner
+        from .calls import Runner
 
         self.cfg = cfg
         self.put = put
@@ -165,7 +206,7 @@ class Worker:
             os.environ["DGCOMPAT_WARMUP_MODE"] = "pass"
         records = read_log(self.log)
         for r in records:
-            if r.action != "compiled":  # deep_gemm leaves the failed build's temporary folder behind
+            if r.action not in ("compiled", "installed"):  # a failed build's temporary folder stays behind
                 self._drop_build_dir(r.source)
         return error, records
 
@@ -213,15 +254,36 @@ class Worker:
                 os.close(fd)
             compiled = any(r.action == "compiled" and r.identity == want for r in records)
             met.append((want, "compiled" if compiled else "cached", time.perf_counter() - t0))
+            refused = [r for r in records if r.action == "refused"]
+            if error is None or refused:  # the call got past this kernel: its entry is in place
+                mark_present(self.cache, want)
             if error is None:
                 return met
-            refused = [r for r in records if r.action == "refused"]
             if not refused:
                 if compiled:
                     raise CompileFailed(f"compiling kernel {want} failed: {error}") from error
                 raise error
             want = refused[0].identity
         raise RuntimeError("the call kept asking for new kernels")
+
+    def install(self, shape: Shape, m: int, identity: str) -> tuple[list[tuple[str, str, float]], bool]:
+        """Make the call put the kernel ``identity``, which the parent compiled and holds the lock for, into
+        the shared cache. Returns the kernel met and whether the call still needs other kernels (the parent
+        then hands it on as an ordinary task, once it holds no locks)."""
+        import time
+
+        t0 = time.perf_counter()
+        error, records = self._attempt(shape, m, f"install:{identity}")
+        mine = [r.action for r in records if r.identity == identity]
+        status = "compiled" if "installed" in mine or "compiled" in mine else "cached"
+        met = [(identity, status, time.perf_counter() - t0)]
+        if error is None:
+            return met, False
+        if any(r.action == "refused" for r in records):
+            return met, True
+        if status == "compiled":
+            raise CompileFailed(f"installing kernel {identity} failed: {error}") from error
+        raise error
 
     # -- the two phases ---------------------------------------------------------------------------
     def identify_phase(self, tasks: Any) -> bool:
@@ -250,7 +312,7 @@ class Worker:
 
     def _bisect(self, shape: Shape, candidates: list[int]) -> list[tuple[int, str]]:
         """Identify a grid of ``candidates``, then bisect between neighbours needing different kernels."""
-        from .jit_warmup import MPolicy
+        from ..jit_warmup import MPolicy
 
         grid = set(MPolicy.changes(candidates[-1]).grid())
         pos = sorted({i for i, m in enumerate(candidates) if m in grid} | {0, len(candidates) - 1})
@@ -292,11 +354,14 @@ class Worker:
     def _do(self, task: tuple[Any, ...], *, blocking: bool) -> bool:
         kind, idx, m, expect = task
         shape = self.cfg.shapes[idx]
+        more = False
+        met: list[tuple[str, str, float]] = []
         try:
-            if kind == "plain":
+            if kind == "install":
+                met, more = self.install(shape, m, expect)
+            elif kind == "plain":
                 for one in m:
                     _at(one, lambda: self.runner.run(shape, one))
-                met: list[tuple[str, str, float]] = []
             else:
                 met = self.warm(shape, m, expect, blocking=blocking)
         except Busy:
@@ -304,7 +369,7 @@ class Worker:
         except Exception as exc:
             self.put(("call-error", self.cfg.wid, idx, _failed_m(exc, m), _kind(exc), str(exc)))
             met = []
-        self.put(("done", self.cfg.wid, kind, idx, m, expect, met))
+        self.put(("done", self.cfg.wid, kind, idx, m, expect, met, more))
         return True
 
 
@@ -332,7 +397,7 @@ def _failed_m(exc: BaseException, default: Any = None) -> Any:
 def _kind(exc: BaseException) -> str:
     """"rejected" when dgcompat or deep_gemm refused the call's arguments (an unsupported shape),
     else the exception's type."""
-    from .errors import BadArgumentError, KernelError, UnsupportedFeatureError
+    from ..errors import BadArgumentError, KernelError, UnsupportedFeatureError
 
     inner = exc.inner if isinstance(exc, _AtM) else exc
     if isinstance(inner, (BadArgumentError, UnsupportedFeatureError, KernelError)):
@@ -360,6 +425,9 @@ def _point(link: Path, target: Path) -> None:
 def prepare(cfg: WorkerConfig) -> None:
     """Lay out the worker's folders and link (in the parent, before the worker starts)."""
     Path(cfg.empty).mkdir(parents=True, exist_ok=True)
+    for folder in (cfg.recipes, cfg.built):
+        if folder:
+            Path(folder).mkdir(parents=True, exist_ok=True)
     Path(cfg.log).write_text("")
     _point(Path(cfg.link), Path(cfg.empty) if cfg.method == "stand-in" else Path(cfg.cache))
 
@@ -376,9 +444,11 @@ def main(cfg: WorkerConfig, identify_q: Any, work_q: Any, result_q: Any) -> None
         os.environ["DG_JIT_NVCC_COMPILER"] = cfg.stand_in
         os.environ["DGCOMPAT_WARMUP_NVCC"] = cfg.nvcc
         os.environ["DGCOMPAT_WARMUP_LOG"] = cfg.log
+        os.environ["DGCOMPAT_WARMUP_RECIPES"] = cfg.recipes
+        os.environ["DGCOMPAT_WARMUP_BUILT"] = cfg.built
     try:
         worker = Worker(cfg, result_q.put)
-        from .runtime import compile_mode
+        from ..runtime import compile_mode
 
         # Where the release has a compile mode (the bundled copies), calls build kernels without launching them.
         with compile_mode(1):
@@ -389,3 +459,8 @@ def main(cfg: WorkerConfig, identify_q: Any, work_q: Any, result_q: Any) -> None
     except BaseException as exc:  # report, then die: the parent decides what the failure means
         result_q.put(("fatal", cfg.wid, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
         raise SystemExit(1) from None
+    # Every answer is sent and every entry renamed into place: leave without tearing down torch and the
+    # CUDA context at interpreter exit (about a second the parent would otherwise wait for).
+    result_q.close()
+    result_q.join_thread()
+    os._exit(0)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .jit_warmup import DenseGemm, GroupedGemm, PagedIndexer, Shape, weight_key
+from ..jit_warmup import DenseGemm, GroupedGemm, PagedIndexer, Shape, weight_key
 
 __all__ = ["Runner"]
 
@@ -31,7 +31,7 @@ class Runner:
         import torch
 
         import dgcompat
-        from .table import arch_family, current_arch
+        from ..table import arch_family, current_arch
 
         self.torch = torch
         self.dg = dgcompat

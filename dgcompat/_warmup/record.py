@@ -47,8 +47,8 @@ def _entries(cache: Path) -> list[str]:
 
 def key(spec: Any, nvcc: str, device: int) -> str | None:
     """The record's key, or None where the GPU model cannot be read without CUDA."""
-    from .detection import release
-    from .jit_warmup import _torch_version, nvidia_smi
+    from ..detection import release
+    from ..jit_warmup import _torch_version, nvidia_smi
 
     gpu = nvidia_smi("name,compute_cap", device)
     if gpu is None:
