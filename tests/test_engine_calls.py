@@ -26,13 +26,6 @@ EXTRACT = Path(__file__).resolve().parent / "engine_calls" / "extract_engine_cal
 IMPORT_FORMS = Path(__file__).resolve().parent / "engine_calls" / "import_forms.py"
 
 #: the extract's strict xfails (upstream parameters not accepted yet), by test function.
-PENDING_PARAMETERS = {
-    "test_vllm_fp8_gemm_nt": "disable_ue8m0_cast",
-    "test_vllm_grouped_contiguous": "disable_ue8m0_cast",
-    "test_vllm_grouped_masked": "disable_ue8m0_cast",
-}
-
-
 def _child(tmp_path: Path, mode: list[str], *, dropin: bool = True, tests: Path = EXTRACT) -> dict[str, Any]:
     out = tmp_path / "result.json"
     cmd = [sys.executable, "-m", "dgcompat_conformance.harness.child", *mode, "--tests", str(tests), "--no-xfails",
@@ -54,7 +47,7 @@ def _outcomes(result: dict[str, Any]) -> dict[str, str]:
 def _check(result: dict[str, Any], *, overlap_not_emulated: bool = False) -> None:
     outcomes = _outcomes(result)
     assert len(outcomes) >= 20, outcomes
-    expected = {name: ("xfailed" if name in PENDING_PARAMETERS else "passed") for name in outcomes}
+    expected = {name: "passed" for name in outcomes}
     if overlap_not_emulated:  # the bundled copies have the overlapped masked GEMM; the stand-ins cannot run it
         expected["test_moe_masked_single_batch_overlap"] = "skipped"
     wrong = {name: (outcomes[name], result["tests"][i]["message"])
