@@ -34,7 +34,7 @@ from .detection import release
 if TYPE_CHECKING:
     from ._calls import UpstreamCall
 
-__all__ = ["lock", "Slots", "backend_name", "load", "loaded_module", "upstream", "find_upstream", "import_refusal", "reset",
+__all__ = ["lock", "Slots", "Defaults", "backend_name", "load", "loaded_module", "upstream", "find_upstream", "import_refusal", "reset",
            "register_reset"]
 
 lock = threading.RLock()
@@ -229,6 +229,30 @@ class Slots:
 _SLOTS: list[Slots] = []
 
 
+class Defaults:
+    """Release defaults that stable functions substitute for a None argument, one per slot.
+
+    Each is None until the slot's binder stores the installed release's default (e.g. the
+    ``compiled_dims`` its upstream function declares); a plain instance attribute read afterwards.
+    :func:`reset` sets them back to None.
+    """
+
+    def __init__(self, *names: str) -> None:
+        self.__dict__["_names"] = names
+        self.clear()
+        _DEFAULTS.append(self)
+
+    if TYPE_CHECKING:  # the values are instance attributes set at run time
+        def __getattr__(self, name: str) -> Any: ...
+
+    def clear(self) -> None:
+        for name in self.__dict__["_names"]:
+            self.__dict__[name] = None
+
+
+_DEFAULTS: list[Defaults] = []
+
+
 def register_reset(fn: Callable[[], None]) -> None:
     """Modules that cache bound callables register how to forget them."""
     _resets.append(fn)
@@ -242,5 +266,7 @@ def reset() -> None:
         _failure = None
         for slots in _SLOTS:
             slots.clear()
+        for defaults in _DEFAULTS:
+            defaults.clear()
         for fn in _resets:
             fn()

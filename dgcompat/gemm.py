@@ -1,8 +1,9 @@
 """Dense GEMMs: ``d = a @ b.T (+ c)`` in FP8 (block-scaled) and BF16.
 
 Every release takes ``(a, b, d, c, recipe)`` in these positions; the parameters after them (recipe_a,
-recipe_b, compiled_dims, disable_ue8m0_cast, alpha, epilogue) go by keyword where the installed function
-has them, and are emulated or refused where it does not (:mod:`dgcompat._params`). dgcompat checks nothing up front
+recipe_b, compiled_dims, disable_ue8m0_cast, alpha, epilogue) are passed on by position where the
+installed function has them there (it is then called as is), and otherwise by an adapter that emulates
+or refuses what the release lacks (:mod:`dgcompat._params`). dgcompat checks nothing up front
 here: deep_gemm's host code rejects every malformed call with a Python exception, which is
 translated into a :class:`~dgcompat.errors.BadArgumentError` naming the argument.
 """
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from . import _binding
 from ._calls import UpstreamCall
 from ._checks import bad, k_major, pair, same_device, tensor, translate
-from ._params import RELEASE_DEFAULT, Param, bind, parameter_names
+from ._params import RELEASE_DEFAULT, Param, bind, release_default
 
 if TYPE_CHECKING:
     import torch
@@ -24,37 +25,55 @@ __all__ = ["fp8_gemm_nt", "bf16_gemm_nt"]
 Recipe = Sequence[int]
 
 
-#: Parameters after the common ones (see :mod:`dgcompat._params`). The fast call passes the first group
-#: whenever the others have their defaults; the full call passes all of them.
-_RECIPES = (Param("recipe_a", None, "no split recipe: the release infers it from recipe / the scale shapes"),
-            Param("recipe_b", None, "no split recipe: the release infers it from recipe / the scale shapes"),
-            Param("disable_ue8m0_cast", False, "False is every release's behaviour (cast where the arch needs it)"))
-_DIMS = Param("compiled_dims", RELEASE_DEFAULT, "None: the release's own default ('' on sgl-deep-gemm, 'nk' upstream)")
-_ALPHA = Param("alpha", None, "no output scale: d = a @ b.T (+ c), as on releases without alpha")
-_EPILOGUE = Param("epilogue", None, "no epilogue: the plain store, as on releases without epilogue")
-_FP8_FULL = _RECIPES + (_DIMS, _ALPHA, _EPILOGUE)
-_BF16_FULL = (_DIMS, _ALPHA, _EPILOGUE)
+#: Parameters after the ones every release has in the same positions (see :mod:`dgcompat._params`),
+#: in the newest release's order. The fast call passes the first group whenever alpha and epilogue are
+#: None; the full call passes all of them.
+_FP8_PARAMS = (
+    Param("recipe_a", None, "no split recipe: the release infers it from recipe / the scale shapes"),
+    Param("recipe_b", None, "no split recipe: the release infers it from recipe / the scale shapes"),
+    Param("compiled_dims", RELEASE_DEFAULT, "None: the release's own default ('' on sgl-deep-gemm, 'nk' upstream)"),
+    Param("disable_ue8m0_cast", False, "False is every release's behaviour (cast where the arch needs it)"),
+)
+_TAIL = (Param("alpha", None, "no output scale: d = a @ b.T (+ c), as on releases without alpha"),
+         Param("epilogue", None, "no epilogue: the plain store, as on releases without epilogue"))
+_BF16_PARAMS = (_FP8_PARAMS[2],)
 
 #: The upstream calls of this module (see :mod:`dgcompat._calls`): every release takes the leading
-#: parameters in these positions; the rest go by keyword where the installed function has them.
+#: parameters in these positions; the forwarded ones follow by position where the installed function
+#: has them there, else by keyword, dropped (their value is the release's behaviour) or refused.
 CALLS: tuple[UpstreamCall, ...] = (
     UpstreamCall("deep_gemm.fp8_gemm_nt", "dgcompat.fp8_gemm_nt", ("a", "b", "d", "c", "recipe"), passthrough=True,
-                 forwarded=tuple(p.name for p in _FP8_FULL)),
+                 forwarded=tuple(p.name for p in _FP8_PARAMS + _TAIL)),
     UpstreamCall("deep_gemm.bf16_gemm_nt", "dgcompat.bf16_gemm_nt", ("a", "b", "d", "c"), passthrough=True,
-                 forwarded=tuple(p.name for p in _BF16_FULL)),
+                 forwarded=tuple(p.name for p in _BF16_PARAMS + _TAIL)),
 )
 _FP8, _BF16 = CALLS
 
+#: The release's compiled_dims default per function, read when its slot binds.
+_D = _binding.Defaults("fp8_gemm_nt", "bf16_gemm_nt")
 
-def _bind(call: UpstreamCall, passed: tuple[Param, ...]) -> Callable[..., Any]:
+
+def _bind(call: UpstreamCall, params: tuple[Param, ...]) -> Callable[..., Any]:
     from ._checks import release_label
+    from .table import capabilities
 
+    name = call.caller.removeprefix("dgcompat.")
     fn = _binding.upstream(call)
-    return bind(fn, call.caller, passed, parameter_names(fn), release_label())
+    dims = release_default(fn, "compiled_dims", capabilities().compiled_dims_default)
+    setattr(_D, name, dims)
+    return bind(fn, call.caller, call.positional + tuple(p.name for p in params), len(call.positional), params,
+                {"compiled_dims": dims}, release_label())
 
 
-_B = _binding.Slots(fp8_gemm_nt=lambda: _bind(_FP8, _RECIPES), fp8_gemm_nt_full=lambda: _bind(_FP8, _FP8_FULL),
-                    bf16_gemm_nt=lambda: _binding.upstream(_BF16), bf16_gemm_nt_full=lambda: _bind(_BF16, _BF16_FULL))
+_B = _binding.Slots(fp8_gemm_nt=lambda: _bind(_FP8, _FP8_PARAMS), fp8_gemm_nt_full=lambda: _bind(_FP8, _FP8_PARAMS + _TAIL),
+                    bf16_gemm_nt=lambda: _bind(_BF16, _BF16_PARAMS),
+                    bf16_gemm_nt_full=lambda: _bind(_BF16, _BF16_PARAMS + _TAIL))
+
+
+def _first_default(name: str) -> Any:
+    """The release's compiled_dims for ``name``, binding its slot first (the first call only)."""
+    _B.bound(name)
+    return getattr(_D, name)
 
 
 def _check_recipe(fn: str, recipe: Any) -> None:
@@ -126,13 +145,15 @@ def fp8_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, tor
     is the default (see docs/migration.md).
     """
     try:
-        if compiled_dims is None and alpha is None and epilogue is None:
-            _B.fp8_gemm_nt(a, b, d, c, recipe, recipe_a=recipe_a, recipe_b=recipe_b,
-                           disable_ue8m0_cast=disable_ue8m0_cast)
+        if compiled_dims is None:
+            compiled_dims = _D.fp8_gemm_nt
+            if compiled_dims is None:
+                compiled_dims = _first_default("fp8_gemm_nt")
+        if alpha is None and epilogue is None:
+            _B.fp8_gemm_nt(a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast)
         else:
-            _B.fp8_gemm_nt_full(a, b, d, c, recipe, recipe_a=recipe_a, recipe_b=recipe_b,
-                                disable_ue8m0_cast=disable_ue8m0_cast, compiled_dims=compiled_dims, alpha=alpha,
-                                epilogue=epilogue)
+            _B.fp8_gemm_nt_full(a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, alpha,
+                                epilogue)
     except Exception as exc:
         translate("fp8_gemm_nt", exc, _diagnose_fp8, a, b, d, c, recipe)
 
@@ -143,9 +164,13 @@ def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Ten
     bfloat16 or float32, ``c`` optional ``(M, N)`` float32. ``compiled_dims`` / ``alpha`` / ``epilogue`` as in
     :func:`fp8_gemm_nt`."""
     try:
-        if compiled_dims is None and alpha is None and epilogue is None:
-            _B.bf16_gemm_nt(a, b, d, c)
+        if compiled_dims is None:
+            compiled_dims = _D.bf16_gemm_nt
+            if compiled_dims is None:
+                compiled_dims = _first_default("bf16_gemm_nt")
+        if alpha is None and epilogue is None:
+            _B.bf16_gemm_nt(a, b, d, c, compiled_dims)
         else:
-            _B.bf16_gemm_nt_full(a, b, d, c, compiled_dims=compiled_dims, alpha=alpha, epilogue=epilogue)
+            _B.bf16_gemm_nt_full(a, b, d, c, compiled_dims, alpha, epilogue)
     except Exception as exc:
         translate("bf16_gemm_nt", exc, _diagnose_bf16, a, b, d, c)

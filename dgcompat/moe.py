@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from . import _binding, _env
 from ._calls import UpstreamCall
 from ._checks import bad, contiguous, k_major, pair, release_label, same_device, tensor, translate, unsupported
-from ._params import RELEASE_DEFAULT, Param, bind, parameter_names
+from ._params import RELEASE_DEFAULT, Param, bind, release_default
 from .errors import BadArgumentError, DgcompatError
 
 if TYPE_CHECKING:
@@ -35,21 +35,20 @@ Recipe = Sequence[int]
 _CONTIGUOUS = ("a", "b", "d", "grouped_layout|m_indices")
 _MASKED = ("a", "b", "d", "masked_m", "expected_m")
 
-#: Parameters not every release has (see :mod:`dgcompat._params`). The fast call passes the first
-#: groups whenever compiled_dims and epilogue have their defaults; the full call passes all of them.
+#: Parameters after the ones every release has in the same positions (see :mod:`dgcompat._params`), in
+#: the newest release's order. The fast call passes all but epilogue (None unless given).
 _RECIPES = (Param("recipe_a", None, "no split recipe: the release infers it from recipe / the scale shapes"),
-            Param("recipe_b", None, "no split recipe: the release infers it from recipe / the scale shapes"),
-            Param("disable_ue8m0_cast", False, "False is every release's behaviour (cast where the arch needs it)"))
+            Param("recipe_b", None, "no split recipe: the release infers it from recipe / the scale shapes"))
+_DIMS = Param("compiled_dims", RELEASE_DEFAULT, "None: the release's own default")
+_DISABLE = Param("disable_ue8m0_cast", False, "False is every release's behaviour (cast where the arch needs it)")
 _PSUM = (Param("use_psum_layout", False, "the per-row layout is the only one a release without it has"),
          Param("ensure_zero_padding", True, "0.1.4 / upstream 2.6.1 inserted it defaulting to the earlier behaviour"),
          Param("expected_m_for_psum_layout", None, "a tuning hint of the psum layout only"))
-_DIMS = Param("compiled_dims", RELEASE_DEFAULT, "None: the release's own default")
-_EPILOGUE = Param("epilogue", None, "no epilogue: the plain store, as on releases without epilogue")
-_FP8_CONTIG_FAST = _RECIPES + _PSUM
-_BF16_CONTIG_FAST = _PSUM
-_FP8_MASKED_FAST = _RECIPES
-_BF16_MASKED_FAST: tuple[Param, ...] = ()
-_TAIL = (_DIMS, _EPILOGUE)
+_EPILOGUE = (Param("epilogue", None, "no epilogue: the plain store, as on releases without epilogue"),)
+_FP8_CONTIG = _RECIPES + (_DIMS, _DISABLE) + _PSUM
+_BF16_CONTIG = (_DIMS,) + _PSUM
+_FP8_MASKED = _RECIPES + (_DIMS, _DISABLE)
+_BF16_MASKED = (_DIMS,)
 
 
 def _names(params: tuple[Param, ...]) -> tuple[str, ...]:
@@ -57,25 +56,26 @@ def _names(params: tuple[Param, ...]) -> tuple[str, ...]:
 
 
 #: The upstream calls of this module (see :mod:`dgcompat._calls`). The layout tensor always goes by
-#: position (m_indices / grouped_layout), the recipe and the parameters not every release has by keyword.
+#: position (m_indices / grouped_layout, named differently), and so does the recipe.
 CALLS: tuple[UpstreamCall, ...] = (
     UpstreamCall("deep_gemm.m_grouped_fp8_gemm_nt_contiguous", "dgcompat.m_grouped_fp8_gemm_nt_contiguous",
-                 _CONTIGUOUS, ("recipe",), forwarded=_names(_FP8_CONTIG_FAST + _TAIL)),
+                 _CONTIGUOUS + ("recipe",), forwarded=_names(_FP8_CONTIG + _EPILOGUE)),
     UpstreamCall("deep_gemm.m_grouped_bf16_gemm_nt_contiguous", "dgcompat.m_grouped_bf16_gemm_nt_contiguous",
-                 _CONTIGUOUS, selected_by=("bf16_grouped_contiguous", True), forwarded=_names(_BF16_CONTIG_FAST + _TAIL)),
-    UpstreamCall("deep_gemm.m_grouped_fp8_gemm_nt_masked", "dgcompat.m_grouped_fp8_gemm_nt_masked", _MASKED,
-                 ("recipe",), selected_by=("masked_gemm", "m_grouped_fp8_gemm_nt_masked"),
-                 forwarded=_names(_FP8_MASKED_FAST + _TAIL)),
-    UpstreamCall("deep_gemm.fp8_m_grouped_gemm_nt_masked", "dgcompat.m_grouped_fp8_gemm_nt_masked", _MASKED,
-                 ("recipe",), selected_by=("masked_gemm", "fp8_m_grouped_gemm_nt_masked"),
-                 forwarded=_names(_FP8_MASKED_FAST + _TAIL)),
+                 _CONTIGUOUS, selected_by=("bf16_grouped_contiguous", True),
+                 forwarded=_names(_BF16_CONTIG + _EPILOGUE)),
+    UpstreamCall("deep_gemm.m_grouped_fp8_gemm_nt_masked", "dgcompat.m_grouped_fp8_gemm_nt_masked",
+                 _MASKED + ("recipe",), selected_by=("masked_gemm", "m_grouped_fp8_gemm_nt_masked"),
+                 forwarded=_names(_FP8_MASKED + _EPILOGUE)),
+    UpstreamCall("deep_gemm.fp8_m_grouped_gemm_nt_masked", "dgcompat.m_grouped_fp8_gemm_nt_masked",
+                 _MASKED + ("recipe",), selected_by=("masked_gemm", "fp8_m_grouped_gemm_nt_masked"),
+                 forwarded=_names(_FP8_MASKED + _EPILOGUE)),
     # The overlapped (signal) launch of the bundled copies reads the (block_m, threshold) result.
-    UpstreamCall("deep_gemm.m_grouped_fp8_gemm_nt_masked", "dgcompat.m_grouped_fp8_gemm_nt_masked", _MASKED,
-                 ("recipe", "max_block_n", "enable_overlap", "signal"), uses_result=True,
-                 selected_by=("masked_overlap", True), forwarded=_names(_FP8_MASKED_FAST + _TAIL)),
+    UpstreamCall("deep_gemm.m_grouped_fp8_gemm_nt_masked", "dgcompat.m_grouped_fp8_gemm_nt_masked",
+                 _MASKED + ("recipe",), ("max_block_n", "enable_overlap", "signal"), uses_result=True,
+                 selected_by=("masked_overlap", True), forwarded=_names(_FP8_MASKED + _EPILOGUE)),
     UpstreamCall("deep_gemm.m_grouped_bf16_gemm_nt_masked", "dgcompat.m_grouped_bf16_gemm_nt_masked", _MASKED,
                  passthrough=True, selected_by=("bf16_grouped_masked", True),
-                 alternatives=("deep_gemm.bf16_m_grouped_gemm_nt_masked",), forwarded=_names(_TAIL)),
+                 alternatives=("deep_gemm.bf16_m_grouped_gemm_nt_masked",), forwarded=_names(_BF16_MASKED + _EPILOGUE)),
 )
 _CONTIG_FP8, _CONTIG_BF16, _MASKED_FP8, _MASKED_FP8_ALIAS, _MASKED_OVERLAP, _MASKED_BF16 = CALLS
 
@@ -93,55 +93,73 @@ class MaskedOverlap:
     max_block_n: int = 256
 
 
-def _selected(calls: tuple[UpstreamCall, ...], what: str, name: str, passed: tuple[Param, ...],
+#: The release's compiled_dims default per stable function, read when its slot binds.
+_D = _binding.Defaults("m_grouped_fp8_gemm_nt_contiguous", "m_grouped_bf16_gemm_nt_contiguous",
+                       "m_grouped_fp8_gemm_nt_masked", "m_grouped_bf16_gemm_nt_masked")
+
+
+def _selected(calls: tuple[UpstreamCall, ...], what: str, name: str, params: tuple[Param, ...],
               hint: str | None = None) -> Callable[..., Any]:
-    """The upstream function of the first declaration the table selects for this release, bound for a call
-    passing ``passed`` by keyword (:func:`dgcompat._params.bind`), else a stand-in raising
-    UnsupportedFeatureError."""
+    """The upstream function of the first declaration the table selects for this release, bound for a
+    positional call passing ``params`` after the declared positional arguments
+    (:func:`dgcompat._params.bind`), else a stand-in raising UnsupportedFeatureError."""
     from .table import capabilities
 
     caps = capabilities()
     for call in calls:
         if call.in_effect(caps):
             fn = _binding.upstream(call)
-            return bind(fn, call.caller, passed, parameter_names(fn), release_label())
+            dims = release_default(fn, "compiled_dims", caps.compiled_dims_default)
+            setattr(_D, name, dims)
+            return bind(fn, call.caller, call.positional + _names(params), len(call.positional), params,
+                        {"compiled_dims": dims}, release_label())
+    setattr(_D, name, "")  # never passed on: the stand-in refuses every call
     return unsupported(name, what, hint=hint)
 
 
-def _bind_contiguous(call: UpstreamCall, passed: tuple[Param, ...]) -> Callable[..., Any]:
+def _bind_contiguous(call: UpstreamCall, params: tuple[Param, ...]) -> Callable[..., Any]:
     name = call.caller.removeprefix("dgcompat.")
-    impl = _selected((call,), "the grouped contiguous GEMM", name, passed)
-    return _with_value_checks_contiguous(name, impl) if _env.debug() else impl
+    impl = _selected((call,), "the grouped contiguous GEMM", name, params)
+    if not _env.debug():
+        return impl
+    return _with_value_checks_contiguous(name, impl, len(call.positional) - 4 + _names(params).index("use_psum_layout"))
 
 
-def _bind_masked(calls: tuple[UpstreamCall, ...], passed: tuple[Param, ...]) -> Callable[..., Any]:
+def _bind_masked(calls: tuple[UpstreamCall, ...], params: tuple[Param, ...]) -> Callable[..., Any]:
     name = calls[0].caller.removeprefix("dgcompat.")
-    impl = _selected(calls, "the grouped masked GEMM", name, passed)
+    impl = _selected(calls, "the grouped masked GEMM", name, params)
     return _with_value_checks_masked(name, impl) if _env.debug() else impl
+
+
+def _first_default(name: str) -> Any:
+    """The release's compiled_dims for ``name``, binding its slot first (the first call only)."""
+    _B.bound(name)
+    return getattr(_D, name)
 
 
 _FP8_MASKED_CALLS = (_MASKED_FP8, _MASKED_FP8_ALIAS)
 _B = _binding.Slots(
-    m_grouped_fp8_gemm_nt_contiguous=lambda: _bind_contiguous(_CONTIG_FP8, _FP8_CONTIG_FAST),
-    m_grouped_fp8_gemm_nt_contiguous_full=lambda: _bind_contiguous(_CONTIG_FP8, _FP8_CONTIG_FAST + _TAIL),
-    m_grouped_bf16_gemm_nt_contiguous=lambda: _bind_contiguous(_CONTIG_BF16, _BF16_CONTIG_FAST),
-    m_grouped_bf16_gemm_nt_contiguous_full=lambda: _bind_contiguous(_CONTIG_BF16, _BF16_CONTIG_FAST + _TAIL),
-    m_grouped_fp8_gemm_nt_masked=lambda: _bind_masked(_FP8_MASKED_CALLS, _FP8_MASKED_FAST),
-    m_grouped_fp8_gemm_nt_masked_full=lambda: _bind_masked(_FP8_MASKED_CALLS, _FP8_MASKED_FAST + _TAIL),
-    m_grouped_bf16_gemm_nt_masked=lambda: _bind_masked((_MASKED_BF16,), _BF16_MASKED_FAST),
-    m_grouped_bf16_gemm_nt_masked_full=lambda: _bind_masked((_MASKED_BF16,), _TAIL),
+    m_grouped_fp8_gemm_nt_contiguous=lambda: _bind_contiguous(_CONTIG_FP8, _FP8_CONTIG),
+    m_grouped_fp8_gemm_nt_contiguous_full=lambda: _bind_contiguous(_CONTIG_FP8, _FP8_CONTIG + _EPILOGUE),
+    m_grouped_bf16_gemm_nt_contiguous=lambda: _bind_contiguous(_CONTIG_BF16, _BF16_CONTIG),
+    m_grouped_bf16_gemm_nt_contiguous_full=lambda: _bind_contiguous(_CONTIG_BF16, _BF16_CONTIG + _EPILOGUE),
+    m_grouped_fp8_gemm_nt_masked=lambda: _bind_masked(_FP8_MASKED_CALLS, _FP8_MASKED),
+    m_grouped_fp8_gemm_nt_masked_full=lambda: _bind_masked(_FP8_MASKED_CALLS, _FP8_MASKED + _EPILOGUE),
+    m_grouped_bf16_gemm_nt_masked=lambda: _bind_masked((_MASKED_BF16,), _BF16_MASKED),
+    m_grouped_bf16_gemm_nt_masked_full=lambda: _bind_masked((_MASKED_BF16,), _BF16_MASKED + _EPILOGUE),
     overlapped=lambda: _selected((_MASKED_OVERLAP,), "overlap (enable_overlap/max_block_n/signal)",
-                                 "m_grouped_fp8_gemm_nt_masked", _FP8_MASKED_FAST + _TAIL,
+                                 "m_grouped_fp8_gemm_nt_masked", _FP8_MASKED + _EPILOGUE,
                                  "only the deep_gemm bundled in sgl-kernel / sglang-kernel<=0.4.2 has it"),
 )
 
 
 # --- opt-in value checks (DGCOMPAT_DEBUG=1): they read device values, i.e. synchronize ----------
 
-def _with_value_checks_contiguous(name: str, impl: Callable[..., Any]) -> Callable[..., Any]:
+def _with_value_checks_contiguous(name: str, impl: Callable[..., Any], psum_at: int) -> Callable[..., Any]:
+    """``psum_at``: where use_psum_layout sits among the arguments after m_indices."""
     def checked(a: Any, b: Any, d: Any, m_indices: Any, *rest: Any, **kw: Any) -> Any:
         groups = (b[0] if isinstance(b, (tuple, list)) else b).shape[0]
-        if kw.get("use_psum_layout"):
+        if len(rest) > psum_at and rest[psum_at]:
             rows = (a[0] if isinstance(a, (tuple, list)) else a).shape[0]
             ends = m_indices.to("cpu").tolist() if m_indices.numel() else []
             if any(e < 0 or e > rows for e in ends) or ends != sorted(ends):
@@ -275,17 +293,18 @@ def m_grouped_fp8_gemm_nt_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tu
     An empty ``a`` (M_total == 0) is a no-op on every release.
     """
     try:
-        if compiled_dims is None and epilogue is None:
-            _B.m_grouped_fp8_gemm_nt_contiguous(
-                a, b, d, m_indices, recipe=recipe, recipe_a=recipe_a, recipe_b=recipe_b,
-                disable_ue8m0_cast=disable_ue8m0_cast, use_psum_layout=use_psum_layout,
-                ensure_zero_padding=ensure_zero_padding, expected_m_for_psum_layout=expected_m_for_psum_layout)
+        if compiled_dims is None:
+            compiled_dims = _D.m_grouped_fp8_gemm_nt_contiguous
+            if compiled_dims is None:
+                compiled_dims = _first_default("m_grouped_fp8_gemm_nt_contiguous")
+        if epilogue is None:
+            _B.m_grouped_fp8_gemm_nt_contiguous(a, b, d, m_indices, recipe, recipe_a, recipe_b, compiled_dims,
+                                                disable_ue8m0_cast, use_psum_layout, ensure_zero_padding,
+                                                expected_m_for_psum_layout)
         else:
-            _B.m_grouped_fp8_gemm_nt_contiguous_full(
-                a, b, d, m_indices, recipe=recipe, recipe_a=recipe_a, recipe_b=recipe_b,
-                disable_ue8m0_cast=disable_ue8m0_cast, use_psum_layout=use_psum_layout,
-                ensure_zero_padding=ensure_zero_padding, expected_m_for_psum_layout=expected_m_for_psum_layout,
-                compiled_dims=compiled_dims, epilogue=epilogue)
+            _B.m_grouped_fp8_gemm_nt_contiguous_full(a, b, d, m_indices, recipe, recipe_a, recipe_b, compiled_dims,
+                                                     disable_ue8m0_cast, use_psum_layout, ensure_zero_padding,
+                                                     expected_m_for_psum_layout, epilogue)
     except Exception as exc:
         _contiguous_failed("m_grouped_fp8_gemm_nt_contiguous", exc, a, b, d, m_indices, True, use_psum_layout)
 
@@ -298,15 +317,16 @@ def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
     bfloat16, ``d`` ``(M_total, N)`` bfloat16, ``m_indices`` int32 ``(M_total,)`` (or ``(G,)`` end rows with
     ``use_psum_layout=True``)."""
     try:
-        if compiled_dims is None and epilogue is None:
-            _B.m_grouped_bf16_gemm_nt_contiguous(
-                a, b, d, m_indices, use_psum_layout=use_psum_layout, ensure_zero_padding=ensure_zero_padding,
-                expected_m_for_psum_layout=expected_m_for_psum_layout)
+        if compiled_dims is None:
+            compiled_dims = _D.m_grouped_bf16_gemm_nt_contiguous
+            if compiled_dims is None:
+                compiled_dims = _first_default("m_grouped_bf16_gemm_nt_contiguous")
+        if epilogue is None:
+            _B.m_grouped_bf16_gemm_nt_contiguous(a, b, d, m_indices, compiled_dims, use_psum_layout,
+                                                 ensure_zero_padding, expected_m_for_psum_layout)
         else:
-            _B.m_grouped_bf16_gemm_nt_contiguous_full(
-                a, b, d, m_indices, use_psum_layout=use_psum_layout, ensure_zero_padding=ensure_zero_padding,
-                expected_m_for_psum_layout=expected_m_for_psum_layout, compiled_dims=compiled_dims,
-                epilogue=epilogue)
+            _B.m_grouped_bf16_gemm_nt_contiguous_full(a, b, d, m_indices, compiled_dims, use_psum_layout,
+                                                      ensure_zero_padding, expected_m_for_psum_layout, epilogue)
     except Exception as exc:
         _contiguous_failed("m_grouped_bf16_gemm_nt_contiguous", exc, a, b, d, m_indices, False, use_psum_layout)
 
@@ -337,13 +357,16 @@ def m_grouped_fp8_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[
                                disable_ue8m0_cast, epilogue,
                                overlap if overlap is not None else _raw_overlap(signal, max_block_n))
     try:
-        if compiled_dims is None and epilogue is None:
-            _B.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, expected_m, recipe=recipe, recipe_a=recipe_a,
-                                            recipe_b=recipe_b, disable_ue8m0_cast=disable_ue8m0_cast)
+        if compiled_dims is None:
+            compiled_dims = _D.m_grouped_fp8_gemm_nt_masked
+            if compiled_dims is None:
+                compiled_dims = _first_default("m_grouped_fp8_gemm_nt_masked")
+        if epilogue is None:
+            _B.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, expected_m, recipe, recipe_a, recipe_b, compiled_dims,
+                                            disable_ue8m0_cast)
         else:
-            _B.m_grouped_fp8_gemm_nt_masked_full(a, b, d, masked_m, expected_m, recipe=recipe, recipe_a=recipe_a,
-                                                 recipe_b=recipe_b, disable_ue8m0_cast=disable_ue8m0_cast,
-                                                 compiled_dims=compiled_dims, epilogue=epilogue)
+            _B.m_grouped_fp8_gemm_nt_masked_full(a, b, d, masked_m, expected_m, recipe, recipe_a, recipe_b,
+                                                 compiled_dims, disable_ue8m0_cast, epilogue)
     except Exception as exc:
         translate("m_grouped_fp8_gemm_nt_masked", exc, _diagnose_masked, "m_grouped_fp8_gemm_nt_masked", a, b, d,
                   masked_m, expected_m, True)
@@ -370,12 +393,14 @@ def _masked_overlap(a: Any, b: Any, d: Any, masked_m: Any, expected_m: Any, reci
     fn = "m_grouped_fp8_gemm_nt_masked"
     if not isinstance(overlap, MaskedOverlap):
         raise bad(fn, "overlap", "None or a dgcompat.MaskedOverlap", overlap)
-    impl = _B.bound("overlapped")
     try:
+        impl = _B.bound("overlapped")
+        if compiled_dims is None:
+            compiled_dims = _D.m_grouped_fp8_gemm_nt_masked
         with num_sms(overlap.num_sms):
-            result = impl(a, b, d, masked_m, expected_m, recipe=recipe, max_block_n=overlap.max_block_n,
-                          enable_overlap=True, signal=overlap.signal, recipe_a=recipe_a, recipe_b=recipe_b,
-                          disable_ue8m0_cast=disable_ue8m0_cast, compiled_dims=compiled_dims, epilogue=epilogue)
+            result = impl(a, b, d, masked_m, expected_m, recipe, recipe_a, recipe_b, compiled_dims,
+                          disable_ue8m0_cast, epilogue, max_block_n=overlap.max_block_n, enable_overlap=True,
+                          signal=overlap.signal)
     except Exception as exc:
         translate(fn, exc, _diagnose_masked, fn, a, b, d, masked_m, expected_m, True)
     if not isinstance(result, (tuple, list)) or len(result) != 2 or None in result:
@@ -389,11 +414,14 @@ def m_grouped_bf16_gemm_nt_masked(a: torch.Tensor, b: torch.Tensor, d: torch.Ten
     """BF16 version of :func:`m_grouped_fp8_gemm_nt_masked` (no overlap): ``a`` ``(G, M_max, K)``, ``b``
     ``(G, N, K)`` bfloat16, ``d`` ``(G, M_max, N)`` bfloat16, ``masked_m`` int32 ``(G,)``."""
     try:
-        if compiled_dims is None and epilogue is None:
-            _B.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected_m)
+        if compiled_dims is None:
+            compiled_dims = _D.m_grouped_bf16_gemm_nt_masked
+            if compiled_dims is None:
+                compiled_dims = _first_default("m_grouped_bf16_gemm_nt_masked")
+        if epilogue is None:
+            _B.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected_m, compiled_dims)
         else:
-            _B.m_grouped_bf16_gemm_nt_masked_full(a, b, d, masked_m, expected_m, compiled_dims=compiled_dims,
-                                                  epilogue=epilogue)
+            _B.m_grouped_bf16_gemm_nt_masked_full(a, b, d, masked_m, expected_m, compiled_dims, epilogue)
     except Exception as exc:
         translate("m_grouped_bf16_gemm_nt_masked", exc, _diagnose_masked, "m_grouped_bf16_gemm_nt_masked", a, b, d,
                   masked_m, expected_m, False)
