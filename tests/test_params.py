@@ -251,3 +251,24 @@ def test_parameter_names_reads_schemas_and_docstrings() -> None:
     def opaque(*args: Any, **kwargs: Any) -> None: ...
 
     assert _params.parameter_names(opaque) is None
+
+
+@pytest.mark.parametrize("version", ["0.1.4", "0.2.3"])
+def test_wheel_signatures_bind_the_upstream_functions(fake_site: Callable[..., Any], monkeypatch: pytest.MonkeyPatch,
+                                                      version: str) -> None:
+    # The benchmark's stand-in carries the wheels' exact Python signatures: every fast call is the
+    # upstream function itself there (no adapter frame), parameters by position.
+    from bench.stand_in import source
+
+    monkeypatch.setenv("DGCOMPAT_ALLOW_TORCH_MISMATCH", "1")
+    monkeypatch.setenv("DGCOMPAT_ARCH", "sm90")
+    fake_site("sgl-deep-gemm", version, source(version))
+    up: Any = dgcompat._binding.load()
+    masked = getattr(up, "m_grouped_fp8_gemm_nt_masked", None) or up.fp8_m_grouped_gemm_nt_masked
+    assert gemm._B.bound("fp8_gemm_nt") is up.fp8_gemm_nt
+    assert gemm._B.bound("bf16_gemm_nt") is up.bf16_gemm_nt
+    assert moe._B.bound("m_grouped_fp8_gemm_nt_contiguous") is up.m_grouped_fp8_gemm_nt_contiguous
+    assert moe._B.bound("m_grouped_bf16_gemm_nt_contiguous") is up.m_grouped_bf16_gemm_nt_contiguous
+    assert moe._B.bound("m_grouped_fp8_gemm_nt_masked") is masked
+    assert moe._B.bound("m_grouped_bf16_gemm_nt_masked") is up.m_grouped_bf16_gemm_nt_masked
+    assert gemm._D.fp8_gemm_nt == "" and moe._D.m_grouped_fp8_gemm_nt_contiguous == "nk"  # the wheels' defaults
