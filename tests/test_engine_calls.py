@@ -4,10 +4,8 @@ deep_gemm routed through ``dgcompat.install_as_deep_gemm()``: on the reference b
 CPU tier over the real Python layer of published wheels (native library replaced by stand-ins).
 
 Each run is one conformance-harness child (``--dropin``: the install happens before deep_gemm is
-imported), so every release gets a fresh interpreter. The calls that use upstream parameters the
-stable functions do not accept yet are strict xfails in the extract (``raises=TypeError``, the
-parameter named in the reason); once the parameters land they XPASS and this test fails until the
-marks are removed.
+imported), so every release gets a fresh interpreter. Every extract test must pass: a call using a
+parameter the release lacks passes only where dgcompat refuses it with a typed error naming it.
 """
 
 from __future__ import annotations
@@ -25,7 +23,6 @@ from dgcompat_conformance.harness.runner import child_env
 EXTRACT = Path(__file__).resolve().parent / "engine_calls" / "extract_engine_calls.py"
 IMPORT_FORMS = Path(__file__).resolve().parent / "engine_calls" / "import_forms.py"
 
-#: the extract's strict xfails (upstream parameters not accepted yet), by test function.
 def _child(tmp_path: Path, mode: list[str], *, dropin: bool = True, tests: Path = EXTRACT) -> dict[str, Any]:
     out = tmp_path / "result.json"
     cmd = [sys.executable, "-m", "dgcompat_conformance.harness.child", *mode, "--tests", str(tests), "--no-xfails",
