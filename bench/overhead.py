@@ -28,15 +28,20 @@ __all__ = ["time_statement", "measure", "main"]
 # should hand back the upstream object (the "identity" goal), with the reason when not.
 # Judged from the release's signatures (docs/performance.md lists the reasoning).
 _CONTRACT: dict[str, dict[str, tuple[bool, str]]] = {
-    "fp8_gemm_nt": {"*": (True, "same positional (a, b, d) and c=/recipe= keywords, returns None")},
-    "bf16_gemm_nt": {"*": (True, "same (a, b, d, c=) call, returns None")},
+    # The stable functions take every parameter some release has (epilogue from 0.2.5, alpha from 0.2.0):
+    # where the release lacks one, stable refuses it with UnsupportedFeatureError, upstream with TypeError.
+    "fp8_gemm_nt": {"0.2.5": (True, "the same parameters in the same positions, returns None"),
+                    "*": (False, "no alpha= / epilogue= parameter (0.2.0 / 0.2.5 add them)")},
+    "bf16_gemm_nt": {"0.2.5": (True, "the same parameters in the same positions, returns None"),
+                     "*": (False, "no alpha= / epilogue= parameter (0.2.0 / 0.2.5 add them)")},
     "m_grouped_fp8_gemm_nt_contiguous": {"*": (False, "keyword m_indices= is a TypeError (grouped_layout)")},
     "m_grouped_bf16_gemm_nt_contiguous": {"*": (False, "keyword m_indices= is a TypeError (grouped_layout)")},
     "m_grouped_fp8_gemm_nt_masked": {
         "0.1.4": (False, "only the fp8_m_grouped_* alias; returns the raw native result"),
         "*": (False, "no overlap= parameter (stable: UnsupportedFeatureError, upstream: TypeError)"),
     },
-    "m_grouped_bf16_gemm_nt_masked": {"*": (True, "same call, returns None")},
+    "m_grouped_bf16_gemm_nt_masked": {"0.2.5": (True, "same call, returns None"),
+                                      "*": (False, "no epilogue= parameter (0.2.5 adds it)")},
     "get_paged_mqa_logits_metadata": {"*": (False, "dgcompat records the schedule's lengths for the guard")},
     "fp8_paged_mqa_logits": {"*": (False, "schedule guard, any lens form, split layout where not native")},
     "get_num_sms": {"*": (True, "same call")},

@@ -161,9 +161,12 @@ def resolve(name: str) -> Callable[..., Any]:
     if not callable(stable) or isinstance(stable, type):
         return stable
     upstream = getattr(_binding.load(), name, None)
-    if upstream is None:
+    if upstream is None or not capabilities().identical_to_upstream(name):
         return stable
-    return upstream if capabilities().identical_to_upstream(name) else stable
+    # The same parameters in the same positions (probed: releases insert and append parameters).
+    from ._params import parameter_names
+
+    return upstream if parameter_names(upstream) == parameter_names(stable) else stable
 
 
 def reset() -> None:

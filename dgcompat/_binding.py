@@ -34,7 +34,7 @@ from .detection import release
 if TYPE_CHECKING:
     from ._calls import UpstreamCall
 
-__all__ = ["lock", "Slots", "backend_name", "load", "loaded_module", "upstream", "find_upstream", "import_refusal", "reset",
+__all__ = ["lock", "Slots", "Defaults", "backend_name", "load", "loaded_module", "upstream", "find_upstream", "import_refusal", "reset",
            "register_reset"]
 
 lock = threading.RLock()
@@ -192,8 +192,10 @@ class Slots:
     """
 
     def __init__(self, **binders: Callable[[], Any]) -> None:
-        self.__dict__["_binders"] = binders
-        self.__dict__["_unbound"] = {}
+        # Plain setattr throughout, never ``self.__dict__``: touching the instance dict turns off
+        # CPython's inline attribute values and makes every later slot read several times slower.
+        self._binders = binders
+        self._unbound: dict[str, Callable[..., Any]] = {}
         self.clear()
         _SLOTS.append(self)
 
@@ -202,14 +204,14 @@ class Slots:
 
     def bound(self, name: str) -> Any:
         """The bound value of slot ``name`` (binds it first if needed)."""
-        value = self.__dict__[name]
-        if value is not self.__dict__["_unbound"][name]:
+        value = getattr(self, name)
+        if value is not self._unbound[name]:
             return value
         with lock:
-            value = self.__dict__[name]
-            if value is self.__dict__["_unbound"][name]:
-                value = self.__dict__["_binders"][name]()
-                self.__dict__[name] = value
+            value = getattr(self, name)
+            if value is self._unbound[name]:
+                value = self._binders[name]()
+                setattr(self, name, value)
             return value
 
     def _first_call(self, name: str) -> Callable[..., Any]:
@@ -220,13 +222,36 @@ class Slots:
 
     def clear(self) -> None:
         """Forget every bound value (the binders stay)."""
-        unbound = self.__dict__["_unbound"]
-        for name in self.__dict__["_binders"]:
-            unbound[name] = self._first_call(name)
-            self.__dict__[name] = unbound[name]
+        for name in self._binders:
+            self._unbound[name] = self._first_call(name)
+            setattr(self, name, self._unbound[name])
 
 
 _SLOTS: list[Slots] = []
+
+
+class Defaults:
+    """Release defaults that stable functions substitute for a None argument, one per slot.
+
+    Each is None until the slot's binder stores the installed release's default (e.g. the
+    ``compiled_dims`` its upstream function declares); a plain instance attribute read afterwards.
+    :func:`reset` sets them back to None.
+    """
+
+    def __init__(self, *names: str) -> None:
+        self._names = names  # plain setattr, as in Slots (inline values keep reads cheap)
+        self.clear()
+        _DEFAULTS.append(self)
+
+    if TYPE_CHECKING:  # the values are instance attributes set at run time
+        def __getattr__(self, name: str) -> Any: ...
+
+    def clear(self) -> None:
+        for name in self._names:
+            setattr(self, name, None)
+
+
+_DEFAULTS: list[Defaults] = []
 
 
 def register_reset(fn: Callable[[], None]) -> None:
@@ -242,5 +267,7 @@ def reset() -> None:
         _failure = None
         for slots in _SLOTS:
             slots.clear()
+        for defaults in _DEFAULTS:
+            defaults.clear()
         for fn in _resets:
             fn()

@@ -45,6 +45,9 @@ class UpstreamCall:
     """Symbols the adapter falls back to when this one is missing."""
     optional: bool = False
     """The adapter copes with the symbol's absence (``getattr`` with a no-op fallback)."""
+    forwarded: tuple[str, ...] = ()
+    """Parameters passed by keyword only where the installed function's signature has them (read at bind
+    time, see :mod:`dgcompat._params`); elsewhere their value is emulated where exact, or refused."""
 
     def in_effect(self, caps: Any) -> bool:
         """Whether the adapter calls this symbol on a release with ``caps`` (None: unknown, assume so).

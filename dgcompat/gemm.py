@@ -1,7 +1,9 @@
 """Dense GEMMs: ``d = a @ b.T (+ c)`` in FP8 (block-scaled) and BF16.
 
-Every release takes ``(a, b, d, c, recipe)`` in these positions, so the upstream function is
-called as is (and :func:`dgcompat.resolve` hands it back itself). dgcompat checks nothing up front
+Every release takes ``(a, b, d, c, recipe)`` in these positions; the parameters after them (recipe_a,
+recipe_b, compiled_dims, disable_ue8m0_cast, alpha, epilogue) are passed on by position where the
+installed function has them there (it is then called as is), and otherwise by an adapter that emulates
+or refuses what the release lacks (:mod:`dgcompat._params`). dgcompat checks nothing up front
 here: deep_gemm's host code rejects every malformed call with a Python exception, which is
 translated into a :class:`~dgcompat.errors.BadArgumentError` naming the argument.
 """
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from . import _binding
 from ._calls import UpstreamCall
 from ._checks import bad, k_major, pair, same_device, tensor, translate
+from ._params import RELEASE_DEFAULT, Param, bind, release_default
 
 if TYPE_CHECKING:
     import torch
@@ -22,16 +25,55 @@ __all__ = ["fp8_gemm_nt", "bf16_gemm_nt"]
 Recipe = Sequence[int]
 
 
-#: The upstream calls of this module (see :mod:`dgcompat._calls`): every release takes these
-#: parameters in these positions, so the upstream function is called as is, and
-#: :func:`dgcompat.resolve` may hand it out itself.
+#: Parameters after the ones every release has in the same positions (see :mod:`dgcompat._params`),
+#: in the newest release's order. The fast call passes the first group whenever alpha and epilogue are
+#: None; the full call passes all of them.
+_FP8_PARAMS = (
+    Param("recipe_a", None, "no split recipe: the release infers it from recipe / the scale shapes"),
+    Param("recipe_b", None, "no split recipe: the release infers it from recipe / the scale shapes"),
+    Param("compiled_dims", RELEASE_DEFAULT, "None: the release's own default ('' on sgl-deep-gemm, 'nk' upstream)"),
+    Param("disable_ue8m0_cast", False, "False is every release's behaviour (cast where the arch needs it)"),
+)
+_TAIL = (Param("alpha", None, "no output scale: d = a @ b.T (+ c), as on releases without alpha"),
+         Param("epilogue", None, "no epilogue: the plain store, as on releases without epilogue"))
+_BF16_PARAMS = (_FP8_PARAMS[2],)
+
+#: The upstream calls of this module (see :mod:`dgcompat._calls`): every release takes the leading
+#: parameters in these positions; the forwarded ones follow by position where the installed function
+#: has them there, else by keyword, dropped (their value is the release's behaviour) or refused.
 CALLS: tuple[UpstreamCall, ...] = (
-    UpstreamCall("deep_gemm.fp8_gemm_nt", "dgcompat.fp8_gemm_nt", ("a", "b", "d", "c", "recipe"), passthrough=True),
-    UpstreamCall("deep_gemm.bf16_gemm_nt", "dgcompat.bf16_gemm_nt", ("a", "b", "d", "c"), passthrough=True),
+    UpstreamCall("deep_gemm.fp8_gemm_nt", "dgcompat.fp8_gemm_nt", ("a", "b", "d", "c", "recipe"), passthrough=True,
+                 forwarded=tuple(p.name for p in _FP8_PARAMS + _TAIL)),
+    UpstreamCall("deep_gemm.bf16_gemm_nt", "dgcompat.bf16_gemm_nt", ("a", "b", "d", "c"), passthrough=True,
+                 forwarded=tuple(p.name for p in _BF16_PARAMS + _TAIL)),
 )
 _FP8, _BF16 = CALLS
 
-_B = _binding.Slots(fp8_gemm_nt=lambda: _binding.upstream(_FP8), bf16_gemm_nt=lambda: _binding.upstream(_BF16))
+#: The release's compiled_dims default per function, read when its slot binds.
+_D = _binding.Defaults("fp8_gemm_nt", "bf16_gemm_nt")
+
+
+def _bind(call: UpstreamCall, params: tuple[Param, ...]) -> Callable[..., Any]:
+    from ._checks import release_label
+    from .table import capabilities
+
+    name = call.caller.removeprefix("dgcompat.")
+    fn = _binding.upstream(call)
+    dims = release_default(fn, "compiled_dims", capabilities().compiled_dims_default)
+    setattr(_D, name, dims)
+    return bind(fn, call.caller, call.positional + tuple(p.name for p in params), len(call.positional), params,
+                {"compiled_dims": dims}, release_label())
+
+
+_B = _binding.Slots(fp8_gemm_nt=lambda: _bind(_FP8, _FP8_PARAMS), fp8_gemm_nt_full=lambda: _bind(_FP8, _FP8_PARAMS + _TAIL),
+                    bf16_gemm_nt=lambda: _bind(_BF16, _BF16_PARAMS),
+                    bf16_gemm_nt_full=lambda: _bind(_BF16, _BF16_PARAMS + _TAIL))
+
+
+def _first_default(name: str) -> Any:
+    """The release's compiled_dims for ``name``, binding its slot first (the first call only)."""
+    _B.bound(name)
+    return getattr(_D, name)
 
 
 def _check_recipe(fn: str, recipe: Any) -> None:
@@ -84,7 +126,9 @@ def _diagnose_common(fn: str, a: Any, b: Any, d: Any, c: Any) -> None:
 
 
 def fp8_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor,
-                c: torch.Tensor | None = None, recipe: Recipe | None = None) -> None:
+                c: torch.Tensor | None = None, recipe: Recipe | None = None, recipe_a: Recipe | None = None,
+                recipe_b: Recipe | None = None, compiled_dims: str | None = None, disable_ue8m0_cast: bool = False,
+                alpha: Any = None, epilogue: Any = None) -> None:
     """``d = a @ b.T (+ c)`` with block-scaled FP8 operands, written into ``d``.
 
     - ``a``: ``(a_fp8, sfa)``; ``a_fp8`` float8_e4m3fn ``(M, K)`` K-major; ``sfa`` float32 ``(M, ceil(K/128))``
@@ -93,17 +137,40 @@ def fp8_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, tor
       (128x128 blocks) or packed UE8M0.
     - ``d``: ``(M, N)`` bfloat16 (or float32); ``c``: optional ``(M, N)`` float32 accumulator.
     - ``recipe``: ``(gran_m, gran_n, gran_k)``; None lets deep_gemm infer it from the scale shapes.
+      ``recipe_a`` / ``recipe_b``: ``(gran_mn, gran_k)`` per operand (FP4 / MX recipes) instead.
+    - ``compiled_dims``: which of ``"nk"`` the JIT bakes into the kernel; None: the release's default.
+    - ``disable_ue8m0_cast``: keep float32 scales (no UE8M0 cast where the architecture would cast).
+    - ``alpha`` / ``epilogue``: the newest releases' output scale and epilogue; None elsewhere.
+    Parameters the installed release lacks are refused with UnsupportedFeatureError unless their value
+    is the default (see docs/migration.md).
     """
     try:
-        _B.fp8_gemm_nt(a, b, d, c, recipe)
+        if compiled_dims is None:
+            compiled_dims = _D.fp8_gemm_nt
+            if compiled_dims is None:
+                compiled_dims = _first_default("fp8_gemm_nt")
+        if alpha is None and epilogue is None:
+            _B.fp8_gemm_nt(a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast)
+        else:
+            _B.fp8_gemm_nt_full(a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, alpha,
+                                epilogue)
     except Exception as exc:
         translate("fp8_gemm_nt", exc, _diagnose_fp8, a, b, d, c, recipe)
 
 
-def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Tensor | None = None) -> None:
+def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Tensor | None = None,
+                 compiled_dims: str | None = None, alpha: Any = None, epilogue: Any = None) -> None:
     """``d = a @ b.T (+ c)`` in BF16: ``a`` ``(M, K)``, ``b`` ``(N, K)`` bfloat16 K-major, ``d`` ``(M, N)``
-    bfloat16 or float32, ``c`` optional ``(M, N)`` float32."""
+    bfloat16 or float32, ``c`` optional ``(M, N)`` float32. ``compiled_dims`` / ``alpha`` / ``epilogue`` as in
+    :func:`fp8_gemm_nt`."""
     try:
-        _B.bf16_gemm_nt(a, b, d, c)
+        if compiled_dims is None:
+            compiled_dims = _D.bf16_gemm_nt
+            if compiled_dims is None:
+                compiled_dims = _first_default("bf16_gemm_nt")
+        if alpha is None and epilogue is None:
+            _B.bf16_gemm_nt(a, b, d, c, compiled_dims)
+        else:
+            _B.bf16_gemm_nt_full(a, b, d, c, compiled_dims, alpha, epilogue)
     except Exception as exc:
         translate("bf16_gemm_nt", exc, _diagnose_bf16, a, b, d, c)

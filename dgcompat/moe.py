@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from . import _binding, _env
 from ._calls import UpstreamCall
 from ._checks import bad, contiguous, k_major, pair, release_label, same_device, tensor, translate, unsupported
+from ._params import RELEASE_DEFAULT, Param, bind, release_default
 from .errors import BadArgumentError, DgcompatError
 
 if TYPE_CHECKING:
@@ -34,24 +35,47 @@ Recipe = Sequence[int]
 _CONTIGUOUS = ("a", "b", "d", "grouped_layout|m_indices")
 _MASKED = ("a", "b", "d", "masked_m", "expected_m")
 
+#: Parameters after the ones every release has in the same positions (see :mod:`dgcompat._params`), in
+#: the newest release's order. The fast call passes all but epilogue (None unless given).
+_RECIPES = (Param("recipe_a", None, "no split recipe: the release infers it from recipe / the scale shapes"),
+            Param("recipe_b", None, "no split recipe: the release infers it from recipe / the scale shapes"))
+_DIMS = Param("compiled_dims", RELEASE_DEFAULT, "None: the release's own default")
+_DISABLE = Param("disable_ue8m0_cast", False, "False is every release's behaviour (cast where the arch needs it)")
+_PSUM = (Param("use_psum_layout", False, "the per-row layout is the only one a release without it has"),
+         Param("ensure_zero_padding", True, "0.1.4 / upstream 2.6.1 inserted it defaulting to the earlier behaviour"),
+         Param("expected_m_for_psum_layout", None, "a tuning hint of the psum layout only"))
+_EPILOGUE = (Param("epilogue", None, "no epilogue: the plain store, as on releases without epilogue"),)
+_FP8_CONTIG = _RECIPES + (_DIMS, _DISABLE) + _PSUM
+_BF16_CONTIG = (_DIMS,) + _PSUM
+_FP8_MASKED = _RECIPES + (_DIMS, _DISABLE)
+_BF16_MASKED = (_DIMS,)
+
+
+def _names(params: tuple[Param, ...]) -> tuple[str, ...]:
+    return tuple(p.name for p in params)
+
+
 #: The upstream calls of this module (see :mod:`dgcompat._calls`). The layout tensor always goes by
-#: position (m_indices / grouped_layout), the recipe by keyword.
+#: position (m_indices / grouped_layout, named differently), and so does the recipe.
 CALLS: tuple[UpstreamCall, ...] = (
     UpstreamCall("deep_gemm.m_grouped_fp8_gemm_nt_contiguous", "dgcompat.m_grouped_fp8_gemm_nt_contiguous",
-                 _CONTIGUOUS, ("recipe",)),
+                 _CONTIGUOUS + ("recipe",), forwarded=_names(_FP8_CONTIG + _EPILOGUE)),
     UpstreamCall("deep_gemm.m_grouped_bf16_gemm_nt_contiguous", "dgcompat.m_grouped_bf16_gemm_nt_contiguous",
-                 _CONTIGUOUS, selected_by=("bf16_grouped_contiguous", True)),
-    UpstreamCall("deep_gemm.m_grouped_fp8_gemm_nt_masked", "dgcompat.m_grouped_fp8_gemm_nt_masked", _MASKED,
-                 ("recipe",), selected_by=("masked_gemm", "m_grouped_fp8_gemm_nt_masked")),
-    UpstreamCall("deep_gemm.fp8_m_grouped_gemm_nt_masked", "dgcompat.m_grouped_fp8_gemm_nt_masked", _MASKED,
-                 ("recipe",), selected_by=("masked_gemm", "fp8_m_grouped_gemm_nt_masked")),
+                 _CONTIGUOUS, selected_by=("bf16_grouped_contiguous", True),
+                 forwarded=_names(_BF16_CONTIG + _EPILOGUE)),
+    UpstreamCall("deep_gemm.m_grouped_fp8_gemm_nt_masked", "dgcompat.m_grouped_fp8_gemm_nt_masked",
+                 _MASKED + ("recipe",), selected_by=("masked_gemm", "m_grouped_fp8_gemm_nt_masked"),
+                 forwarded=_names(_FP8_MASKED + _EPILOGUE)),
+    UpstreamCall("deep_gemm.fp8_m_grouped_gemm_nt_masked", "dgcompat.m_grouped_fp8_gemm_nt_masked",
+                 _MASKED + ("recipe",), selected_by=("masked_gemm", "fp8_m_grouped_gemm_nt_masked"),
+                 forwarded=_names(_FP8_MASKED + _EPILOGUE)),
     # The overlapped (signal) launch of the bundled copies reads the (block_m, threshold) result.
-    UpstreamCall("deep_gemm.m_grouped_fp8_gemm_nt_masked", "dgcompat.m_grouped_fp8_gemm_nt_masked", _MASKED,
-                 ("recipe", "max_block_n", "enable_overlap", "signal"), uses_result=True,
-                 selected_by=("masked_overlap", True)),
+    UpstreamCall("deep_gemm.m_grouped_fp8_gemm_nt_masked", "dgcompat.m_grouped_fp8_gemm_nt_masked",
+                 _MASKED + ("recipe",), ("max_block_n", "enable_overlap", "signal"), uses_result=True,
+                 selected_by=("masked_overlap", True), forwarded=_names(_FP8_MASKED + _EPILOGUE)),
     UpstreamCall("deep_gemm.m_grouped_bf16_gemm_nt_masked", "dgcompat.m_grouped_bf16_gemm_nt_masked", _MASKED,
                  passthrough=True, selected_by=("bf16_grouped_masked", True),
-                 alternatives=("deep_gemm.bf16_m_grouped_gemm_nt_masked",)),
+                 alternatives=("deep_gemm.bf16_m_grouped_gemm_nt_masked",), forwarded=_names(_BF16_MASKED + _EPILOGUE)),
 )
 _CONTIG_FP8, _CONTIG_BF16, _MASKED_FP8, _MASKED_FP8_ALIAS, _MASKED_OVERLAP, _MASKED_BF16 = CALLS
 
@@ -69,47 +93,79 @@ class MaskedOverlap:
     max_block_n: int = 256
 
 
-def _selected(calls: tuple[UpstreamCall, ...], what: str, name: str, hint: str | None = None) -> Callable[..., Any]:
-    """The upstream function of the first declaration the table selects for this release, else a stand-in
-    raising UnsupportedFeatureError."""
+#: The release's compiled_dims default per stable function, read when its slot binds.
+_D = _binding.Defaults("m_grouped_fp8_gemm_nt_contiguous", "m_grouped_bf16_gemm_nt_contiguous",
+                       "m_grouped_fp8_gemm_nt_masked", "m_grouped_bf16_gemm_nt_masked")
+
+
+def _selected(calls: tuple[UpstreamCall, ...], what: str, name: str, params: tuple[Param, ...],
+              hint: str | None = None) -> Callable[..., Any]:
+    """The upstream function of the first declaration the table selects for this release, bound for a
+    positional call passing ``params`` after the declared positional arguments
+    (:func:`dgcompat._params.bind`), else a stand-in raising UnsupportedFeatureError."""
     from .table import capabilities
 
     caps = capabilities()
     for call in calls:
         if call.in_effect(caps):
-            return _binding.upstream(call)
+            fn = _binding.upstream(call)
+            dims = release_default(fn, "compiled_dims", caps.compiled_dims_default)
+            setattr(_D, name, dims)
+            return bind(fn, call.caller, call.positional + _names(params), len(call.positional), params,
+                        {"compiled_dims": dims}, release_label())
+    setattr(_D, name, "")  # never passed on: the stand-in refuses every call
     return unsupported(name, what, hint=hint)
 
 
-def _bind_contiguous(call: UpstreamCall) -> Callable[..., Any]:
+def _bind_contiguous(call: UpstreamCall, params: tuple[Param, ...]) -> Callable[..., Any]:
     name = call.caller.removeprefix("dgcompat.")
-    impl = _selected((call,), "the grouped contiguous GEMM", name)
-    return _with_value_checks_contiguous(name, impl) if _env.debug() else impl
+    impl = _selected((call,), "the grouped contiguous GEMM", name, params)
+    if not _env.debug():
+        return impl
+    return _with_value_checks_contiguous(name, impl, len(call.positional) - 4 + _names(params).index("use_psum_layout"))
 
 
-def _bind_masked(calls: tuple[UpstreamCall, ...]) -> Callable[..., Any]:
+def _bind_masked(calls: tuple[UpstreamCall, ...], params: tuple[Param, ...]) -> Callable[..., Any]:
     name = calls[0].caller.removeprefix("dgcompat.")
-    impl = _selected(calls, "the grouped masked GEMM", name)
+    impl = _selected(calls, "the grouped masked GEMM", name, params)
     return _with_value_checks_masked(name, impl) if _env.debug() else impl
 
 
+def _first_default(name: str) -> Any:
+    """The release's compiled_dims for ``name``, binding its slot first (the first call only)."""
+    _B.bound(name)
+    return getattr(_D, name)
+
+
+_FP8_MASKED_CALLS = (_MASKED_FP8, _MASKED_FP8_ALIAS)
 _B = _binding.Slots(
-    m_grouped_fp8_gemm_nt_contiguous=lambda: _bind_contiguous(_CONTIG_FP8),
-    m_grouped_bf16_gemm_nt_contiguous=lambda: _bind_contiguous(_CONTIG_BF16),
-    m_grouped_fp8_gemm_nt_masked=lambda: _bind_masked((_MASKED_FP8, _MASKED_FP8_ALIAS)),
-    m_grouped_bf16_gemm_nt_masked=lambda: _bind_masked((_MASKED_BF16,)),
+    m_grouped_fp8_gemm_nt_contiguous=lambda: _bind_contiguous(_CONTIG_FP8, _FP8_CONTIG),
+    m_grouped_fp8_gemm_nt_contiguous_full=lambda: _bind_contiguous(_CONTIG_FP8, _FP8_CONTIG + _EPILOGUE),
+    m_grouped_bf16_gemm_nt_contiguous=lambda: _bind_contiguous(_CONTIG_BF16, _BF16_CONTIG),
+    m_grouped_bf16_gemm_nt_contiguous_full=lambda: _bind_contiguous(_CONTIG_BF16, _BF16_CONTIG + _EPILOGUE),
+    m_grouped_fp8_gemm_nt_masked=lambda: _bind_masked(_FP8_MASKED_CALLS, _FP8_MASKED),
+    m_grouped_fp8_gemm_nt_masked_full=lambda: _bind_masked(_FP8_MASKED_CALLS, _FP8_MASKED + _EPILOGUE),
+    m_grouped_bf16_gemm_nt_masked=lambda: _bind_masked((_MASKED_BF16,), _BF16_MASKED),
+    m_grouped_bf16_gemm_nt_masked_full=lambda: _bind_masked((_MASKED_BF16,), _BF16_MASKED + _EPILOGUE),
     overlapped=lambda: _selected((_MASKED_OVERLAP,), "overlap (enable_overlap/max_block_n/signal)",
-                                 "m_grouped_fp8_gemm_nt_masked",
+                                 "m_grouped_fp8_gemm_nt_masked", _FP8_MASKED + _EPILOGUE,
                                  "only the deep_gemm bundled in sgl-kernel / sglang-kernel<=0.4.2 has it"),
 )
 
 
 # --- opt-in value checks (DGCOMPAT_DEBUG=1): they read device values, i.e. synchronize ----------
 
-def _with_value_checks_contiguous(name: str, impl: Callable[..., Any]) -> Callable[..., Any]:
+def _with_value_checks_contiguous(name: str, impl: Callable[..., Any], psum_at: int) -> Callable[..., Any]:
+    """``psum_at``: where use_psum_layout sits among the arguments after m_indices."""
     def checked(a: Any, b: Any, d: Any, m_indices: Any, *rest: Any, **kw: Any) -> Any:
         groups = (b[0] if isinstance(b, (tuple, list)) else b).shape[0]
-        if m_indices.numel():
+        if len(rest) > psum_at and rest[psum_at]:
+            rows = (a[0] if isinstance(a, (tuple, list)) else a).shape[0]
+            ends = m_indices.to("cpu").tolist() if m_indices.numel() else []
+            if any(e < 0 or e > rows for e in ends) or ends != sorted(ends):
+                raise bad(name, "m_indices", f"non-decreasing group end rows in [0, {rows}] (psum layout)",
+                          f"values {ends[:8]}")
+        elif m_indices.numel():
             lo, hi = int(m_indices.min()), int(m_indices.max())
             if lo < -1 or hi >= groups:
                 raise bad(name, "m_indices", f"expert ids in [0, {groups}) or -1", f"values in [{lo}, {hi}]")
@@ -130,7 +186,7 @@ def _with_value_checks_masked(name: str, impl: Callable[..., Any]) -> Callable[.
 
 # --- diagnosis after an upstream rejection ---------------------------------------------------
 
-def _diagnose_contiguous(fn: str, a: Any, b: Any, d: Any, m_indices: Any, fp8: bool) -> None:
+def _diagnose_contiguous(fn: str, a: Any, b: Any, d: Any, m_indices: Any, fp8: bool, psum: bool = False) -> None:
     from .runtime import get_mk_alignment_for_contiguous_layout
 
     if fp8:
@@ -149,11 +205,16 @@ def _diagnose_contiguous(fn: str, a: Any, b: Any, d: Any, m_indices: Any, fp8: b
         raise bad(fn, "b", f"(G, N, K={k})", b_data)
     if tuple(d.shape) != (m, n):
         raise bad(fn, "d", f"shape (M_total, N) = ({m}, {n})", d)
-    if m_indices.shape[0] != m:
+    if psum:
+        if m_indices.shape[0] != g:
+            raise bad(fn, "m_indices", f"one end row per group (psum layout): shape ({g},)", m_indices)
+    elif m_indices.shape[0] != m:
         raise bad(fn, "m_indices", f"one expert id per row of a: shape ({m},)", m_indices)
     _layouts(fn, a_data, b_data, d)
     contiguous(fn, "m_indices", m_indices)
     same_device(fn, "d", d, a=a_data, b=b_data, m_indices=m_indices)
+    if psum:
+        return
     try:
         align = get_mk_alignment_for_contiguous_layout()
     except Exception:
@@ -194,12 +255,13 @@ def _layouts(fn: str, a_data: Any, b_data: Any, d: Any) -> None:
     k_major(fn, "d", d, what="N-major (d.stride(-1) == 1)")
 
 
-def _contiguous_failed(fn: str, exc: BaseException, a: Any, b: Any, d: Any, m_indices: Any, fp8: bool) -> None:
+def _contiguous_failed(fn: str, exc: BaseException, a: Any, b: Any, d: Any, m_indices: Any, fp8: bool,
+                       psum: bool) -> None:
     if _rows(a) == 0 and not isinstance(exc, DgcompatError):
         # An empty batch is a no-op on every release; a malformed one is still an error.
-        _diagnose_contiguous(fn, a, b, d, m_indices, fp8)
+        _diagnose_contiguous(fn, a, b, d, m_indices, fp8, psum)
         return
-    translate(fn, exc, _diagnose_contiguous, fn, a, b, d, m_indices, fp8)
+    translate(fn, exc, _diagnose_contiguous, fn, a, b, d, m_indices, fp8, psum)
 
 
 def _rows(a: Any) -> int:
@@ -210,35 +272,70 @@ def _rows(a: Any) -> int:
 # --- the stable functions ---------------------------------------------------------------------
 
 def m_grouped_fp8_gemm_nt_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor],
-                                     d: torch.Tensor, m_indices: torch.Tensor,
-                                     recipe: Recipe | None = None) -> None:
+                                     d: torch.Tensor, m_indices: torch.Tensor, recipe: Recipe | None = None,
+                                     recipe_a: Recipe | None = None, recipe_b: Recipe | None = None,
+                                     compiled_dims: str | None = None, disable_ue8m0_cast: bool = False,
+                                     use_psum_layout: bool = False, ensure_zero_padding: bool = True,
+                                     expected_m_for_psum_layout: int | None = None, epilogue: Any = None) -> None:
     """Grouped FP8 GEMM over rows tagged by expert: ``d[i] = a[i] @ b[m_indices[i]].T``.
 
     - ``a``: ``(fp8 (M_total, K), sfa float32 (M_total, ceil(K/128)) or packed UE8M0)``; each expert's rows
       contiguous and padded to :func:`get_mk_alignment_for_contiguous_layout` (padding rows tagged -1).
     - ``b``: ``(fp8 (G, N, K), sfb float32 (G, ceil(N/128), ceil(K/128)))``.
     - ``d``: bfloat16 ``(M_total, N)``; ``m_indices``: int32 ``(M_total,)`` expert id per row or -1.
+    - ``use_psum_layout=True``: ``m_indices`` is instead int32 ``(G,)``, the end row of each group; group
+      ``g`` owns rows ``[align(m_indices[g-1]), m_indices[g])`` (``align`` to the contiguous-layout
+      alignment, group 0 starts at row 0); ``expected_m_for_psum_layout`` is its tuning hint;
+      ``ensure_zero_padding=True`` promises that ``a``'s padding rows are zero (their ``d`` rows are then
+      computed, i.e. zero). Rows outside every group are unspecified.
+    - ``recipe_a`` / ``recipe_b`` / ``compiled_dims`` / ``disable_ue8m0_cast`` / ``epilogue``: as in
+      :func:`dgcompat.fp8_gemm_nt`; a parameter the release lacks is refused unless it has its default.
     An empty ``a`` (M_total == 0) is a no-op on every release.
     """
     try:
-        _B.m_grouped_fp8_gemm_nt_contiguous(a, b, d, m_indices, recipe=recipe)
+        if compiled_dims is None:
+            compiled_dims = _D.m_grouped_fp8_gemm_nt_contiguous
+            if compiled_dims is None:
+                compiled_dims = _first_default("m_grouped_fp8_gemm_nt_contiguous")
+        if epilogue is None:
+            _B.m_grouped_fp8_gemm_nt_contiguous(a, b, d, m_indices, recipe, recipe_a, recipe_b, compiled_dims,
+                                                disable_ue8m0_cast, use_psum_layout, ensure_zero_padding,
+                                                expected_m_for_psum_layout)
+        else:
+            _B.m_grouped_fp8_gemm_nt_contiguous_full(a, b, d, m_indices, recipe, recipe_a, recipe_b, compiled_dims,
+                                                     disable_ue8m0_cast, use_psum_layout, ensure_zero_padding,
+                                                     expected_m_for_psum_layout, epilogue)
     except Exception as exc:
-        _contiguous_failed("m_grouped_fp8_gemm_nt_contiguous", exc, a, b, d, m_indices, True)
+        _contiguous_failed("m_grouped_fp8_gemm_nt_contiguous", exc, a, b, d, m_indices, True, use_psum_layout)
 
 
-def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor,
-                                      m_indices: torch.Tensor) -> None:
+def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, m_indices: torch.Tensor,
+                                      compiled_dims: str | None = None, use_psum_layout: bool = False,
+                                      ensure_zero_padding: bool = True, expected_m_for_psum_layout: int | None = None,
+                                      epilogue: Any = None) -> None:
     """BF16 version of :func:`m_grouped_fp8_gemm_nt_contiguous`: ``a`` ``(M_total, K)``, ``b`` ``(G, N, K)``
-    bfloat16, ``d`` ``(M_total, N)`` bfloat16, ``m_indices`` int32 ``(M_total,)``."""
+    bfloat16, ``d`` ``(M_total, N)`` bfloat16, ``m_indices`` int32 ``(M_total,)`` (or ``(G,)`` end rows with
+    ``use_psum_layout=True``)."""
     try:
-        _B.m_grouped_bf16_gemm_nt_contiguous(a, b, d, m_indices)
+        if compiled_dims is None:
+            compiled_dims = _D.m_grouped_bf16_gemm_nt_contiguous
+            if compiled_dims is None:
+                compiled_dims = _first_default("m_grouped_bf16_gemm_nt_contiguous")
+        if epilogue is None:
+            _B.m_grouped_bf16_gemm_nt_contiguous(a, b, d, m_indices, compiled_dims, use_psum_layout,
+                                                 ensure_zero_padding, expected_m_for_psum_layout)
+        else:
+            _B.m_grouped_bf16_gemm_nt_contiguous_full(a, b, d, m_indices, compiled_dims, use_psum_layout,
+                                                      ensure_zero_padding, expected_m_for_psum_layout, epilogue)
     except Exception as exc:
-        _contiguous_failed("m_grouped_bf16_gemm_nt_contiguous", exc, a, b, d, m_indices, False)
+        _contiguous_failed("m_grouped_bf16_gemm_nt_contiguous", exc, a, b, d, m_indices, False, use_psum_layout)
 
 
 def m_grouped_fp8_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor],
                                  d: torch.Tensor, masked_m: torch.Tensor, expected_m: int,
-                                 recipe: Recipe | None = None, *,
+                                 recipe: Recipe | None = None, recipe_a: Recipe | None = None,
+                                 recipe_b: Recipe | None = None, compiled_dims: str | None = None,
+                                 disable_ue8m0_cast: bool = False, epilogue: Any = None, *,
                                  overlap: MaskedOverlap | None = None, max_block_n: int = 256,
                                  enable_overlap: bool = False,
                                  signal: torch.Tensor | None = None) -> tuple[int, int] | None:
@@ -247,6 +344,8 @@ def m_grouped_fp8_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[
     - ``a``: ``(fp8 (G, M_max, K), sfa float32 (G, M_max, ceil(K/128)))``; ``b``: ``(fp8 (G, N, K),
       sfb (G, ceil(N/128), ceil(K/128)))``; ``d``: bfloat16 ``(G, M_max, N)``; ``masked_m``: int32 ``(G,)``;
       ``expected_m``: typical rows per group (a tuning hint).
+    - ``recipe_a`` / ``recipe_b`` / ``compiled_dims`` / ``disable_ue8m0_cast`` / ``epilogue``: as in
+      :func:`dgcompat.fp8_gemm_nt`.
     - Returns None, or ``(block_m, threshold)`` when ``overlap`` is given (bundled copies only; elsewhere
       :class:`~dgcompat.errors.UnsupportedFeatureError`).
     - ``enable_overlap=True, signal=..., max_block_n=...`` are the bundled copies' own keywords for the same
@@ -254,10 +353,20 @@ def m_grouped_fp8_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[
       ``enable_overlap`` the other two change nothing, as upstream.
     """
     if overlap is not None or enable_overlap:
-        return _masked_overlap(a, b, d, masked_m, expected_m, recipe,
+        return _masked_overlap(a, b, d, masked_m, expected_m, recipe, recipe_a, recipe_b, compiled_dims,
+                               disable_ue8m0_cast, epilogue,
                                overlap if overlap is not None else _raw_overlap(signal, max_block_n))
     try:
-        _B.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, expected_m, recipe=recipe)
+        if compiled_dims is None:
+            compiled_dims = _D.m_grouped_fp8_gemm_nt_masked
+            if compiled_dims is None:
+                compiled_dims = _first_default("m_grouped_fp8_gemm_nt_masked")
+        if epilogue is None:
+            _B.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, expected_m, recipe, recipe_a, recipe_b, compiled_dims,
+                                            disable_ue8m0_cast)
+        else:
+            _B.m_grouped_fp8_gemm_nt_masked_full(a, b, d, masked_m, expected_m, recipe, recipe_a, recipe_b,
+                                                 compiled_dims, disable_ue8m0_cast, epilogue)
     except Exception as exc:
         translate("m_grouped_fp8_gemm_nt_masked", exc, _diagnose_masked, "m_grouped_fp8_gemm_nt_masked", a, b, d,
                   masked_m, expected_m, True)
@@ -276,18 +385,22 @@ def _raw_overlap(signal: Any, max_block_n: Any) -> MaskedOverlap:
     return MaskedOverlap(signal, max_block_n=max_block_n)
 
 
-def _masked_overlap(a: Any, b: Any, d: Any, masked_m: Any, expected_m: Any, recipe: Any,
+def _masked_overlap(a: Any, b: Any, d: Any, masked_m: Any, expected_m: Any, recipe: Any, recipe_a: Any,
+                    recipe_b: Any, compiled_dims: Any, disable_ue8m0_cast: Any, epilogue: Any,
                     overlap: MaskedOverlap) -> tuple[int, int]:
     from .runtime import num_sms
 
     fn = "m_grouped_fp8_gemm_nt_masked"
     if not isinstance(overlap, MaskedOverlap):
         raise bad(fn, "overlap", "None or a dgcompat.MaskedOverlap", overlap)
-    impl = _B.bound("overlapped")
     try:
+        impl = _B.bound("overlapped")
+        if compiled_dims is None:
+            compiled_dims = _D.m_grouped_fp8_gemm_nt_masked
         with num_sms(overlap.num_sms):
-            result = impl(a, b, d, masked_m, expected_m, recipe=recipe, max_block_n=overlap.max_block_n,
-                          enable_overlap=True, signal=overlap.signal)
+            result = impl(a, b, d, masked_m, expected_m, recipe, recipe_a, recipe_b, compiled_dims,
+                          disable_ue8m0_cast, epilogue, max_block_n=overlap.max_block_n, enable_overlap=True,
+                          signal=overlap.signal)
     except Exception as exc:
         translate(fn, exc, _diagnose_masked, fn, a, b, d, masked_m, expected_m, True)
     if not isinstance(result, (tuple, list)) or len(result) != 2 or None in result:
@@ -297,11 +410,18 @@ def _masked_overlap(a: Any, b: Any, d: Any, masked_m: Any, expected_m: Any, reci
 
 
 def m_grouped_bf16_gemm_nt_masked(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, masked_m: torch.Tensor,
-                                  expected_m: int) -> None:
+                                  expected_m: int, compiled_dims: str | None = None, epilogue: Any = None) -> None:
     """BF16 version of :func:`m_grouped_fp8_gemm_nt_masked` (no overlap): ``a`` ``(G, M_max, K)``, ``b``
     ``(G, N, K)`` bfloat16, ``d`` ``(G, M_max, N)`` bfloat16, ``masked_m`` int32 ``(G,)``."""
     try:
-        _B.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected_m)
+        if compiled_dims is None:
+            compiled_dims = _D.m_grouped_bf16_gemm_nt_masked
+            if compiled_dims is None:
+                compiled_dims = _first_default("m_grouped_bf16_gemm_nt_masked")
+        if epilogue is None:
+            _B.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected_m, compiled_dims)
+        else:
+            _B.m_grouped_bf16_gemm_nt_masked_full(a, b, d, masked_m, expected_m, compiled_dims, epilogue)
     except Exception as exc:
         translate("m_grouped_bf16_gemm_nt_masked", exc, _diagnose_masked, "m_grouped_bf16_gemm_nt_masked", a, b, d,
                   masked_m, expected_m, False)

@@ -606,6 +606,40 @@ def _parse_gemm_recipe(fn: str, recipe: object) -> Tuple[Optional[int], Optional
     return int(recipe[0]), int(recipe[1]), int(recipe[2])
 
 
+def _parse_split_recipe(
+    fn: str, recipe: object, recipe_a: object, recipe_b: object
+) -> Tuple[Optional[int], Optional[int], int, int]:
+    """``(gran_m, gran_n, gran_k of a, gran_k of b)`` from ``recipe`` or the per-operand pair.
+
+    ``recipe_a = (gran_m, gran_k)`` and ``recipe_b = (gran_n, gran_k)`` (upstream's split recipes) are
+    given together and instead of ``recipe``.
+    """
+    if recipe_a is None and recipe_b is None:
+        gm, gn, gk = _parse_gemm_recipe(fn, recipe)
+        return gm, gn, gk, gk
+    if recipe is not None:
+        raise BadArgumentError(fn, "recipe", "None when recipe_a / recipe_b are given", repr(recipe))
+    parsed = []
+    for name, value in (("recipe_a", recipe_a), ("recipe_b", recipe_b)):
+        if (not isinstance(value, (tuple, list)) or len(value) != 2
+                or any(isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in value)):
+            raise BadArgumentError(fn, name, "a (gran_mn, gran_k) pair of positive ints, with the other one",
+                                   _desc(value))
+        parsed.append((int(value[0]), int(value[1])))
+    (gm, gka), (gn, gkb) = parsed
+    return gm, gn, gka, gkb
+
+
+def _check_compile_options(fn: str, compiled_dims: object, disable_ue8m0_cast: object = False) -> None:
+    """``compiled_dims`` picks which sizes a JIT kernel is specialised for (results do not depend on it);
+    ``disable_ue8m0_cast`` keeps float32 scales, which is what the reference always computes with."""
+    if not isinstance(compiled_dims, str) or not set(compiled_dims) <= set("mnk"):
+        raise BadArgumentError(fn, "compiled_dims", "a str of the letters m, n, k (e.g. 'nk' or '')",
+                               _desc(compiled_dims))
+    if not isinstance(disable_ue8m0_cast, bool):
+        raise BadArgumentError(fn, "disable_ue8m0_cast", "a bool", _desc(disable_ue8m0_cast))
+
+
 def _fp8_operand(
     fn: str, name: str, pair: object, rank: int, gran_mn: Optional[int], gran_k: int
 ) -> Tensor:
@@ -656,6 +690,10 @@ def fp8_gemm_nt(
     d: Tensor,
     c: Optional[Tensor] = None,
     recipe: Optional[Tuple[int, int, int]] = None,
+    recipe_a: Optional[Tuple[int, int]] = None,
+    recipe_b: Optional[Tuple[int, int]] = None,
+    compiled_dims: str = "nk",
+    disable_ue8m0_cast: bool = False,
 ) -> None:
     """``d = dequant(a) @ dequant(b).T (+ c)``, float32 accumulation, written into ``d``.
 
@@ -665,23 +703,27 @@ def fp8_gemm_nt(
     ``recipe`` the MN granularity is inferred from the scale's row count (``rows`` -> per row,
     ``ceil(rows/128)`` -> 128-blocks); a ``recipe = (gran_m, gran_n, gran_k)`` must agree with
     the shapes. ``d``: ``(M, N)`` bfloat16 or float32; ``c``: optional ``(M, N)`` float
-    accumulator.
+    accumulator. ``recipe_a = (gran_m, gran_k)`` / ``recipe_b = (gran_n, gran_k)`` replace ``recipe`` (the
+    two operands may then have different ``gran_k``); ``compiled_dims`` and ``disable_ue8m0_cast`` do not
+    change the result (the reference always computes with the scales as given).
     """
     fn = "fp8_gemm_nt"
-    gm, gn, gk = _parse_gemm_recipe(fn, recipe)
-    a32 = _fp8_operand(fn, "a", a, 2, gm, gk)
-    b32 = _fp8_operand(fn, "b", b, 2, gn, gk)
+    gm, gn, gka, gkb = _parse_split_recipe(fn, recipe, recipe_a, recipe_b)
+    _check_compile_options(fn, compiled_dims, disable_ue8m0_cast)
+    a32 = _fp8_operand(fn, "a", a, 2, gm, gka)
+    b32 = _fp8_operand(fn, "b", b, 2, gn, gkb)
     _need_device(fn, "b[0]", b32, a32.device)
     _gemm_into(fn, a32, b32, d, c)
 
 
-def bf16_gemm_nt(a: Tensor, b: Tensor, d: Tensor, c: Optional[Tensor] = None) -> None:
+def bf16_gemm_nt(a: Tensor, b: Tensor, d: Tensor, c: Optional[Tensor] = None, compiled_dims: str = "nk") -> None:
     """``d = a @ b.T (+ c)`` with float32 accumulation.
 
     ``a``: ``(M, K)`` bfloat16, ``b``: ``(N, K)`` bfloat16, ``d``: ``(M, N)`` bfloat16 or float32,
-    ``c``: optional ``(M, N)`` float accumulator.
+    ``c``: optional ``(M, N)`` float accumulator; ``compiled_dims`` does not change the result.
     """
     fn = "bf16_gemm_nt"
+    _check_compile_options(fn, compiled_dims)
     a = _need_tensor(fn, "a", a)
     b = _need_tensor(fn, "b", b)
     _need_dtype(fn, "a", a, (torch.bfloat16,))
@@ -694,12 +736,49 @@ def bf16_gemm_nt(a: Tensor, b: Tensor, d: Tensor, c: Optional[Tensor] = None) ->
     _gemm_into(fn, a.to(torch.float32), b.to(torch.float32), d, c)
 
 
-def _grouped_contiguous(fn: str, a32: Tensor, b32: Tensor, d: object, m_indices: object) -> None:
+def _check_psum_options(fn: str, use_psum_layout: object, ensure_zero_padding: object, expected_m: object) -> None:
+    for name, value in (("use_psum_layout", use_psum_layout), ("ensure_zero_padding", ensure_zero_padding)):
+        if not isinstance(value, bool):
+            raise BadArgumentError(fn, name, "a bool", _desc(value))
+    if expected_m is not None:
+        _need_int(fn, "expected_m_for_psum_layout", expected_m, minimum=1)
+
+
+def _grouped_psum(fn: str, a32: Tensor, b32: Tensor, d: Tensor, ends: object) -> None:
+    """The psum layout: ``ends`` int32 ``(G,)``; group ``g`` owns rows ``[align(ends[g-1]), ends[g])``
+    (group 0 from row 0; ``align`` to :func:`get_mk_alignment_for_contiguous_layout`).
+
+    Only the groups' rows are written; the alignment gaps between groups are unspecified (kernels may
+    write them). ``ensure_zero_padding`` is the caller's promise that ``a``'s gap rows are zero, which
+    lets kernels compute whole blocks: it never changes the groups' rows, so it is accepted either way.
+    """
+    m, g = a32.shape[0], b32.shape[0]
+    idx = _need_int_tensor(fn, "m_indices", ends)
+    _need_shape(fn, "m_indices", idx, (g,))
+    _need_contiguous(fn, "m_indices", idx)
+    _need_device(fn, "m_indices", idx, a32.device)
+    align = get_mk_alignment_for_contiguous_layout()
+    start = 0
+    for group, end in enumerate(idx.to(torch.int64).tolist()):
+        if end < start or end > m:
+            raise BadArgumentError(fn, "m_indices", f"group end rows in [0, {m}], each at or after the aligned "
+                                   f"end of the group before (psum layout; group {group} starts at row {start})",
+                                   f"{end}")
+        if end > start:
+            d[start:end] = (a32[start:end] @ b32[group].T).to(d.dtype)
+        start = _align(end, align)
+
+
+def _grouped_contiguous(fn: str, a32: Tensor, b32: Tensor, d: object, m_indices: object,
+                        use_psum_layout: bool = False) -> None:
     m, k = a32.shape
     g, n, kb = b32.shape
     if kb != k:
         raise BadArgumentError(fn, "b", f"K = {k} columns", f"K = {kb}")
     d = _check_out(fn, d, (m, n), a32.device, grouped=True)
+    if use_psum_layout:
+        _grouped_psum(fn, a32, b32, d, m_indices)
+        return
     idx = _need_int_tensor(fn, "m_indices", m_indices)
     _need_shape(fn, "m_indices", idx, (m,))
     _need_contiguous(fn, "m_indices", idx)
@@ -748,6 +827,13 @@ def m_grouped_fp8_gemm_nt_contiguous(
     d: Tensor,
     m_indices: Tensor,
     recipe: Optional[Tuple[int, int, int]] = None,
+    recipe_a: Optional[Tuple[int, int]] = None,
+    recipe_b: Optional[Tuple[int, int]] = None,
+    compiled_dims: str = "nk",
+    disable_ue8m0_cast: bool = False,
+    use_psum_layout: bool = False,
+    ensure_zero_padding: bool = True,
+    expected_m_for_psum_layout: Optional[int] = None,
 ) -> None:
     """Grouped FP8 GEMM, groups laid out contiguously along M.
 
@@ -755,13 +841,18 @@ def m_grouped_fp8_gemm_nt_contiguous(
     (G, ceil(N/128), ceil(K/128)))`` (scales as in :func:`fp8_gemm_nt`); ``d``: ``(M_total, N)``
     bfloat16/float32; ``m_indices``: int32 ``(M_total,)`` in ``[0, G)`` or ``-1``. Row ``i`` gets
     ``a[i] @ b[m_indices[i]].T``; rows with ``-1`` are left untouched (callers must treat them as
-    unspecified: kernels may write them).
+    unspecified: kernels may write them). With ``use_psum_layout=True`` ``m_indices`` is int32 ``(G,)``
+    instead, each group's end row (see :func:`_grouped_psum`); ``expected_m_for_psum_layout`` is a
+    tuning hint. ``recipe_a`` / ``recipe_b`` / ``compiled_dims`` / ``disable_ue8m0_cast`` as in
+    :func:`fp8_gemm_nt`.
     """
     fn = "m_grouped_fp8_gemm_nt_contiguous"
-    gm, gn, gk = _parse_gemm_recipe(fn, recipe)
-    a32 = _fp8_operand(fn, "a", a, 2, gm, gk)
-    b32 = _fp8_operand(fn, "b", b, 3, gn, gk)
-    _grouped_contiguous(fn, a32, b32, d, m_indices)
+    gm, gn, gka, gkb = _parse_split_recipe(fn, recipe, recipe_a, recipe_b)
+    _check_compile_options(fn, compiled_dims, disable_ue8m0_cast)
+    _check_psum_options(fn, use_psum_layout, ensure_zero_padding, expected_m_for_psum_layout)
+    a32 = _fp8_operand(fn, "a", a, 2, gm, gka)
+    b32 = _fp8_operand(fn, "b", b, 3, gn, gkb)
+    _grouped_contiguous(fn, a32, b32, d, m_indices, use_psum_layout)
 
 
 def m_grouped_fp8_gemm_nt_masked(
@@ -771,6 +862,10 @@ def m_grouped_fp8_gemm_nt_masked(
     masked_m: Tensor,
     expected_m: int,
     recipe: Optional[Tuple[int, int, int]] = None,
+    recipe_a: Optional[Tuple[int, int]] = None,
+    recipe_b: Optional[Tuple[int, int]] = None,
+    compiled_dims: str = "nk",
+    disable_ue8m0_cast: bool = False,
 ) -> None:
     """Grouped FP8 GEMM with a per-group row count.
 
@@ -778,11 +873,13 @@ def m_grouped_fp8_gemm_nt_masked(
     (G, ceil(N/128), ceil(K/128)))``; ``d``: ``(G, M_max, N)`` bfloat16/float32; ``masked_m``:
     int32 ``(G,)``. Rows ``[0, masked_m[g])`` of group ``g`` get ``a[g] @ b[g].T``; the other
     rows of ``d`` are left untouched. ``expected_m`` is a tuning hint, unused by the math.
+    ``recipe_a`` / ``recipe_b`` / ``compiled_dims`` / ``disable_ue8m0_cast`` as in :func:`fp8_gemm_nt`.
     """
     fn = "m_grouped_fp8_gemm_nt_masked"
-    gm, gn, gk = _parse_gemm_recipe(fn, recipe)
-    a32 = _fp8_operand(fn, "a", a, 3, gm, gk)
-    b32 = _fp8_operand(fn, "b", b, 3, gn, gk)
+    gm, gn, gka, gkb = _parse_split_recipe(fn, recipe, recipe_a, recipe_b)
+    _check_compile_options(fn, compiled_dims, disable_ue8m0_cast)
+    a32 = _fp8_operand(fn, "a", a, 3, gm, gka)
+    b32 = _fp8_operand(fn, "b", b, 3, gn, gkb)
     _grouped_masked(fn, a32, b32, d, masked_m, expected_m)
 
 
@@ -794,26 +891,41 @@ def _bf16_operand(fn: str, name: str, t: object, rank: int) -> Tensor:
     return t.to(torch.float32)
 
 
-def m_grouped_bf16_gemm_nt_contiguous(a: Tensor, b: Tensor, d: Tensor, m_indices: Tensor) -> None:
+def m_grouped_bf16_gemm_nt_contiguous(
+    a: Tensor,
+    b: Tensor,
+    d: Tensor,
+    m_indices: Tensor,
+    compiled_dims: str = "nk",
+    use_psum_layout: bool = False,
+    ensure_zero_padding: bool = True,
+    expected_m_for_psum_layout: Optional[int] = None,
+) -> None:
     """BF16 version of :func:`m_grouped_fp8_gemm_nt_contiguous`.
 
     ``a``: ``(M_total, K)`` bfloat16, ``b``: ``(G, N, K)`` bfloat16, ``d``: ``(M_total, N)``,
-    ``m_indices``: int32 ``(M_total,)`` (``-1`` rows untouched).
+    ``m_indices``: int32 ``(M_total,)`` (``-1`` rows untouched), or ``(G,)`` group end rows with
+    ``use_psum_layout=True``.
     """
     fn = "m_grouped_bf16_gemm_nt_contiguous"
+    _check_compile_options(fn, compiled_dims)
+    _check_psum_options(fn, use_psum_layout, ensure_zero_padding, expected_m_for_psum_layout)
     a32 = _bf16_operand(fn, "a", a, 2)
     b32 = _bf16_operand(fn, "b", b, 3)
     _need_device(fn, "b", b32, a32.device)
-    _grouped_contiguous(fn, a32, b32, d, m_indices)
+    _grouped_contiguous(fn, a32, b32, d, m_indices, use_psum_layout)
 
 
-def m_grouped_bf16_gemm_nt_masked(a: Tensor, b: Tensor, d: Tensor, masked_m: Tensor, expected_m: int) -> None:
+def m_grouped_bf16_gemm_nt_masked(
+    a: Tensor, b: Tensor, d: Tensor, masked_m: Tensor, expected_m: int, compiled_dims: str = "nk"
+) -> None:
     """BF16 version of :func:`m_grouped_fp8_gemm_nt_masked`.
 
     ``a``: ``(G, M_max, K)`` bfloat16, ``b``: ``(G, N, K)`` bfloat16, ``d``: ``(G, M_max, N)``,
-    ``masked_m``: int32 ``(G,)``.
+    ``masked_m``: int32 ``(G,)``; ``compiled_dims`` does not change the result.
     """
     fn = "m_grouped_bf16_gemm_nt_masked"
+    _check_compile_options(fn, compiled_dims)
     a32 = _bf16_operand(fn, "a", a, 3)
     b32 = _bf16_operand(fn, "b", b, 3)
     _need_device(fn, "b", b32, a32.device)

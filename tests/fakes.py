@@ -180,6 +180,18 @@ def transform_sf_into_required_layout(sf, mn, k, recipe, num_groups=None, is_sfa
 '''
 
 SGL_025 = _COMMON + '''
+def fp8_fp4_gemm_nt(a, b, d, c=None, recipe=None, recipe_a=None, recipe_b=None, compiled_dims='',
+        disable_ue8m0_cast=False, alpha=None, epilogue=None):
+    a, b = _pair(a), _pair(b)
+    _layout(d, a[0], b[0])
+    assert alpha is None and epilogue is None, "the fake has no alpha / epilogue"
+    _R.fp8_gemm_nt(a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast)
+fp8_gemm_nt = fp8_fp4_gemm_nt
+
+def bf16_gemm_nt(a, b, d, c=None, compiled_dims='', alpha=None, epilogue=None):
+    _layout(d, a, b)
+    assert alpha is None and epilogue is None, "the fake has no alpha / epilogue"
+    _R.bf16_gemm_nt(a, b, d, c, compiled_dims)
 def get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms, indices=None):
     return _metadata(context_lens, block_kv, num_sms, indices)
 LENS_DIMS = 2

@@ -4,10 +4,8 @@ deep_gemm routed through ``dgcompat.install_as_deep_gemm()``: on the reference b
 CPU tier over the real Python layer of published wheels (native library replaced by stand-ins).
 
 Each run is one conformance-harness child (``--dropin``: the install happens before deep_gemm is
-imported), so every release gets a fresh interpreter. The calls that use upstream parameters the
-stable functions do not accept yet are strict xfails in the extract (``raises=TypeError``, the
-parameter named in the reason); once the parameters land they XPASS and this test fails until the
-marks are removed.
+imported), so every release gets a fresh interpreter. Every extract test must pass: a call using a
+parameter the release lacks passes only where dgcompat refuses it with a typed error naming it.
 """
 
 from __future__ import annotations
@@ -24,14 +22,6 @@ from dgcompat_conformance.harness.runner import child_env
 
 EXTRACT = Path(__file__).resolve().parent / "engine_calls" / "extract_engine_calls.py"
 IMPORT_FORMS = Path(__file__).resolve().parent / "engine_calls" / "import_forms.py"
-
-#: the extract's strict xfails (upstream parameters not accepted yet), by test function.
-PENDING_PARAMETERS = {
-    "test_vllm_fp8_gemm_nt": "disable_ue8m0_cast",
-    "test_vllm_grouped_contiguous": "disable_ue8m0_cast",
-    "test_vllm_grouped_masked": "disable_ue8m0_cast",
-}
-
 
 def _child(tmp_path: Path, mode: list[str], *, dropin: bool = True, tests: Path = EXTRACT) -> dict[str, Any]:
     out = tmp_path / "result.json"
@@ -54,7 +44,7 @@ def _outcomes(result: dict[str, Any]) -> dict[str, str]:
 def _check(result: dict[str, Any], *, overlap_not_emulated: bool = False) -> None:
     outcomes = _outcomes(result)
     assert len(outcomes) >= 20, outcomes
-    expected = {name: ("xfailed" if name in PENDING_PARAMETERS else "passed") for name in outcomes}
+    expected = {name: "passed" for name in outcomes}
     if overlap_not_emulated:  # the bundled copies have the overlapped masked GEMM; the stand-ins cannot run it
         expected["test_moe_masked_single_batch_overlap"] = "skipped"
     wrong = {name: (outcomes[name], result["tests"][i]["message"])

@@ -11,9 +11,10 @@ This module is engine code: it imports ``deep_gemm`` (at module level, as SGLang
 and knows nothing of dgcompat. It is run, unchanged, with deep_gemm routed through
 ``dgcompat.install_as_deep_gemm()`` (``tests/test_engine_calls.py`` runs it through the
 conformance harness child with ``--dropin``): on the CPU tier over real wheels, and on the
-reference backend. Results are checked against plain-torch arithmetic written here. Calls that
-use an upstream parameter dgcompat's stable functions do not take yet are strict xfails naming
-that parameter.
+reference backend. Results are checked against plain-torch arithmetic written here. DeepGEMM's
+own test suite (``tests/test_bf16.py``, ``tests/test_fp8_fp4.py``) is an engine too: its call forms
+(``use_psum_layout``, ``expected_m_for_psum_layout``, ``recipe_a`` / ``recipe_b``, ``compiled_dims``)
+are here as well. A build without a parameter must refuse it with a typed error naming it.
 
 The file name does not start with ``test_`` so that the unit-test run does not collect it
 without the install.
@@ -498,7 +499,6 @@ def _e8m0_used() -> bool:
     return False  # Hopper default for a FLOAT32 checkpoint
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError, reason="needs fp8_gemm_nt(..., disable_ue8m0_cast=)")
 def test_vllm_fp8_gemm_nt() -> None:
     g = _gen(12)
     lhs, rhs = _quant_per_token_group(_randn(64, 256, g=g)), _quant_per_block(_randn(128, 256, g=g))
@@ -507,7 +507,6 @@ def test_vllm_fp8_gemm_nt() -> None:
     _similar(out, _dequant_token(*lhs) @ _dequant_block(*rhs).t())
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError, reason="needs m_grouped_fp8_gemm_nt_contiguous(..., disable_ue8m0_cast=)")
 def test_vllm_grouped_contiguous() -> None:
     g = _gen(13)
     m_indices = _contiguous_layout([128, 128], 128)
@@ -520,7 +519,6 @@ def test_vllm_grouped_contiguous() -> None:
     _similar(out[:128], _dequant_token(*lhs)[:128] @ _dequant_block(*ws[0]).t())
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError, reason="needs fp8_m_grouped_gemm_nt_masked(..., disable_ue8m0_cast=)")
 def test_vllm_grouped_masked() -> None:
     g = _gen(14)
     ops = _masked_operands(g, 2, 128, 256, 256)
@@ -569,3 +567,94 @@ def test_vllm_calc_diff() -> None:
     x = torch.randn(32, 32)
     assert float(calc_diff(x, x)) < 1e-12
     assert abs(float(calc_diff(x, torch.zeros_like(x))) - 1.0) < 1e-12
+
+
+# --------------------------------------------------------------------------- DeepGEMM's own tests (call forms)
+
+
+def _align_up(x: int, y: int) -> int:
+    return -(-x // y) * y
+
+
+def _ran(parameter: str, fn: Any, *args: Any, **kwargs: Any) -> bool:
+    """Call ``fn``; False where the build lacks ``parameter`` and refused it with a typed error naming it
+    (never a TypeError), True where the call ran."""
+    try:
+        fn(*args, **kwargs)
+    except NotImplementedError as exc:
+        assert isinstance(exc, dgcompat_errors.UnsupportedFeatureError) and parameter in str(exc), exc
+        return False
+    return True
+
+
+def test_deepgemm_bf16_contiguous_psum_layout() -> None:
+    # tests/test_bf16.py test_m_grouped_gemm_contiguous: grouped_layout is per row, or with
+    # use_psum_layout=True one end row per group, each group starting at the aligned end of the last.
+    g = _gen(20)
+    n, k, actual = 128, 256, [70, 0, 200]
+    align = int(deep_gemm.get_mk_alignment_for_contiguous_layout())
+    starts, ends, start = [], [], 0
+    for m in actual:
+        starts.append(start)
+        ends.append(start + m)
+        start = _align_up(start + m, align)
+    total = max(start, align)
+    a = _randn(total, k, g=g).bfloat16()
+    b = _randn(len(actual), n, k, g=g).bfloat16()
+    for use_psum_layout in (False, True):
+        if use_psum_layout:
+            layout = torch.tensor(ends, dtype=torch.int32, device=DEVICE)
+        else:
+            layout = torch.full((total,), -1, dtype=torch.int32, device=DEVICE)
+            for i, (s0, e0) in enumerate(zip(starts, ends)):
+                layout[s0:e0] = i
+        d = torch.empty((total, n), dtype=torch.bfloat16, device=DEVICE)
+        if not _ran("use_psum_layout", deep_gemm.m_grouped_bf16_gemm_nt_contiguous, a, b, d, layout,
+                    use_psum_layout=use_psum_layout):
+            assert use_psum_layout  # the per-row layout works everywhere
+            continue
+        for i, (s0, e0) in enumerate(zip(starts, ends)):
+            if e0 > s0:
+                _similar(d[s0:e0], a[s0:e0].float() @ b[i].float().t(), 1e-4)
+
+
+def test_deepgemm_bf16_masked_as_psum_layout() -> None:
+    # tests/test_bf16.py test_m_grouped_gemm_masked: the masked operands re-laid as a psum layout and
+    # run through the contiguous GEMM with expected_m_for_psum_layout.
+    g = _gen(21)
+    groups, max_m, n, k, expected_m = 3, 128, 128, 256, 40
+    align = int(deep_gemm.get_mk_alignment_for_contiguous_layout())
+    masked = [30, 0, 57]
+    a = _randn(groups, max_m, k, g=g).bfloat16()
+    b = _randn(groups, n, k, g=g).bfloat16()
+    psum, last = [], 0
+    a_psum = torch.zeros((groups * max_m, k), dtype=torch.bfloat16, device=DEVICE)
+    for i, m in enumerate(masked):
+        start = 0 if i == 0 else _align_up(last, align)
+        a_psum[start:start + m] = a[i, :m]
+        last = start + m
+        psum.append(last)
+    d_psum = torch.empty((groups * max_m, n), dtype=torch.bfloat16, device=DEVICE)
+    psum_m = torch.tensor(psum, dtype=torch.int32, device=DEVICE)
+    if not _ran("use_psum_layout", deep_gemm.m_grouped_bf16_gemm_nt_contiguous, a_psum, b, d_psum, psum_m,
+                use_psum_layout=True, expected_m_for_psum_layout=expected_m):
+        return
+    for i, m in enumerate(masked):
+        start = 0 if i == 0 else _align_up(psum[i - 1], align)
+        if m:
+            _similar(d_psum[start:psum[i]], a[i, :m].float() @ b[i].float().t(), 1e-4)
+
+
+def test_deepgemm_fp8_split_recipes_and_compiled_dims() -> None:
+    # tests/test_fp8_fp4.py (FP8 x FP8, non-legacy config): recipe=None with recipe_a=(1, gran_k) per
+    # token and recipe_b=(gran_k, gran_k) per block, disable_ue8m0_cast on Hopper; and compiled_dims.
+    g = _gen(22)
+    lhs, rhs = _quant_per_token_group(_randn(64, 256, g=g)), _quant_per_block(_randn(128, 256, g=g))
+    ref = _dequant_token(*lhs) @ _dequant_block(*rhs).t()
+    out = torch.empty((64, 128), dtype=torch.bfloat16, device=DEVICE)
+    if _ran("recipe_a", deep_gemm.fp8_gemm_nt, lhs, rhs, out, c=None, disable_ue8m0_cast=True, recipe=None,
+            recipe_a=(1, 128), recipe_b=(128, 128)):
+        _similar(out, ref)
+    out.zero_()
+    deep_gemm.fp8_gemm_nt(lhs, rhs, out, compiled_dims="nk")
+    _similar(out, ref)

@@ -332,6 +332,39 @@ def _grouped_contiguous_bf16(c: Checks) -> None:
     _check_contiguous(c, d, ref, m_indices, spans)
 
 
+@_case("grouped_contiguous_psum_bf16", f"m_grouped_bf16_gemm_nt_contiguous(use_psum_layout=True), group rows "
+       f"{_GROUP_ROWS}, each group from the aligned end of the one before", tolerance=TOL_BF16_GEMM)
+def _grouped_contiguous_psum_bf16(c: Checks) -> None:
+    import torch
+
+    import dgcompat
+    from dgcompat.errors import UnsupportedFeatureError
+
+    gen = _gen(9)
+    align = dgcompat.get_mk_alignment_for_contiguous_layout()
+    spans, start = [], 0
+    for rows in _GROUP_ROWS:
+        spans.append((start, start + rows))
+        start = -(-(start + rows) // align) * align
+    m = max(start, align)
+    a = _randn((m, GEMM_K), gen)
+    b = _randn((len(_GROUP_ROWS), GEMM_N, GEMM_K), gen)
+    d = torch.zeros((m, GEMM_N), device=DEVICE, dtype=torch.bfloat16)
+    ends = torch.tensor([e for _, e in spans], device=DEVICE, dtype=torch.int32)
+    try:
+        dgcompat.m_grouped_bf16_gemm_nt_contiguous(a, b, d, ends, use_psum_layout=True,
+                                                   expected_m_for_psum_layout=max(_GROUP_ROWS))
+    except UnsupportedFeatureError as exc:
+        if "use_psum_layout" in str(exc):
+            raise ExpectedFailure(f"this release has no psum layout; dgcompat raised UnsupportedFeatureError: {exc}") \
+                from exc
+        raise
+    _sync()
+    for g, (s0, e0) in enumerate(spans):
+        if e0 > s0:
+            c.diff(f"group {g} rows [{s0}, {e0})", d[s0:e0], (a[s0:e0].float() @ b[g].float().T).to(torch.bfloat16))
+
+
 _MASKED_M = (0, 1, 200, 256)
 _M_MAX = 256
 _EXPECTED_M = 128

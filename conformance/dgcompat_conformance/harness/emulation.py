@@ -371,21 +371,31 @@ _STATE_OPS: dict[str, Callable[[Ctx, _Args], Any]] = {
 # --------------------------------------------------------------------------- GEMMs
 
 
-def _no_extras(ctx: Ctx, a: _Args) -> None:
+def _no_extras(ctx: Ctx, a: _Args, *, psum: bool = False) -> None:
     """Reject the options the stand-in cannot reproduce instead of silently ignoring them."""
     if a.get("alpha") is not None and float(a["alpha"]) != 1.0:
         raise _not_emulated(ctx, "alpha != 1")
     if a.get("epilogue_kind", 0) not in (0, None):
         raise _not_emulated(ctx, f"epilogue kind {a['epilogue_kind']}")
-    if a.get("use_psum_layout"):
-        raise _not_emulated(ctx, "use_psum_layout=True")
+    if a.get("use_psum_layout") and not (psum and ctx.state.mk_alignment == _ref().MK_ALIGNMENT):
+        raise _not_emulated(ctx, f"use_psum_layout=True (alignment {ctx.state.mk_alignment})")
     if a.get("recipe_a") is not None or a.get("recipe_b") is not None:
-        raise _not_emulated(ctx, "recipe_a / recipe_b (FP4 operands)")
+        # Split recipes over FP8 operands are what the reference computes; FP4 operands are not.
+        if _dtype(a.a) != "float8_e4m3fn" or _dtype(a.b) != "float8_e4m3fn":
+            raise _not_emulated(ctx, "recipe_a / recipe_b (FP4 operands)")
 
 
-def _recipe(a: _Args) -> tuple[int, ...] | None:
-    r = a.get("recipe")
+def _recipe(a: _Args, name: str = "recipe") -> tuple[int, ...] | None:
+    r = a.get(name)
     return None if r is None else tuple(int(x) for x in r)
+
+
+def _recipes(a: _Args) -> dict[str, Any]:
+    """The recipe keywords for the reference: ``recipe``, and the split pair where the call has one."""
+    out: dict[str, Any] = {"recipe": _recipe(a)}
+    if a.get("recipe_a") is not None or a.get("recipe_b") is not None:
+        out.update(recipe_a=_recipe(a, "recipe_a"), recipe_b=_recipe(a, "recipe_b"))
+    return out
 
 
 def _check_gemm_operands(ctx: Ctx, a_data: Any, b_data: Any, d: Any, *, fp8: bool) -> None:
@@ -423,7 +433,7 @@ def _gemm_fp8(ctx: Ctx, a: _Args) -> None:
         # upstream-history.md §1.1: D = C + AB accumulates in FP32.
         _assert(_dtype(a.c) == "float32" and _dtype(a.d) == "float32", "csrc/apis/gemm.hpp",
                 "c and d are float32 when accumulating")
-    _compute("csrc/apis/gemm.hpp", _ref().fp8_gemm_nt, (ad, asf), (bd, bsf), a.d, c=a.get("c"), recipe=_recipe(a))
+    _compute("csrc/apis/gemm.hpp", _ref().fp8_gemm_nt, (ad, asf), (bd, bsf), a.d, c=a.get("c"), **_recipes(a))
 
 
 def _contiguous_layout_checks(ctx: Ctx, grouped_layout: Any, m: int) -> None:
@@ -446,8 +456,23 @@ def _contiguous_layout_checks(ctx: Ctx, grouped_layout: Any, m: int) -> None:
                     f"rows {i * align}..{(i + 1) * align - 1} of m_indices belong to one group (got {sorted(ids)})")
 
 
+def _psum_layout_checks(grouped_layout: Any, groups: int) -> None:
+    # The psum layout (DeepGEMM tests/generators.py): one int32 end row per group, contiguous.
+    _assert(_dtype(grouped_layout) == "int32", "csrc/apis/gemm.hpp", "grouped_layout.scalar_type() == torch::kInt")
+    _assert(grouped_layout.is_contiguous(), "csrc/apis/gemm.hpp", "grouped_layout.is_contiguous()")
+    _assert(grouped_layout.dim() == 1 and grouped_layout.numel() == groups, "csrc/apis/gemm.hpp",
+            f"grouped_layout.numel() == num_groups (psum layout; {groups}, got shape {tuple(grouped_layout.shape)})")
+
+
+def _layout_checks(ctx: Ctx, a: _Args, m: int, groups: int) -> None:
+    if a.get("use_psum_layout"):
+        _psum_layout_checks(a.grouped_layout, groups)
+    else:
+        _contiguous_layout_checks(ctx, a.grouped_layout, m)
+
+
 def _grouped_contiguous_fp8(ctx: Ctx, a: _Args) -> None:
-    _no_extras(ctx, a)
+    _no_extras(ctx, a, psum=True)
     if ctx.profile.flavor == "bundled":
         (ad, asf), (bd, bsf) = _pair(ctx, "a", a.a), _pair(ctx, "b", a.b)
     else:
@@ -456,9 +481,9 @@ def _grouped_contiguous_fp8(ctx: Ctx, a: _Args) -> None:
     _assert(_dtype(a.d) == "bfloat16", "csrc/apis/gemm.hpp", f"d.scalar_type() == torch::kBFloat16 (got {_dtype(a.d)})")
     _check_sf(ctx, "sfa", asf)
     _check_sf(ctx, "sfb", bsf)
-    _contiguous_layout_checks(ctx, a.grouped_layout, int(ad.shape[0]))
+    _layout_checks(ctx, a, int(ad.shape[0]), int(bd.shape[0]))
     _compute("csrc/apis/gemm.hpp", _ref().m_grouped_fp8_gemm_nt_contiguous, (ad, asf), (bd, bsf), a.d,
-             a.grouped_layout, recipe=_recipe(a))
+             a.grouped_layout, use_psum_layout=bool(a.get("use_psum_layout")), **_recipes(a))
 
 
 def _masked_checks(ctx: Ctx, masked_m: Any, d: Any) -> None:
@@ -484,7 +509,7 @@ def _grouped_masked_fp8(ctx: Ctx, a: _Args) -> Any:
     _check_sf(ctx, "sfb", bsf)
     _masked_checks(ctx, a.masked_m, a.d)
     _compute("csrc/apis/gemm.hpp", _ref().m_grouped_fp8_gemm_nt_masked, (ad, asf), (bd, bsf), a.d, a.masked_m,
-             int(a.expected_m), recipe=_recipe(a))
+             int(a.expected_m), **_recipes(a))
     # wheel-matrix.md §5: the bundled schema returns (int?, int?) = (None, None) without overlap.
     return (None, None) if bundled else None
 
@@ -496,11 +521,12 @@ def _gemm_bf16(ctx: Ctx, a: _Args) -> None:
 
 
 def _grouped_contiguous_bf16(ctx: Ctx, a: _Args) -> None:
-    _no_extras(ctx, a)
+    _no_extras(ctx, a, psum=True)
     _check_gemm_operands(ctx, a.a, a.b, a.d, fp8=False)
     _assert(_dtype(a.d) == "bfloat16", "csrc/apis/gemm.hpp", f"d.scalar_type() == torch::kBFloat16 (got {_dtype(a.d)})")
-    _contiguous_layout_checks(ctx, a.grouped_layout, int(a.a.shape[0]))
-    _compute("csrc/apis/gemm.hpp", _ref().m_grouped_bf16_gemm_nt_contiguous, a.a, a.b, a.d, a.grouped_layout)
+    _layout_checks(ctx, a, int(a.a.shape[0]), int(a.b.shape[0]))
+    _compute("csrc/apis/gemm.hpp", _ref().m_grouped_bf16_gemm_nt_contiguous, a.a, a.b, a.d, a.grouped_layout,
+             use_psum_layout=bool(a.get("use_psum_layout")))
 
 
 def _grouped_masked_bf16(ctx: Ctx, a: _Args) -> None:
