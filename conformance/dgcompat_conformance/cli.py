@@ -123,3 +123,7 @@ def render_markdown() -> str:
                  r.drop_when, kind]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
