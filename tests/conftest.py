@@ -82,16 +82,23 @@ def fake_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_dgcompat: N
 
 @pytest.fixture
 def fake_release(fake_site: Callable[..., Path], monkeypatch: pytest.MonkeyPatch) -> Callable[[str], object]:
-    """Install one of ``tests.fakes.FAMILIES`` and return its module once bound (SM90 planning)."""
+    """Install one of ``tests.fakes.FAMILIES`` and return its module once bound (SM90 planning);
+    ``"reference"`` selects the embedded reference backend instead."""
     from . import fakes
 
     def install(family: str, arch: str = "sm90") -> object:
+        from dgcompat import _binding
+
+        if family == "reference":
+            monkeypatch.setenv("DGCOMPAT_BACKEND", "reference")
+            import dgcompat
+
+            dgcompat.reset()
+            return _binding.load()
         dist, version, body = fakes.FAMILIES[family]
         monkeypatch.setenv("DGCOMPAT_ALLOW_TORCH_MISMATCH", "1")  # fakes have no native library
         monkeypatch.setenv("DGCOMPAT_ARCH", arch)
         fake_site(dist, version, body)
-        from dgcompat import _binding
-
         return _binding.load()
 
     return install

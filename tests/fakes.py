@@ -179,6 +179,28 @@ def transform_sf_into_required_layout(sf, mn, k, recipe, num_groups=None, is_sfa
     return _collapse(_R.transform_sf_into_required_layout(sf, mn, k, recipe, num_groups=num_groups, is_sfa=is_sfa))
 '''
 
+# The grouped GEMMs of the 'nk' releases (sgl-deep-gemm 0.2.5, upstream 2.8.1), with their full signatures.
+_GROUPED_NK = '''
+def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, grouped_layout, recipe=None, recipe_a=None, recipe_b=None,
+        compiled_dims="nk", disable_ue8m0_cast=False, use_psum_layout=False, ensure_zero_padding=True,
+        expected_m_for_psum_layout=None, epilogue=None):
+    _grouped_contig(a, b, d, grouped_layout)
+m_grouped_fp8_gemm_nt_contiguous = m_grouped_fp8_fp4_gemm_nt_contiguous
+
+def m_grouped_fp8_fp4_gemm_nt_masked(a, b, d, masked_m, expected_m, recipe=None, recipe_a=None, recipe_b=None,
+        compiled_dims="nk", disable_ue8m0_cast=False, epilogue=None):
+    _masked(a, b, d, masked_m, expected_m)
+m_grouped_fp8_gemm_nt_masked = m_grouped_fp8_fp4_gemm_nt_masked
+'''
+_BF16_GROUPED_NK = '''
+def m_grouped_bf16_gemm_nt_contiguous(a, b, d, grouped_layout, compiled_dims="nk", use_psum_layout=False,
+        ensure_zero_padding=True, expected_m_for_psum_layout=None, epilogue=None):
+    _R.m_grouped_bf16_gemm_nt_contiguous(a, b, d, grouped_layout)
+
+def m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected_m, compiled_dims="nk", epilogue=None):
+    _R.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected_m)
+'''
+
 SGL_025 = _COMMON + '''
 def fp8_fp4_gemm_nt(a, b, d, c=None, recipe=None, recipe_a=None, recipe_b=None, compiled_dims='',
         disable_ue8m0_cast=False, alpha=None, epilogue=None):
@@ -201,25 +223,8 @@ def get_pdl(): return _state["pdl"]
 def get_theoretical_mk_alignment_for_contiguous_layout(expected_m=None, num_groups=None):
     return 64 if num_groups else 128
 
-def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, grouped_layout, recipe=None, recipe_a=None, recipe_b=None,
-        compiled_dims="nk", disable_ue8m0_cast=False, use_psum_layout=False, ensure_zero_padding=True,
-        expected_m_for_psum_layout=None, epilogue=None):
-    _grouped_contig(a, b, d, grouped_layout)
-m_grouped_fp8_gemm_nt_contiguous = m_grouped_fp8_fp4_gemm_nt_contiguous
-
-def m_grouped_fp8_fp4_gemm_nt_masked(a, b, d, masked_m, expected_m, recipe=None, recipe_a=None, recipe_b=None,
-        compiled_dims="nk", disable_ue8m0_cast=False, epilogue=None):
-    _masked(a, b, d, masked_m, expected_m)
-m_grouped_fp8_gemm_nt_masked = m_grouped_fp8_fp4_gemm_nt_masked
-fp8_m_grouped_gemm_nt_masked = m_grouped_fp8_fp4_gemm_nt_masked
-
-def m_grouped_bf16_gemm_nt_contiguous(a, b, d, grouped_layout, compiled_dims="nk", use_psum_layout=False,
-        ensure_zero_padding=True, expected_m_for_psum_layout=None, epilogue=None):
-    _R.m_grouped_bf16_gemm_nt_contiguous(a, b, d, grouped_layout)
-
-def m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected_m, compiled_dims="nk", epilogue=None):
-    _R.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected_m)
-
+''' + _GROUPED_NK + '''fp8_m_grouped_gemm_nt_masked = m_grouped_fp8_fp4_gemm_nt_masked
+''' + _BF16_GROUPED_NK + '''
 def fp8_fp4_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, max_seqlen_k, schedule_meta=None):
     (q, q_sf) = q if isinstance(q, (tuple, list)) else (q, None)
     if not max_seqlen_k > 0:  # host assert of 0.2.5's _C.so: no uncompressed layout
@@ -252,24 +257,7 @@ def use_deterministic_algorithms(enabled): _state["det"] = bool(enabled)
 def set_mk_alignment_for_contiguous_layout(value): pass
 def get_theoretical_mk_alignment_for_contiguous_layout(expected_m=None): return 128
 
-def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, grouped_layout, recipe=None, recipe_a=None, recipe_b=None,
-        compiled_dims="nk", disable_ue8m0_cast=False, use_psum_layout=False, ensure_zero_padding=True,
-        expected_m_for_psum_layout=None, epilogue=None):
-    _grouped_contig(a, b, d, grouped_layout)
-m_grouped_fp8_gemm_nt_contiguous = m_grouped_fp8_fp4_gemm_nt_contiguous
-
-def m_grouped_fp8_fp4_gemm_nt_masked(a, b, d, masked_m, expected_m, recipe=None, recipe_a=None, recipe_b=None,
-        compiled_dims="nk", disable_ue8m0_cast=False, epilogue=None):
-    _masked(a, b, d, masked_m, expected_m)
-m_grouped_fp8_gemm_nt_masked = m_grouped_fp8_fp4_gemm_nt_masked
-
-def m_grouped_bf16_gemm_nt_contiguous(a, b, d, grouped_layout, compiled_dims="nk", use_psum_layout=False,
-        ensure_zero_padding=True, expected_m_for_psum_layout=None, epilogue=None):
-    _R.m_grouped_bf16_gemm_nt_contiguous(a, b, d, grouped_layout)
-
-def m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected_m, compiled_dims="nk", epilogue=None):
-    _R.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected_m)
-
+''' + _GROUPED_NK + _BF16_GROUPED_NK + '''
 def fp8_fp4_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, max_seqlen_k, schedule_meta=None):
     q_fp, q_sf = q[0], q[1]
     if q_fp.dim() != 3:

@@ -161,20 +161,12 @@ _CALLERS = sorted({c.caller for c in _calls.all_calls()})
 _PENDING: set[tuple[str, str]] = set()
 
 
-def _install(fake_release: Callable[[str], Any], monkeypatch: pytest.MonkeyPatch, family: str) -> Any:
-    if family == "reference":
-        monkeypatch.setenv("DGCOMPAT_BACKEND", "reference")
-        dgcompat.reset()
-        return _binding.load()
-    return fake_release(family)
-
-
 @pytest.mark.parametrize("family, caller", [
     pytest.param(f, c, marks=[pytest.mark.xfail(strict=True, reason="indexer's reference branch")]
                  if (f, c) in _PENDING else []) for f in _FAMILIES for c in _CALLERS])
 def test_declared_calls_are_the_calls_made(fake_release: Callable[[str], Any], monkeypatch: pytest.MonkeyPatch,
                                            family: str, caller: str) -> None:
-    module = _install(fake_release, monkeypatch, family)
+    module = fake_release(family)
     exercise = _exercise(family)
     current = [""]
     if caller == "dgcompat.fp8_paged_mqa_logits":

@@ -299,6 +299,16 @@ def test_engine_patterns_eager(fake_release: Callable[[str], Any], family: str, 
             torch.testing.assert_close(out, _expect(batch, n, buf.max_len), rtol=1e-4, atol=1e-3)
 
 
+def _replay_each(graphs: list[Any], outs: list[list[Any]], batches: list[dict[str, Any]], buf: Any) -> None:
+    """Write each batch into the buffers (no schedule refresh), replay every graph, check every output."""
+    for batch in batches:
+        buf.write(batch, "nothing", buf.kv)
+        for graph, layer_outs in zip(graphs, outs):
+            graph.replay()
+            for out in layer_outs:
+                torch.testing.assert_close(out, _expect(batch, 4, buf.max_len), rtol=1e-4, atol=1e-3)
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("pattern", ["sglang", "vllm", "out", "nothing"])
 @pytest.mark.parametrize("n", [1, 2, 4])
@@ -345,12 +355,7 @@ def test_layers_of_one_capture_share_one_schedule(fake_release: Callable[[str], 
             outs.append([buf.launch() for _layer in range(3)])
         assert graph.natives("get_paged_mqa_logits_metadata") == 1, "one schedule per captured step"
         assert graph.natives("fp8_paged_mqa_logits") == 3
-    for batch in batches[1:]:
-        buf.write(batch, "nothing", buf.kv)
-        for graph, layer_outs in zip(graphs, outs):
-            graph.replay()
-            for out in layer_outs:
-                torch.testing.assert_close(out, _expect(batch, 4, buf.max_len), rtol=1e-4, atol=1e-3)
+    _replay_each(graphs, outs, batches[1:], buf)
 
 
 def test_captures_without_driver_ids(fake_release: Callable[[str], Any]) -> None:
@@ -368,12 +373,7 @@ def test_captures_without_driver_ids(fake_release: Callable[[str], Any]) -> None
         with graph.capture(mod, driver_id=False):
             outs.append([buf.launch() for _layer in range(2)])
         assert graph.natives("get_paged_mqa_logits_metadata") == 1
-    for batch in batches[1:]:
-        buf.write(batch, "nothing", buf.kv)
-        for graph, layer_outs in zip(graphs, outs):
-            graph.replay()
-            for out in layer_outs:
-                torch.testing.assert_close(out, _expect(batch, 4, buf.max_len), rtol=1e-4, atol=1e-3)
+    _replay_each(graphs, outs, batches[1:], buf)
 
 
 def test_capture_issues_no_host_sync(fake_release: Callable[[str], Any], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -34,11 +34,7 @@ def _valid(ks: Any, ke: Any, cols: int, compressed: bool) -> Any:
 @pytest.mark.parametrize("family", ["sgl-0.1.3", "sgl-0.2.5", "up-2.8.1", "bundled", "reference"])
 def test_float32_is_the_default_call(fake_release: Callable[..., Any], monkeypatch: pytest.MonkeyPatch,
                                      family: str) -> None:
-    if family == "reference":
-        monkeypatch.setenv("DGCOMPAT_BACKEND", "reference")
-        dgcompat.reset()
-    else:
-        fake_release(family)
+    fake_release(family)
     q, kv, w, ks, ke = _inputs()
     want = dgcompat.fp8_mqa_logits(q, kv, w, ks, ke, clean_logits=True)
     got = dgcompat.fp8_mqa_logits(q, kv, w, ks, ke, clean_logits=True, logits_dtype=torch.float32)
@@ -75,11 +71,7 @@ def test_forwarded_where_the_release_has_it(fake_release: Callable[..., Any], ma
                                              ("reference", "reference")])
 def test_refused_where_float32_is_the_only_dtype(fake_release: Callable[..., Any], monkeypatch: pytest.MonkeyPatch,
                                                  family: str, release: str) -> None:
-    if family == "reference":
-        monkeypatch.setenv("DGCOMPAT_BACKEND", "reference")
-        dgcompat.reset()
-    else:
-        fake_release(family)
+    fake_release(family)
     assert dgcompat.capabilities().mqa_logits_dtype is None
     q, kv, w, ks, ke = _inputs()
     for _ in range(2):  # every call, not only the first

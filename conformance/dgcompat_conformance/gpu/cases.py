@@ -433,10 +433,7 @@ def _mqa_logits(c: Checks) -> None:
     from dgcompat import reference
 
     q, kv, w, ks, ke = _mqa_inputs()
-    nk = kv[0].shape[0]
-    cols = torch.arange(nk, device=DEVICE).unsqueeze(0)
-    valid = (cols >= ks.unsqueeze(1)) & (cols < ke.unsqueeze(1))
-    ref = reference.fp8_mqa_logits(q, kv, w, ks, ke)
+    nk, valid, ref = _mqa_expected(q, kv, w, ks, ke)
     layout = dgcompat.capabilities().mqa_uncompressed
 
     out = dgcompat.fp8_mqa_logits(q, kv, w, ks, ke)
@@ -463,6 +460,17 @@ def _mqa_logits(c: Checks) -> None:
     cvalid = torch.arange(width, device=DEVICE).unsqueeze(0) < (ke - ks).unsqueeze(1)
     c.exact("compressed shape (Nq, max_seqlen_k)", tuple(comp.shape) == (q.shape[0], width), f"{tuple(comp.shape)}")
     c.diff("compressed (max_seqlen_k)", comp[cvalid], ref_comp[cvalid])
+
+
+def _mqa_expected(q: Any, kv: Any, w: Any, ks: Any, ke: Any) -> tuple[int, Any, Any]:
+    """(Nk, the (Nq, Nk) mask of each query's keys [ks, ke), the reference's uncompressed logits)."""
+    import torch
+
+    from dgcompat import reference
+
+    nk = kv[0].shape[0]
+    cols = torch.arange(nk, device=DEVICE).unsqueeze(0)
+    return nk, (cols >= ks.unsqueeze(1)) & (cols < ke.unsqueeze(1)), reference.fp8_mqa_logits(q, kv, w, ks, ke)
 
 
 def _mqa_inputs() -> tuple[Any, Any, Any, Any, Any]:
@@ -499,13 +507,9 @@ def _mqa_logits_dtype(c: Checks) -> None:
     import torch
 
     import dgcompat
-    from dgcompat import reference
 
     q, kv, w, ks, ke = _mqa_inputs()
-    nk = kv[0].shape[0]
-    cols = torch.arange(nk, device=DEVICE).unsqueeze(0)
-    valid = (cols >= ks.unsqueeze(1)) & (cols < ke.unsqueeze(1))
-    ref = reference.fp8_mqa_logits(q, kv, w, ks, ke)
+    nk, valid, ref = _mqa_expected(q, kv, w, ks, ke)
     f32 = dgcompat.fp8_mqa_logits(q, kv, w, ks, ke, clean_logits=True, logits_dtype=torch.float32)
     c.exact("logits_dtype=float32: float32 (Nq, Nk)",
             f32.dtype == torch.float32 and tuple(f32.shape) == (q.shape[0], nk))
