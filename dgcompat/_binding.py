@@ -250,6 +250,11 @@ class Defaults:
         for name in self._names:
             setattr(self, name, None)
 
+    def first(self, slots: Slots, name: str) -> Any:
+        """The default for ``name`` on its first call: binds ``slots``' slot of that name, which stores it."""
+        slots.bound(name)
+        return getattr(self, name)
+
 
 _DEFAULTS: list[Defaults] = []
 

@@ -70,12 +70,6 @@ _B = _binding.Slots(fp8_gemm_nt=lambda: _bind(_FP8, _FP8_PARAMS), fp8_gemm_nt_fu
                     bf16_gemm_nt_full=lambda: _bind(_BF16, _BF16_PARAMS + _TAIL))
 
 
-def _first_default(name: str) -> Any:
-    """The release's compiled_dims for ``name``, binding its slot first (the first call only)."""
-    _B.bound(name)
-    return getattr(_D, name)
-
-
 def _check_recipe(fn: str, recipe: Any) -> None:
     if recipe is not None and (not isinstance(recipe, (tuple, list)) or len(recipe) not in (2, 3)
                                or not all(isinstance(v, int) and v > 0 for v in recipe)):
@@ -148,7 +142,7 @@ def fp8_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, tor
         if compiled_dims is None:
             compiled_dims = _D.fp8_gemm_nt
             if compiled_dims is None:
-                compiled_dims = _first_default("fp8_gemm_nt")
+                compiled_dims = _D.first(_B, "fp8_gemm_nt")
         if alpha is None and epilogue is None:
             _B.fp8_gemm_nt(a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast)
         else:
@@ -167,7 +161,7 @@ def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Ten
         if compiled_dims is None:
             compiled_dims = _D.bf16_gemm_nt
             if compiled_dims is None:
-                compiled_dims = _first_default("bf16_gemm_nt")
+                compiled_dims = _D.first(_B, "bf16_gemm_nt")
         if alpha is None and epilogue is None:
             _B.bf16_gemm_nt(a, b, d, c, compiled_dims)
         else:

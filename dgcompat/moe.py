@@ -131,12 +131,6 @@ def _bind_masked(calls: tuple[UpstreamCall, ...], params: tuple[Param, ...]) -> 
     return _with_value_checks_masked(name, impl) if _env.debug() else impl
 
 
-def _first_default(name: str) -> Any:
-    """The release's compiled_dims for ``name``, binding its slot first (the first call only)."""
-    _B.bound(name)
-    return getattr(_D, name)
-
-
 _FP8_MASKED_CALLS = (_MASKED_FP8, _MASKED_FP8_ALIAS)
 _B = _binding.Slots(
     m_grouped_fp8_gemm_nt_contiguous=lambda: _bind_contiguous(_CONTIG_FP8, _FP8_CONTIG),
@@ -296,7 +290,7 @@ def m_grouped_fp8_gemm_nt_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tu
         if compiled_dims is None:
             compiled_dims = _D.m_grouped_fp8_gemm_nt_contiguous
             if compiled_dims is None:
-                compiled_dims = _first_default("m_grouped_fp8_gemm_nt_contiguous")
+                compiled_dims = _D.first(_B, "m_grouped_fp8_gemm_nt_contiguous")
         if epilogue is None:
             _B.m_grouped_fp8_gemm_nt_contiguous(a, b, d, m_indices, recipe, recipe_a, recipe_b, compiled_dims,
                                                 disable_ue8m0_cast, use_psum_layout, ensure_zero_padding,
@@ -320,7 +314,7 @@ def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
         if compiled_dims is None:
             compiled_dims = _D.m_grouped_bf16_gemm_nt_contiguous
             if compiled_dims is None:
-                compiled_dims = _first_default("m_grouped_bf16_gemm_nt_contiguous")
+                compiled_dims = _D.first(_B, "m_grouped_bf16_gemm_nt_contiguous")
         if epilogue is None:
             _B.m_grouped_bf16_gemm_nt_contiguous(a, b, d, m_indices, compiled_dims, use_psum_layout,
                                                  ensure_zero_padding, expected_m_for_psum_layout)
@@ -360,7 +354,7 @@ def m_grouped_fp8_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[
         if compiled_dims is None:
             compiled_dims = _D.m_grouped_fp8_gemm_nt_masked
             if compiled_dims is None:
-                compiled_dims = _first_default("m_grouped_fp8_gemm_nt_masked")
+                compiled_dims = _D.first(_B, "m_grouped_fp8_gemm_nt_masked")
         if epilogue is None:
             _B.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, expected_m, recipe, recipe_a, recipe_b, compiled_dims,
                                             disable_ue8m0_cast)
@@ -417,7 +411,7 @@ def m_grouped_bf16_gemm_nt_masked(a: torch.Tensor, b: torch.Tensor, d: torch.Ten
         if compiled_dims is None:
             compiled_dims = _D.m_grouped_bf16_gemm_nt_masked
             if compiled_dims is None:
-                compiled_dims = _first_default("m_grouped_bf16_gemm_nt_masked")
+                compiled_dims = _D.first(_B, "m_grouped_bf16_gemm_nt_masked")
         if epilogue is None:
             _B.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected_m, compiled_dims)
         else:
