@@ -24,9 +24,12 @@ import ast
 import inspect
 import re
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .errors import UnsupportedFeatureError
+
+if TYPE_CHECKING:
+    from ._calls import UpstreamCall
 
 __all__ = ["Param", "RELEASE_DEFAULT", "parameter_names", "parameter_default", "release_default", "bind"]
 
@@ -191,3 +194,13 @@ def release_default(fn: Any, name: str, fallback: Any) -> Any:
         return parameter_default(fn, name)
     except (LookupError, ValueError, SyntaxError):
         return fallback
+
+
+def bind_call(fn: Callable[..., Any], call: UpstreamCall, params: tuple[Param, ...], store: Any, name: str,
+              fallback: Any, release: str) -> Callable[..., Any]:
+    """:func:`bind` for one declared upstream call, after storing the release's ``compiled_dims`` default
+    (``fallback``: the table's answer) as ``store.<name>``, which the stable function substitutes for None."""
+    dims = release_default(fn, "compiled_dims", fallback)
+    setattr(store, name, dims)
+    return bind(fn, call.caller, call.positional + tuple(p.name for p in params), len(call.positional), params,
+                {"compiled_dims": dims}, release)

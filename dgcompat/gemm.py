@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from . import _binding
 from ._calls import UpstreamCall
 from ._checks import bad, k_major, pair, same_device, tensor, translate
-from ._params import RELEASE_DEFAULT, Param, bind, release_default
+from ._params import RELEASE_DEFAULT, Param, bind_call
 
 if TYPE_CHECKING:
     import torch
@@ -57,12 +57,8 @@ def _bind(call: UpstreamCall, params: tuple[Param, ...]) -> Callable[..., Any]:
     from ._checks import release_label
     from .table import capabilities
 
-    name = call.caller.removeprefix("dgcompat.")
-    fn = _binding.upstream(call)
-    dims = release_default(fn, "compiled_dims", capabilities().compiled_dims_default)
-    setattr(_D, name, dims)
-    return bind(fn, call.caller, call.positional + tuple(p.name for p in params), len(call.positional), params,
-                {"compiled_dims": dims}, release_label())
+    return bind_call(_binding.upstream(call), call, params, _D, call.caller.removeprefix("dgcompat."),
+                     capabilities().compiled_dims_default, release_label())
 
 
 _B = _binding.Slots(fp8_gemm_nt=lambda: _bind(_FP8, _FP8_PARAMS), fp8_gemm_nt_full=lambda: _bind(_FP8, _FP8_PARAMS + _TAIL),

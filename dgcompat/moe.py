@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from . import _binding, _env
 from ._calls import UpstreamCall
 from ._checks import bad, contiguous, k_major, pair, release_label, same_device, tensor, translate, unsupported
-from ._params import RELEASE_DEFAULT, Param, bind, release_default
+from ._params import RELEASE_DEFAULT, Param, bind_call
 from .errors import BadArgumentError, DgcompatError
 
 if TYPE_CHECKING:
@@ -108,11 +108,8 @@ def _selected(calls: tuple[UpstreamCall, ...], what: str, name: str, params: tup
     caps = capabilities()
     for call in calls:
         if call.in_effect(caps):
-            fn = _binding.upstream(call)
-            dims = release_default(fn, "compiled_dims", caps.compiled_dims_default)
-            setattr(_D, name, dims)
-            return bind(fn, call.caller, call.positional + _names(params), len(call.positional), params,
-                        {"compiled_dims": dims}, release_label())
+            return bind_call(_binding.upstream(call), call, params, _D, name, caps.compiled_dims_default,
+                             release_label())
     setattr(_D, name, "")  # never passed on: the stand-in refuses every call
     return unsupported(name, what, hint=hint)
 
