@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 def _run_release(version: str, site: Path, args: argparse.Namespace) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "bench.overhead", "--version", version, "--rounds", str(args.rounds),
            "--calls", str(args.calls), "--alloc-calls", str(args.alloc_calls), "--cpu", str(args.cpu),
-           "--only", args.only, "--clock", args.clock]
+           "--only", args.only, "--clock", args.clock, "--device", args.device]
     out = subprocess.run(cmd, capture_output=True, text=True, env=child_env(site, REPO), cwd=str(REPO),
                          timeout=args.timeout)
     if out.returncode != 0:
@@ -56,6 +56,7 @@ def run_cpu(args: argparse.Namespace, command: str) -> dict[str, Any]:
         "machine": {"python": platform.python_version(), "torch": torch.__version__,
                     "platform": platform.platform(), "processor": platform.processor() or platform.machine()},
         "config": {"rounds": args.rounds, "calls": args.calls, "alloc_calls": args.alloc_calls, "clock": args.clock,
+                   "device": args.device,
                    "import_runs": args.import_runs, "releases": versions, "cpu": args.cpu},
         "goals": GOALS,
         "overhead": overhead,
@@ -93,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="",
                         help="comma-separated parts of case labels to run, e.g. 'paged B=1 ,masked' (CPU: of the "
                              "per-call rows; the calibration rows always run)")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                        help="where the CPU benchmark's inputs live (auto: cuda where torch sees a GPU, with a context)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="CPU: time statements by wall clock, or by the timing thread's CPU time (on a loaded "
                              "shared machine, leaves out preemption)")

@@ -3,8 +3,9 @@
 A :class:`Case` is one row of the per-call table: the statement timed for the direct call (what an
 engine writes against the installed deep_gemm by hand, including any layout work that launch
 needs, such as the ``q.view`` of the split paged layout) and the statement timed through dgcompat,
-over the same pre-built inputs. Inputs are small CPU tensors: the no-op stand-in never reads them,
-and dgcompat's steady state reads only their metadata.
+over the same pre-built inputs. Inputs are small tensors on :data:`DEVICE` (``cuda`` where the host has a
+GPU: an engine's tensors live there and it has a CUDA context, which some of torch's queries cost more
+without); the no-op stand-in never reads them, and dgcompat's steady state reads only their metadata.
 """
 
 from __future__ import annotations
@@ -14,11 +15,14 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable
 
-__all__ = ["Case", "build_cases", "calibration_cases", "passthrough", "GEMM_GOAL_NS", "PAGED_GOAL_NS", "LAYERS"]
+__all__ = ["DEVICE", "Case", "build_cases", "calibration_cases", "passthrough", "GEMM_GOAL_NS", "PAGED_GOAL_NS", "LAYERS"]
 
 #: Added host time per call the issue allows (ns).
 GEMM_GOAL_NS = 300.0
 PAGED_GOAL_NS = 1000.0
+
+#: Where the inputs are made (:mod:`bench.overhead` sets it from ``--device``).
+DEVICE = ["cpu"]
 
 #: Layers sharing one step's lengths, schedule and block table (DeepSeek V3 has 61).
 LAYERS = 61
@@ -57,25 +61,25 @@ class Case:
 def _fp8(*shape: int) -> Any:
     import torch
 
-    return torch.empty(shape, dtype=torch.float8_e4m3fn)
+    return torch.empty(shape, dtype=torch.float8_e4m3fn, device=DEVICE[0])
 
 
 def _f32(*shape: int) -> Any:
     import torch
 
-    return torch.empty(shape, dtype=torch.float32)
+    return torch.empty(shape, dtype=torch.float32, device=DEVICE[0])
 
 
 def _bf16(*shape: int) -> Any:
     import torch
 
-    return torch.empty(shape, dtype=torch.bfloat16)
+    return torch.empty(shape, dtype=torch.bfloat16, device=DEVICE[0])
 
 
 def _i32(*shape: int, fill: int = 0) -> Any:
     import torch
 
-    return torch.full(shape, fill, dtype=torch.int32)
+    return torch.full(shape, fill, dtype=torch.int32, device=DEVICE[0])
 
 
 def _paged_inputs(next_n: int) -> dict[str, Any]:
@@ -85,10 +89,10 @@ def _paged_inputs(next_n: int) -> dict[str, Any]:
     rows = _B * next_n
     return {
         "q": _fp8(_B, next_n, _H, _D),
-        "kv": torch.empty((_B * blocks, _BKV, 1, _D + 4), dtype=torch.uint8),
+        "kv": torch.empty((_B * blocks, _BKV, 1, _D + 4), dtype=torch.uint8, device=DEVICE[0]),
         "w": _f32(rows, _H),
         "lens": _i32(_B, next_n, fill=_MAX_LEN - 24),
-        "bt": torch.arange(_B * blocks, dtype=torch.int32).view(_B, blocks),
+        "bt": torch.arange(_B * blocks, dtype=torch.int32, device=DEVICE[0]).view(_B, blocks),
         "L": _MAX_LEN,
         # Each layer has its own q (a fresh tensor every call), as in a real forward pass.
         "qs": [_fp8(_B, next_n, _H, _D) for _ in range(LAYERS)],

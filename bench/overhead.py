@@ -133,12 +133,29 @@ def _pin(cpu: int | None) -> int | None:
     return chosen
 
 
+def _use_device(device: str) -> str:
+    """Where the inputs go: ``auto`` is ``cuda`` where torch sees a GPU. With ``cuda`` a CUDA context is made
+    first, as an engine has one (torch's capture-status query costs about 1.5 us more per call without)."""
+    import torch
+
+    from . import cases
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda":
+        torch.zeros(1, device="cuda")
+    cases.DEVICE[0] = device
+    return device
+
+
 def run(version: str, *, rounds: int, calls: int, alloc_calls: int, cpu: int | None,
-        only: tuple[str, ...] = ()) -> dict[str, Any]:
+        only: tuple[str, ...] = (), device: str = "cpu") -> dict[str, Any]:
     """Bind dgcompat to the stand-in of ``version`` (already on sys.path) and measure every case
-    (those whose name contains one of ``only``, when given)."""
+    (those whose name contains one of ``only``, when given) on inputs on ``device`` (see :func:`_use_device`)."""
     pinned = _pin(cpu)
     import torch
+
+    device = _use_device(device)
 
     import dgcompat
     from dgcompat import _binding
@@ -181,6 +198,7 @@ def run(version: str, *, rounds: int, calls: int, alloc_calls: int, cpu: int | N
         "capabilities": {k: caps.as_dict()[k] for k in ("collapsed_strides", "raw_ffi_returns", "paged_context_lens",
                                                           "paged_native_next_n", "masked_gemm", "paged_mqa_logits")},
         "pinned_cpu": pinned,
+        "device": device,
         "torch": torch.__version__,
         "python": sys.version.split()[0],
         "cases": rows,
@@ -198,10 +216,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu", type=int, default=0, help="index among the allowed CPUs to pin to; -1: no pinning")
     parser.add_argument("--only", default="", help="comma-separated parts of case names to run (default: all)")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                        help="where the inputs live (auto: cuda where torch sees a GPU)")
     args = parser.parse_args(argv)
     _CLOCK[0] = CLOCKS[args.clock]
     result = run(args.version, rounds=args.rounds, calls=args.calls, alloc_calls=args.alloc_calls,
-                 cpu=None if args.cpu < 0 else args.cpu, only=tuple(p for p in args.only.split(",") if p))
+                 cpu=None if args.cpu < 0 else args.cpu, only=tuple(p for p in args.only.split(",") if p),
+                 device=args.device)
     print(json.dumps(result))
     return 0
 

@@ -74,7 +74,7 @@ def render(result: dict[str, Any]) -> str:
     for version, res in result["overhead"].items():
         lines.append(f"Per-call host time, ns (median of {cfg['rounds']} rounds x {cfg['calls']} calls; "
                      f"per-batch rows {cfg['calls'] // 10} calls) -- {res['release']} ({res['binding']}), "
-                     f"arch {res['arch']}, CPU {res['pinned_cpu']}")
+                     f"arch {res['arch']}, CPU {res['pinned_cpu']}, inputs on {res.get('device', 'cpu')}")
         rows = []
         for c in res["cases"]:
             goal = "-" if c["goal_added_ns"] is None else f"<={c['goal_added_ns']:g}"

@@ -671,9 +671,8 @@ def _drop(key: tuple[Any, ...]) -> None:
 
 # The most recent plan, as one tuple (read by the hot path with a single unpacking):
 # (lens_ref, lens_version, sched_ref, sched_version, bt_ref, bt_version (-1: not read), same_meta (see
-#  _same_metadata), max_len, clean, (indices_ref, version) (None: no indices), capture token, launch q shape
-#  (None: as given), launch lens, launch block table, launch schedule, row lengths for emulated clean_logits
-#  (None: not requested), one-row stride repair).
+#  _same_metadata), max_len, clean, capture token, (indices_ref, version) (None: no indices), launch (see
+#  _launcher: the launch tensors, the q view, the emulated clean_logits mask and the stride repair it needs)).
 # The shared per-batch tensors (lengths, schedule, block table, indices) are matched by identity and
 # version counter (an in-place resize_, set_ or as_strided_ bumps it); the per-call tensors (q, weights,
 # kv_cache) by type, dtype, device, sizes and strides, which covers everything the checks read: a call
@@ -795,10 +794,41 @@ def _plan(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, sche
     if clean and caps.paged_clean_logits == "emulated":
         row_len = _cached(("rows", lens_key, form, b, n, token), (_root(lens),),
                           lambda: (_row_lens(lens, b, n, form).view(-1, 1),))[0]
+    launch = _launcher(q_shape, launch_lens, launch_bt, launch_schedule, row_len, rows <= 1, indices is not None)
     return (weakref.ref(lens), lens._version, weakref.ref(schedule), schedule._version, weakref.ref(block_table),
-            block_table._version if bt_read else -1, _same_metadata(q, weights, kv_cache), max_len, clean,
-            None if indices is None else (weakref.ref(indices), indices._version), token,
-            q_shape, launch_lens, launch_bt, launch_schedule, row_len, rows <= 1)
+            block_table._version if bt_read else -1, _same_metadata(q, weights, kv_cache), max_len, clean, token,
+            None if indices is None else (weakref.ref(indices), indices._version), launch)
+
+
+def _launcher(q_shape: tuple[int, ...] | None, lens: Any, bt: Any, sched: Any, row_len: Any, one_row: bool,
+              varlen: bool) -> Callable[[Any, Any, Any, int, Any], Any]:
+    """A plan's launch as ``f(q, kv_cache, weights, max_len, indices)``: the bound upstream call on the planned
+    launch tensors, doing only the steps this plan needs (the hot path pays for nothing else)."""
+    paged = _B.bound("paged_varlen" if varlen else "paged")  # binding sets _TENSOR / _FROM_DLPACK
+    tensor_type, from_dlpack = _TENSOR, _FROM_DLPACK
+    if q_shape is None and row_len is None and not one_row and not varlen:
+        def plain(q: Any, kv: Any, w: Any, max_len: int, _indices: Any) -> Any:
+            out = paged(q, kv, w, lens, bt, sched, max_len)
+            return out if type(out) is tensor_type else from_dlpack(out)
+        return plain
+
+    def general(q: Any, kv: Any, w: Any, max_len: int, indices: Any) -> Any:
+        if q_shape is not None:
+            q = q.view(q_shape)
+        if varlen:
+            out = paged(q, kv, w, lens, bt, sched, max_len, indices)
+        else:
+            out = paged(q, kv, w, lens, bt, sched, max_len)
+        if type(out) is not tensor_type:
+            out = from_dlpack(out)
+        if row_len is not None:
+            out = _mask_rows(out, row_len)
+        if one_row and out.stride(0) % 4:
+            # A one-row result that crossed DLPack may come back with row stride 1; consumers (fused top-k)
+            # need a 4-aligned row stride. With one row any stride addresses the same elements.
+            out = out.as_strided(tuple(out.shape), (-(-out.shape[1] // 4) * 4, 1))
+        return out
+    return general
 
 
 def _same_metadata(*ts: Any) -> Callable[..., bool]:
@@ -967,43 +997,25 @@ def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch
     """
     p = _LAST
     if p is not None:
-        (lr, lv, sr, sv, br, bv, same_meta, ml, cl, ix, token, q_launch, l_lens, l_bt, l_sched, row_len,
-         one_row) = p
-        hit = (lr() is context_lens and context_lens._version == lv
-               and sr() is schedule_meta and schedule_meta._version == sv
-               and br() is block_table and (bv < 0 or block_table._version == bv)
-               and same_meta(q, weights, kv_cache)
-               and max_context_len == ml and clean_logits is cl and logits_dtype is None
-               and (indices is None if ix is None else ix[0]() is indices and indices._version == ix[1])
-               and (not _IS_CAPTURING() if token is None else _capture_state() == token))
-        if not hit:
+        lr, lv, sr, sv, br, bv, same_meta, ml, cl, token, ix, launch = p
+        if not (lr() is context_lens and context_lens._version == lv
+                and sr() is schedule_meta and schedule_meta._version == sv
+                and br() is block_table and (bv < 0 or block_table._version == bv)
+                and max_context_len == ml and clean_logits is cl and logits_dtype is None
+                and (indices is None if ix is None else ix[0]() is indices and indices._version == ix[1])
+                and same_meta(q, weights, kv_cache)
+                and (not _IS_CAPTURING() if token is None else _capture_state() == token)):
             p = None
     if p is None:
         if logits_dtype is not None:
             return _paged_logits_dtype(q, kv_cache, weights, context_lens, block_table, schedule_meta,
                                        max_context_len, clean_logits, indices, logits_dtype)
-        p = _lookup_plan(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
-                         clean_logits, indices)
-        (lr, lv, sr, sv, br, bv, same_meta, ml, cl, ix, token, q_launch, l_lens, l_bt, l_sched, row_len,
-         one_row) = p
+        launch = _lookup_plan(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
+                              clean_logits, indices)[-1]
     try:
-        if indices is None:
-            out = _B.paged(q if q_launch is None else q.view(q_launch), kv_cache, weights, l_lens, l_bt, l_sched,
-                           max_context_len)
-        else:
-            out = _B.paged_varlen(q if q_launch is None else q.view(q_launch), kv_cache, weights, l_lens, l_bt,
-                                  l_sched, max_context_len, indices)
-        if type(out) is not _TENSOR:
-            out = _FROM_DLPACK(out)
+        return launch(q, kv_cache, weights, max_context_len, indices)
     except Exception as exc:
         translate("fp8_paged_mqa_logits", exc, _no_diagnosis)
-    if row_len is not None:
-        out = _mask_rows(out, row_len)
-    if one_row and out.stride(0) % 4:
-        # A one-row result that crossed DLPack may come back with row stride 1; consumers (fused top-k)
-        # need a 4-aligned row stride. With one row any stride addresses the same elements.
-        out = out.as_strided(tuple(out.shape), (-(-out.shape[1] // 4) * 4, 1))
-    return out
 
 
 def _paged_logits_dtype(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, schedule: Any,

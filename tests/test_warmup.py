@@ -510,6 +510,28 @@ def test_compiles_start_on_the_first_report_and_phase_two_waits_for_every_lock(t
     assert st.outstanding == 3 and not st.finished()
 
 
+def test_identification_order_meets_every_shape_and_m_range_first(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kernels change with M in steps, and all compiles start from the first reports: the first chunks the
+    workers take must cover every shape and each shape's whole M range, and every call exactly once."""
+    from dgcompat._warmup import pool as P
+
+    ms = sorted({2 ** i for i in range(13)} | set(range(7, 257, 7)))
+    spec = W.WarmupSpec(tuple(W.DenseGemm(n, 512) for n in (256, 512, 768)), W.MPolicy.values(ms))
+    calls = W.plan_calls(spec)
+    pool = P.Pool(calls, spec.m, workers=4, processes=4, device=0, cache=tmp_path, scratch=tmp_path,
+                  nvcc="nvcc", verify=True, out=None, timeout_s=None)
+    monkeypatch.setattr(P.random, "randrange", lambda n: 0)  # no rotation: the order itself is checked
+    tasks = pool._identify_tasks(4)
+    assert sorted((idx, m) for _kind, idx, chunk in tasks for m in chunk) == sorted(
+        (pool.shapes.index(c.shape), c.m) for c in calls)
+    first = tasks[:len(pool.shapes)]
+    assert sorted(idx for _kind, idx, _chunk in first) == [0, 1, 2]  # the shapes take turns
+    for _kind, _idx, chunk in first:  # a coarse sample of the whole range, not its smallest M values
+        assert min(chunk) == 1 and max(chunk) >= 2048 and len(chunk) < len(ms)
+    assert P._spread([3, 1, 2, 4]) == [1, 3, 2, 4] and P._spread([]) == []
+
+
 def test_without_a_usable_recipe_the_workers_compile(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     from dgcompat._warmup import build as _warmup_build
 

@@ -50,6 +50,15 @@ def count_entries(cache: Path) -> int:
         return 0
 
 
+def _spread(ms: list[int]) -> list[int]:
+    """``ms`` sorted, then reordered coarse to fine: the bit-reversed order of their positions (first, middle,
+    quarters, eighths, ...), so that any prefix samples the whole range."""
+    ordered = sorted(ms)
+    bits = max(1, (len(ordered) - 1).bit_length())
+    keys = sorted(range(len(ordered)), key=lambda i: int(format(i, f"0{bits}b")[::-1], 2))
+    return [ordered[i] for i in keys]
+
+
 class Pool:
     """One warmup's workers. ``workers``: kernels compiled at once (NVCC processes); ``processes``: worker
     processes of the stand-in method (the calls method compiles inside its workers, so it starts
@@ -168,14 +177,22 @@ class Pool:
             for idx, shape in enumerate(self.shapes):
                 tasks.append(("bisect", idx, _ms_for(shape, range(1, self.policy.max_m + 1))))
             return tasks
-        # Small chunks: a digest reaches the parent, and its compile starts, soon after it is found.
+        # Small chunks: a digest reaches the parent, and its compile starts, soon after it is found. Each shape's
+        # M values go coarse to fine (:func:`_spread`) and the shapes take turns, so the first chunks the workers
+        # take already meet most distinct kernels (the kernel choice changes with M in steps): every compile
+        # starts early, instead of those of the last shapes after the other shapes' calls.
         size = max(2, min(16, len(self.calls) // (n * 4) or 1))
+        per_shape: list[list[tuple[str, int, list[int]]]] = []
         for idx, shape in enumerate(self.shapes):
-            ms = [c.m for c in self.calls if c.shape == shape]
-            tasks += [("calls", idx, ms[i:i + size]) for i in range(0, len(ms), size)]
-        # Start at a random chunk: ranks warming one cache together then claim different kernels first.
-        k = random.randrange(len(tasks)) if tasks else 0
-        return tasks[k:] + tasks[:k]
+            ms = _spread([c.m for c in self.calls if c.shape == shape])
+            per_shape.append([("calls", idx, ms[i:i + size]) for i in range(0, len(ms), size)])
+        # Each turn starts at the same random shape: ranks warming one cache together then claim different
+        # kernels first, and still every rank's first chunks are the coarse ones.
+        k = random.randrange(len(per_shape)) if per_shape else 0
+        per_shape = per_shape[k:] + per_shape[:k]
+        for turn in range(max((len(t) for t in per_shape), default=0)):
+            tasks += [t[turn] for t in per_shape if turn < len(t)]
+        return tasks
 
     def _loop(self, st: _State, procs: list[Any], result_q: Any) -> None:
         last_draw = 0.0
