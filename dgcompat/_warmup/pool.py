@@ -28,7 +28,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from queue import Empty
-from typing import Any, Literal, TextIO
+from typing import Any, Iterator, Literal, TextIO
 
 from .build import Outcome, prepare_build, source_index
 from .worker import STAND_IN, WorkerConfig, main, mark_present, prepare
@@ -284,12 +284,16 @@ class _State:
         fut.add_done_callback(lambda f: self.events.put((digest, f)))
         self.building += 1
 
-    def drain_builds(self) -> None:
+    def _ended_builds(self) -> Iterator[tuple[str, Future[Outcome]]]:
+        """The compiles whose threads ended since the last look (what their callbacks reported), oldest first."""
         while True:
             try:
-                digest, fut = self.events.get_nowait()
+                yield self.events.get_nowait()
             except Empty:
                 return
+
+    def drain_builds(self) -> None:
+        for digest, fut in self._ended_builds():
             self.building -= 1
             try:
                 out = fut.result()
@@ -321,11 +325,7 @@ class _State:
 
     def release_all(self) -> None:
         """Close every lock this pass still holds, also those of compiles it never got to hear about."""
-        while True:
-            try:
-                _digest, fut = self.events.get_nowait()
-            except Empty:
-                break
+        for _digest, fut in self._ended_builds():
             out = None if fut.cancelled() or fut.exception() is not None else fut.result()
             if out is not None and out.fd is not None:
                 os.close(out.fd)
