@@ -261,17 +261,23 @@ def fp8_mqa_logits(q: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor], weigh
 def _mqa_logits_as(q: Any, kv: Any, weights: Any, ks: Any, ke: Any, clean: bool, max_k: int | None,
                    dtype: Any) -> Any:
     """:func:`fp8_mqa_logits` with an explicit ``logits_dtype`` (off the default call's path)."""
-    import torch
-
     fn = "fp8_mqa_logits"
-    if not isinstance(dtype, torch.dtype):
-        raise bad(fn, "logits_dtype", "None or a torch.dtype", dtype)
+    float32 = _is_float32(fn, dtype)
     try:
-        if dtype == torch.float32:  # the float32 logits every release returns
+        if float32:  # the float32 logits every release returns
             return _B.mqa(q, kv, weights, ks, ke, clean, max_k)
         return _B.mqa_as(q, kv, weights, ks, ke, clean, max_k, dtype)
     except Exception as exc:
         translate(fn, exc, _diagnose_mqa, q, kv, weights, ks, ke, max_k)
+
+
+def _is_float32(fn: str, dtype: Any) -> bool:
+    """Whether an explicit ``logits_dtype`` is ``torch.float32``; anything but a torch.dtype is a BadArgumentError."""
+    import torch
+
+    if not isinstance(dtype, torch.dtype):
+        raise bad(fn, "logits_dtype", "None or a torch.dtype", dtype)
+    return dtype is torch.float32
 
 
 def _bind_mqa_as() -> Callable[..., Any]:
@@ -1026,10 +1032,7 @@ def _paged_logits_dtype(q: Any, kv_cache: Any, weights: Any, lens: Any, block_ta
     dgcompat launches there; 0.2.5, upstream 2.8 and the bundled copies have none.
     """
     fn = "fp8_paged_mqa_logits"
-    torch = sys.modules.get("torch")
-    if torch is None or not isinstance(logits_dtype, torch.dtype):
-        raise bad(fn, "logits_dtype", "None or a torch.dtype", logits_dtype)
-    if logits_dtype is not torch.float32:
+    if not _is_float32(fn, logits_dtype):
         raise UnsupportedFeatureError(fn, f"logits_dtype={logits_dtype} (paged MQA logits are float32)",
                                       release_label())
     return fp8_paged_mqa_logits(q, kv_cache, weights, lens, block_table, schedule, max_len, clean_logits=clean,
