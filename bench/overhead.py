@@ -89,6 +89,8 @@ def measure(case: Case, up: Any, resolved: Callable[..., Any], *, rounds: int, c
         "dgcompat": time_statement(case.stable, case.env, case.env["f_dg"], setup=case.setup),
         "resolved": time_statement(resolved_stmt, case.env, resolved, setup=case.setup),
     }
+    if case.floor:
+        timers["floor"] = time_statement(case.floor, case.env, case.env["f_up"], setup=case.setup)
     for timer in timers.values():  # warm: binding, plan, specialization of the bytecode
         timer.timeit(max(200, calls // 20))
     samples: dict[str, list[float]] = {k: [] for k in timers}
@@ -112,6 +114,9 @@ def measure(case: Case, up: Any, resolved: Callable[..., Any], *, rounds: int, c
         "direct_iqr_ns": round(_iqr(samples["direct"]), 1),
         "calls_per_round": calls,
         "rounds": rounds,
+        # The least a sound dgcompat call could add (bench.cases.paged_floor), timed in the same rounds.
+        "floor_added_ns": round(med["floor"] - med["direct"], 1) if "floor" in med else None,
+        "floor_added_min_ns": round(min(samples["floor"]) - min(samples["direct"]), 1) if "floor" in med else None,
     }
 
 

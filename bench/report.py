@@ -80,11 +80,16 @@ def render(result: dict[str, Any]) -> str:
             goal = "-" if c["goal_added_ns"] is None else f"<={c['goal_added_ns']:g}"
             resolve = "upstream" if c["resolve_is_upstream"] else "dgcompat"
             expect = "(identity expected)" if c["contract_matches"] else ""
+            floor = c.get("floor_added_ns")
             rows.append([c["name"], c["per"], f"{c['direct_ns']:.1f}", f"{c['dgcompat_ns']:.1f}",
-                         f"{c['added_ns']:.1f}", f"{c['added_min_ns']:.1f}", f"{c['ratio']:.2f}" if c["ratio"] else "-",
-                         goal, _ok(c["goal_met"]), f"{resolve} {expect}".strip(), f"{c['resolved_ns']:.1f}"])
-        lines += _table(["call", "per", "direct", "dgcompat", "added", "added(min)", "ratio", "goal", "", "resolve()",
-                         "resolved"], rows, {2, 3, 4, 5, 6, 10})
+                         f"{c['added_ns']:.1f}", f"{c['added_min_ns']:.1f}", "-" if floor is None else f"{floor:.1f}",
+                         f"{c['ratio']:.2f}" if c["ratio"] else "-", goal, _ok(c["goal_met"]),
+                         f"{resolve} {expect}".strip(), f"{c['resolved_ns']:.1f}"])
+        lines += _table(["call", "per", "direct", "dgcompat", "added", "added(min)", "floor", "ratio", "goal", "",
+                         "resolve()", "resolved"], rows, {2, 3, 4, 5, 6, 7, 11})
+        if any(c.get("floor_added_ns") is not None for c in res["cases"]):
+            lines.append("floor: what the checks no sound repeat call may skip add, timed in the same rounds "
+                         "(bench.cases.paged_floor)")
         lines.append("")
         lines.append(f"Tensor ops per call in steady state (alloc / write / view) -- {res['release']}")
         arows = []

@@ -42,6 +42,10 @@ def test_cpu_benchmark_writes_the_expected_json(tmp_path: Path) -> None:
         for case in res["cases"]:
             assert {"direct_ns", "dgcompat_ns", "resolved_ns", "added_ns", "goal_added_ns", "goal_met",
                     "resolve_is_upstream", "contract_matches"} <= set(case)
+        # The native paged rows carry their floor (bench.cases.paged_floor raises if its checks fail).
+        floors = {c["name"]: c["floor_added_ns"] for c in res["cases"] if c["floor_added_ns"] is not None}
+        assert set(floors) == {"fp8_paged_mqa_logits [native next_n=2]",
+                               "fp8_paged_mqa_logits [native next_n=2, layers]"}, floors
         for alloc in res["allocations"]:
             assert {"direct", "dgcompat", "goal_met"} <= set(alloc)
             assert {"allocs_per_call", "writes_per_call", "views_per_call"} <= set(alloc["dgcompat"])

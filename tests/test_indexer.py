@@ -715,3 +715,35 @@ def test_mqa_clean_with_max_seqlen_k_everywhere(fake_release: Callable[[str], An
     valid = torch.arange(20).view(1, -1) < (ke_ - ks_).view(-1, 1)
     torch.testing.assert_close(out[valid], ref[valid], rtol=1e-4, atol=1e-3)
     assert torch.isneginf(out[~valid]).all()
+
+
+@pytest.mark.parametrize("family", ["sgl-0.1.3", "bundled"])
+def test_repeat_call_on_the_plain_launch_translates_upstream_failures(fake_release: Callable[[str], Any],
+                                                                    family: str,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # The common native plan is launched by the public function itself on a repeat call; what upstream
+    # raises there is still a KernelError, on the first failing call and on the next one.
+    mod = fake_release(family)
+    from dgcompat import indexer
+
+    name = "fp8_paged_mqa_logits" if hasattr(mod, "fp8_paged_mqa_logits") else "fp8_fp4_paged_mqa_logits"
+    real = getattr(mod, name)
+    failing = [False]
+
+    def flaky(*args: Any, **kwargs: Any) -> Any:
+        if failing[0]:
+            raise RuntimeError("Assertion error (paged_mqa_logits.hpp): something the kernel refuses")
+        return real(*args, **kwargs)
+    monkeypatch.setattr(mod, name, flaky)
+    indexer._B.clear()
+    i = _inputs(2, 2, [64, 100])
+    lens = _lens(i["ctx"], 2, "seq" if family == "bundled" else "rows")
+    sched = dgcompat.get_paged_mqa_logits_metadata(lens, BKV, 4)
+    first = dgcompat.fp8_paged_mqa_logits(i["q"], i["kv"], i["w"], lens, i["bt"], sched, i["max_len"])
+    assert indexer._LAST is not None and indexer._LAST[-1] is not None, "expected the plain native plan"
+    again = dgcompat.fp8_paged_mqa_logits(i["q"], i["kv"], i["w"], lens, i["bt"], sched, i["max_len"])
+    torch.testing.assert_close(again, first)
+    failing[0] = True
+    for _ in range(2):
+        with pytest.raises(dgcompat.KernelError, match="something the kernel refuses"):
+            dgcompat.fp8_paged_mqa_logits(i["q"], i["kv"], i["w"], lens, i["bt"], sched, i["max_len"])
