@@ -13,6 +13,7 @@ from __future__ import annotations
 import statistics
 import time
 import timeit
+import weakref
 from typing import Any
 
 
@@ -37,11 +38,11 @@ def main() -> None:
     f = dgcompat.fp8_paged_mqa_logits
     f(q, kv, w, lens, bt, s, L)
     plan = indexer._LAST
-    assert plan is not None and plan[-1] is not None, "expected the plain native plan"
+    assert plan is not None and plan[-1] is not None, "expected the plain native plan (its last field)"
     names: dict[str, Any] = {
         "q": q, "kv": kv, "w": w, "lens": lens, "bt": bt, "s": s, "L": L, "f": f,
-        "direct": up.fp8_paged_mqa_logits, "floor": env["f_floor"], "same_meta": plan[6],
-        "cap": indexer._capturing(), "lr": plan[0],
+        "direct": up.fp8_paged_mqa_logits, "floor": env["f_floor"],
+        "same_meta": indexer._same_metadata(q, w, kv), "cap": indexer._capturing(), "lr": weakref.ref(lens),
     }
     stmts = ["direct(q, kv, w, lens, bt, s, L)", "f(q, kv, w, lens, bt, s, L)", "floor(q, kv, w, lens, bt, s, L)",
              "same_meta(q, w, kv)", "cap()", "same_meta(q, w, kv) and not cap()", "lens._version", "lr()",

@@ -677,10 +677,11 @@ def _drop(key: tuple[Any, ...]) -> None:
 
 # The most recent plan, as one tuple (read by the hot path with a single unpacking):
 # (lens_ref, lens_version, sched_ref, sched_version, bt_ref, bt_version (-1: not read), same_meta (see
-#  _same_metadata), max_len, clean, capture token, (indices_ref, version) (None: no indices), launch (see
-#  _launcher: the launch tensors, the q view, the emulated clean_logits mask and the stride repair it needs),
-#  plain (the common launch that needs none of those, as (upstream, lens, block_table, schedule), which the
-#  hot path calls itself: one Python frame less per call; None otherwise)).
+#  _same_metadata), max_len, clean, capture token, (indices_ref, version) (None: no indices), launch, plain).
+# Exactly one of the last two is set: plain, for the common launch that passes the launch tensors straight
+# on, is (upstream, lens, block_table, schedule), called by fp8_paged_mqa_logits itself (one Python frame less
+# per call); launch, for every other plan, is a closure (see _launcher: the launch tensors, the q view, the
+# emulated clean_logits mask and the stride repair that plan needs).
 # The shared per-batch tensors (lengths, schedule, block table, indices) are matched by identity and
 # version counter (an in-place resize_, set_ or as_strided_ bumps it); the per-call tensors (q, weights,
 # kv_cache) by type, dtype, device, sizes and strides, which covers everything the checks read: a call
@@ -802,10 +803,11 @@ def _plan(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, sche
     if clean and caps.paged_clean_logits == "emulated":
         row_len = _cached(("rows", lens_key, form, b, n, token), (_root(lens),),
                           lambda: (_row_lens(lens, b, n, form).view(-1, 1),))[0]
-    launch = _launcher(q_shape, launch_lens, launch_bt, launch_schedule, row_len, rows <= 1, varlen)
-    plain = None
+    launch, plain = None, None
     if q_shape is None and row_len is None and rows > 1 and not varlen:
         plain = (_B.bound("paged"), launch_lens, launch_bt, launch_schedule)
+    else:
+        launch = _launcher(q_shape, launch_lens, launch_bt, launch_schedule, row_len, rows <= 1, varlen)
     return (weakref.ref(lens), lens._version, weakref.ref(schedule), schedule._version, weakref.ref(block_table),
             block_table._version if bt_read else -1, _same_metadata(q, weights, kv_cache), max_len, clean, token,
             None if indices is None else (weakref.ref(indices), indices._version), launch, plain)
@@ -813,8 +815,8 @@ def _plan(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, sche
 
 def _launcher(q_shape: tuple[int, ...] | None, lens: Any, bt: Any, sched: Any, row_len: Any, one_row: bool,
               varlen: bool) -> Callable[[Any, Any, Any, int, Any], Any]:
-    """A plan's launch as ``f(q, kv_cache, weights, max_len, indices)``: the bound upstream call on the planned
-    launch tensors, doing only the steps this plan needs (the hot path pays for nothing else)."""
+    """The launch of a plan that is not plain, as ``f(q, kv_cache, weights, max_len, indices)``: the bound
+    upstream call on the planned launch tensors with the steps this plan needs around it."""
     paged = _B.bound("paged_varlen" if varlen else "paged")  # binding sets _TENSOR / _FROM_DLPACK
     tensor_type, from_dlpack = _TENSOR, _FROM_DLPACK
 
@@ -1004,29 +1006,25 @@ def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch
     p = _LAST
     if p is not None:
         lr, lv, sr, sv, br, bv, same_meta, ml, cl, token, ix, launch, plain = p
-        if (lr() is context_lens and context_lens._version == lv
+        if not (lr() is context_lens and context_lens._version == lv
                 and sr() is schedule_meta and schedule_meta._version == sv
                 and br() is block_table and (bv < 0 or block_table._version == bv)
                 and max_context_len == ml and clean_logits is cl and logits_dtype is None
                 and (indices is None if ix is None else ix[0]() is indices and indices._version == ix[1])
                 and same_meta(q, weights, kv_cache)
                 and (not _IS_CAPTURING() if token is None else _capture_state() == token)):
-            if plain is not None:
-                paged, lens, table, sched = plain
-                try:
-                    out = paged(q, kv_cache, weights, lens, table, sched, max_context_len)
-                except Exception as exc:
-                    translate("fp8_paged_mqa_logits", exc, _no_diagnosis)
-                return out if type(out) is _TENSOR else _FROM_DLPACK(out)
-        else:
             p = None
     if p is None:
         if logits_dtype is not None:
             return _paged_logits_dtype(q, kv_cache, weights, context_lens, block_table, schedule_meta,
                                        max_context_len, clean_logits, indices, logits_dtype)
-        launch = _lookup_plan(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
-                              clean_logits, indices)[-2]  # (..., launch, plain)
+        launch, plain = _lookup_plan(q, kv_cache, weights, context_lens, block_table, schedule_meta,
+                                     max_context_len, clean_logits, indices)[-2:]
     try:
+        if plain is not None:
+            paged, lens, table, sched = plain
+            out = paged(q, kv_cache, weights, lens, table, sched, max_context_len)
+            return out if type(out) is _TENSOR else _FROM_DLPACK(out)
         return launch(q, kv_cache, weights, max_context_len, indices)
     except Exception as exc:
         translate("fp8_paged_mqa_logits", exc, _no_diagnosis)
