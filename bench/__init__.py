@@ -18,7 +18,7 @@ from __future__ import annotations
 
 __all__ = ["GOALS"]
 
-#: The issue's goals, by the key used in the JSON summary.
+#: dgcompat's performance targets, by the key used in the JSON summary (docs/performance.md).
 GOALS: dict[str, float] = {
     "gemm_added_ns": 300.0,
     "paged_added_ns": 1000.0,

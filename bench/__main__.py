@@ -17,6 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from dgcompat_conformance.results import results_dir
+
 from . import GOALS
 from .importtime import child_env, measure_import
 from .report import render, summarize
@@ -81,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gpu", action="store_true", help="time real kernels (needs CUDA and a real deep_gemm)")
     parser.add_argument("--json", type=Path, default=None,
-                        help="where to write the results (default: build/bench-cpu.json or build/bench-gpu.json)")
+                        help="where to write the results (default: bench-cpu.json or bench-gpu.json in $DGCOMPAT_RESULTS/bench, "
+                             "else ~/.cache/dgcompat/results/bench)")
     parser.add_argument("--releases", default=",".join(RELEASES), help="stand-in releases to emulate (CPU)")
     parser.add_argument("--rounds", type=int, default=20, help="timing rounds per statement (CPU)")
     parser.add_argument("--calls", type=int, default=20000, help="calls per round (CPU; per-batch rows: a tenth)")
@@ -109,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     command = command.strip()
 
     if args.gpu:
-        out = args.json or REPO / "build" / "bench-gpu.json"
+        out = args.json or results_dir("bench") / "bench-gpu.json"
         if args.dry_run:
             return _gpu_dry_run(out.resolve(), command, args.timeout)
         from .gpu import main as gpu_main
@@ -117,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         return gpu_main(out, command, only=[p for p in args.only.split(",") if p])
 
     result = run_cpu(args, command)
-    out = args.json or REPO / "build" / "bench-cpu.json"
+    out = args.json or results_dir("bench") / "bench-cpu.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(render(result))

@@ -31,7 +31,7 @@ timeout -k 15 "$LIMIT" python3 -m dgcompat_conformance.gpu.runner \
     --site "$STAGE/sgk" \
     --folder "$STAGE/vllm/deep_gemm" --release-id vllm-0.33.0 \
     --jobs "$JOBS" --deadline "$DEADLINE" \
-    --work "$STAGE/work" --out "$OUT/c" --no-docs > "$OUT/gpu-certify.log" 2>&1
+    --work "$STAGE/work" --out "$OUT/c" > "$OUT/gpu-certify.log" 2>&1
 rc=$?
 # Everything but the per-case lines ("[release] case outcome seconds ..."), which stay in the log.
 grep -v '^\[' "$OUT/gpu-certify.log" | tail -60

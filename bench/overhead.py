@@ -25,7 +25,7 @@ from .cases import Case, build_cases, calibration_cases, cycle
 __all__ = ["time_statement", "measure", "main"]
 
 # Whether the installed release already matches the stable contract, so that dgcompat.resolve
-# should hand back the upstream object (the issue's "identity" goal), with the reason when not.
+# should hand back the upstream object (the "identity" target), with the reason when not.
 # Judged from the release's signatures (docs/performance.md lists the reasoning).
 _CONTRACT: dict[str, dict[str, tuple[bool, str]]] = {
     # The stable functions take every parameter some release has (epilogue from 0.2.5, alpha from 0.2.0):
@@ -105,7 +105,7 @@ def measure(case: Case, up: Any, resolved: Callable[..., Any], *, rounds: int, c
         "added_ns": round(med["dgcompat"] - med["direct"], 1),
         "ratio": round(med["dgcompat"] / med["direct"], 3) if med["direct"] > 0 else None,
         # The fastest round of each: on a shared, loaded machine preemption only ever adds time, so
-        # the minimum is the better estimate of the cost itself (the median is the issue's statistic).
+        # the minimum is the better estimate of the cost itself (the median is the targets' statistic).
         "direct_min_ns": round(min(samples["direct"]), 1),
         "dgcompat_min_ns": round(min(samples["dgcompat"]), 1),
         "added_min_ns": round(min(samples["dgcompat"]) - min(samples["direct"]), 1),

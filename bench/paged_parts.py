@@ -21,9 +21,8 @@ def main() -> None:
     import torch
 
     import dgcompat
-    from dgcompat import _binding, indexer
-
     from bench import cases as C
+    from dgcompat import _binding, indexer
 
     up = _binding.load()
     cuda = torch.cuda.is_available()
@@ -42,7 +41,7 @@ def main() -> None:
     names: dict[str, Any] = {
         "q": q, "kv": kv, "w": w, "lens": lens, "bt": bt, "s": s, "L": L, "f": f,
         "direct": up.fp8_paged_mqa_logits, "floor": env["f_floor"],
-        "same_meta": indexer._same_metadata(q, w, kv), "cap": indexer._capturing(), "lr": weakref.ref(lens),
+        "same_meta": indexer._same_metadata(q, w, kv), "cap": indexer._capturing(q.device), "lr": weakref.ref(lens),
     }
     stmts = ["direct(q, kv, w, lens, bt, s, L)", "f(q, kv, w, lens, bt, s, L)", "floor(q, kv, w, lens, bt, s, L)",
              "same_meta(q, w, kv)", "cap()", "same_meta(q, w, kv) and not cap()", "lens._version", "lr()",

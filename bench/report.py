@@ -10,13 +10,13 @@ __all__ = ["summarize", "render"]
 
 
 def summarize(overhead: dict[str, dict[str, Any]], imports: dict[str, Any]) -> list[dict[str, Any]]:
-    """One entry per goal of the issue: what was measured, the target, whether it was met."""
+    """One entry per performance target: what was measured, the target, whether it was met."""
     goals: list[dict[str, Any]] = []
     for version, res in overhead.items():
         cases = res["cases"]
         gemm = [c for c in cases if c["goal_added_ns"] == GOALS["gemm_added_ns"]]
         paged = [c for c in cases if c["goal_added_ns"] == GOALS["paged_added_ns"]]
-        # The issue sizes its goals for a machine where calling a bare pass-through wrapper costs
+        # The targets are sized for a machine where calling a bare pass-through wrapper costs
         # ~100 ns; the same goals in units of that call measured here compare across hosts.
         unit = res.get("calibration", {}).get("pass-through wrapper", {}).get("dgcompat_ns")
         for label, group, target in (("dense + grouped GEMM added ns/call (worst)", gemm, GOALS["gemm_added_ns"]),
@@ -111,7 +111,7 @@ def render(result: dict[str, Any]) -> str:
                              f"({w['added_ns']:g} ns over the direct call)")
             if attr:
                 parts.append(f"one tensor attribute read (q.shape) {attr['added_ns']:g} ns")
-            lines.append("Yardsticks on this machine (the issue's machine: ~100 ns and ~100-300 ns): " + "; ".join(parts))
+            lines.append("Yardsticks on this machine (the targets' reference machine: ~100 ns and ~100-300 ns): " + "; ".join(parts))
             lines.append("")
     imp = result["import"]
     lines.append(f"import dgcompat with torch imported: median {imp['import_ms_median']:.2f} ms "

@@ -1,8 +1,7 @@
 """``python -m bench.warmup``: cold JIT warmup, serial vs :func:`dgcompat.warmup`, on a real GPU.
 
 Shape set: DeepSeek-V3's six dense FP8 GEMMs (N, K) x the M values 1, 2, 4, ... 4096 and every 7th M
-up to 256 (7, 14, ..., 252): 49 values, 294 calls (the issue counts 55 M values / 330 calls for the
-same words; its exact list is not recorded). Each measurement runs in fresh processes on its own
+up to 256 (7, 14, ..., 252): 49 values, 294 calls (the preset's sampled M set). Each measurement runs in fresh processes on its own
 empty cache folder:
 
 1. serial: one process makes every call in order (what engines do today); ``--serial-shapes K``
@@ -37,6 +36,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from dgcompat_conformance.results import results_dir
 
 REPO = Path(__file__).resolve().parent.parent
 SHAPES: tuple[tuple[int, int], ...] = (
@@ -299,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="worker processes of each of the sharing processes (default: dgcompat's)")
     p.add_argument("--base", type=Path, default=None,
                    help="folder for the runs' cache folders (default: DG_JIT_CACHE_DIR, else a temp folder)")
-    p.add_argument("--json", type=Path, default=REPO / "build" / "bench-warmup.json")
+    p.add_argument("--json", type=Path, default=results_dir("bench") / "bench-warmup.json",
+                   help="where to write the results (default: bench-warmup.json in $DGCOMPAT_RESULTS/bench)")
     p.add_argument("--timeout", type=float, default=480, help="seconds per child process")
     p.add_argument("--fake", action="store_true", help="run against the CPU fake JIT (checks the code path only)")
     p.add_argument("--no-layer-set", action="store_true", help="skip the cold warmup of a whole layer set")

@@ -20,42 +20,55 @@ from typing import TYPE_CHECKING, Any, Callable
 from ._version import __version__
 from .errors import (
     BadArgumentError,
-    DeepGemmUnavailableError,
     ConfigurationError,
+    DeepGemmUnavailableError,
     DgcompatError,
     IncompatibleBuildError,
     KernelError,
     ScheduleMismatchError,
-    UnidentifiedBuildError,
     UnavailableNameError,
+    UnidentifiedBuildError,
     UnsupportedFeatureError,
 )
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers only; runtime access is lazy
     from . import utils as utils
-    from .table import Capabilities as Capabilities
-    from .table import capabilities as capabilities
+    from ._install import as_deep_gemm as as_deep_gemm
+    from ._install import install_as_deep_gemm as install_as_deep_gemm
+    from ._install import installed_as_deep_gemm as installed_as_deep_gemm
+    from ._install import uninstall_as_deep_gemm as uninstall_as_deep_gemm
+    from .detection import KernelWheel as KernelWheel
+    from .detection import Release as Release
+    from .detection import release as release
     from .gemm import bf16_gemm_nt as bf16_gemm_nt
     from .gemm import fp8_gemm_nt as fp8_gemm_nt
     from .indexer import fp8_mqa_logits as fp8_mqa_logits
     from .indexer import fp8_paged_mqa_logits as fp8_paged_mqa_logits
     from .indexer import get_paged_mqa_logits_metadata as get_paged_mqa_logits_metadata
+    from .jit_warmup import DenseGemm as DenseGemm
+    from .jit_warmup import GroupedGemm as GroupedGemm
+    from .jit_warmup import KernelEntry as KernelEntry
+    from .jit_warmup import MPolicy as MPolicy
+    from .jit_warmup import PagedIndexer as PagedIndexer
+    from .jit_warmup import WarmupError as WarmupError
+    from .jit_warmup import WarmupReport as WarmupReport
+    from .jit_warmup import WarmupSpec as WarmupSpec
+    from .jit_warmup import jit_cache_dir as jit_cache_dir
+    from .jit_warmup import use_jit_cache_dir as use_jit_cache_dir
+    from .jit_warmup import warmup as warmup
     from .moe import MaskedOverlap as MaskedOverlap
     from .moe import fp8_m_grouped_gemm_nt_masked as fp8_m_grouped_gemm_nt_masked
     from .moe import m_grouped_bf16_gemm_nt_contiguous as m_grouped_bf16_gemm_nt_contiguous
     from .moe import m_grouped_bf16_gemm_nt_masked as m_grouped_bf16_gemm_nt_masked
     from .moe import m_grouped_fp8_gemm_nt_contiguous as m_grouped_fp8_gemm_nt_contiguous
     from .moe import m_grouped_fp8_gemm_nt_masked as m_grouped_fp8_gemm_nt_masked
-    from .detection import KernelWheel as KernelWheel
-    from .detection import Release as Release
-    from .detection import release as release
     from .runtime import compile_mode as compile_mode
     from .runtime import get_mk_alignment_for_contiguous_layout as get_mk_alignment_for_contiguous_layout
+    from .runtime import get_num_sms as get_num_sms
+    from .runtime import get_pdl as get_pdl
     from .runtime import (
         get_theoretical_mk_alignment_for_contiguous_layout as get_theoretical_mk_alignment_for_contiguous_layout,
     )
-    from .runtime import get_num_sms as get_num_sms
-    from .runtime import get_pdl as get_pdl
     from .runtime import is_available as is_available
     from .runtime import num_sms as num_sms
     from .runtime import set_num_sms as set_num_sms
@@ -66,18 +79,12 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers only; runtime access i
     from .scales import get_tma_aligned_size as get_tma_aligned_size
     from .scales import transform_scale_ue8m0 as transform_scale_ue8m0
     from .scales import transform_sf_into_required_layout as transform_sf_into_required_layout
-    from .jit_warmup import DenseGemm as DenseGemm, GroupedGemm as GroupedGemm, KernelEntry as KernelEntry
-    from .jit_warmup import MPolicy as MPolicy, PagedIndexer as PagedIndexer, WarmupError as WarmupError
-    from .jit_warmup import WarmupReport as WarmupReport, WarmupSpec as WarmupSpec, warmup as warmup
-    from .jit_warmup import jit_cache_dir as jit_cache_dir, use_jit_cache_dir as use_jit_cache_dir
+    from .table import Capabilities as Capabilities
+    from .table import capabilities as capabilities
     from .testing import calc_diff as calc_diff
     from .utils.layout import get_col_major_tma_aligned_tensor as get_col_major_tma_aligned_tensor
     from .utils.math import align as align
     from .utils.math import ceil_div as ceil_div
-    from ._install import as_deep_gemm as as_deep_gemm
-    from ._install import install_as_deep_gemm as install_as_deep_gemm
-    from ._install import installed_as_deep_gemm as installed_as_deep_gemm
-    from ._install import uninstall_as_deep_gemm as uninstall_as_deep_gemm
 
 #: stable name -> the submodule that defines it.
 _LAZY: dict[str, str] = {

@@ -21,15 +21,15 @@ unbinds every slot. :func:`upstream` resolves a declared :class:`~dgcompat._call
 from __future__ import annotations
 
 import importlib
-import sys
 import os
+import sys
 import threading
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import _env
-from .errors import DeepGemmUnavailableError, IncompatibleBuildError, UnidentifiedBuildError
 from .detection import release
+from .errors import DeepGemmUnavailableError, IncompatibleBuildError, UnidentifiedBuildError
 
 if TYPE_CHECKING:
     from ._calls import UpstreamCall

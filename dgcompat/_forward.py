@@ -14,7 +14,6 @@ working.
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 from typing import Any
 

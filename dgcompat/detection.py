@@ -34,10 +34,9 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
-import importlib.metadata as md
 import importlib.machinery
+import importlib.metadata as md
 import importlib.util
-import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path

@@ -50,13 +50,12 @@ writes).
 
 from __future__ import annotations
 
-import ctypes
 import sys
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import _binding, _env, _sm100
+from . import _binding, _device, _env, _sm100
 from ._checks import FP8_DTYPE_NAMES, as_torch, bad, release_label, tensor, translate
 from .errors import ScheduleMismatchError, UnsupportedFeatureError
 from .runtime import get_num_sms
@@ -423,12 +422,13 @@ def _hint_key(lens: Any) -> tuple[int, int]:
 
 # --- capture awareness ---------------------------------------------------------------------------
 
-def _capture_state() -> Any:
+def _capture_state(device: Any) -> Any:
     """None outside CUDA-graph capture, else a token naming the capture underway on the current stream.
 
-    Never creates a CUDA context (torch answers False without one).
+    Only a call on CUDA tensors asks CUDA anything (a CPU tensor cannot be under capture), so a CUDA build
+    of torch without a usable driver or device is never queried; the question itself creates no context.
     """
-    if not _capturing()():
+    if not _capturing(device)():
         _WAS_CAPTURING[0] = False
         return None
     if not _WAS_CAPTURING[0]:
@@ -440,50 +440,8 @@ def _capture_state() -> Any:
     return ("capture", cid if cid is not None else _EPOCH[0])
 
 
-_IS_CAPTURING: Any = None  # torch._C._cuda_isCurrentStreamCapturing where torch has CUDA
-
-
-def _capturing() -> Any:
-    global _IS_CAPTURING
-    if _IS_CAPTURING is None:
-        torch = sys.modules["torch"]
-        # CPU builds have only a stand-in class of that name.
-        _IS_CAPTURING = torch._C._cuda_isCurrentStreamCapturing if torch.cuda._is_compiled() else _never
-    return _IS_CAPTURING
-
-
-def _never() -> bool:
-    return False
-
-
-_CU: list[Any] = []
-
-
-def _capture_id() -> int | None:
-    """The CUDA driver's id of the capture underway on the current stream (None if unavailable).
-
-    ``cuStreamGetCaptureInfo`` is called with every optional out-pointer NULL past the id, which
-    matches each of its ABI revisions.
-    """
-    if not _CU:
-        try:
-            lib = ctypes.CDLL("libcuda.so.1")
-            fn = lib.cuStreamGetCaptureInfo
-            fn.restype = ctypes.c_int
-            _CU.append(fn)
-        except (OSError, AttributeError):
-            _CU.append(None)
-    fn = _CU[0]
-    if fn is None:
-        return None
-    status = ctypes.c_int(0)
-    cid = ctypes.c_ulonglong(0)
-    handle = ctypes.c_void_p(sys.modules["torch"].cuda.current_stream().cuda_stream)
-    try:
-        err = fn(handle, ctypes.byref(status), ctypes.byref(cid), None, None, None, None)
-    except Exception:  # noqa: BLE001 - any failure: fall back to the epoch
-        return None
-    return int(cid.value) if err == 0 and status.value == 1 else None
+_capturing = _device.capture_probe
+_capture_id = _device.capture_id
 
 
 # Counts transitions into capture: the token of a capture when the driver's id is unavailable.
@@ -677,7 +635,7 @@ def _drop(key: tuple[Any, ...]) -> None:
 
 # The most recent plan, as one tuple (read by the hot path with a single unpacking):
 # (lens_ref, lens_version, sched_ref, sched_version, bt_ref, bt_version (-1: not read), same_meta (see
-#  _same_metadata), max_len, clean, capture token, (indices_ref, version) (None: no indices), launch, plain).
+#  _same_metadata), max_len, clean, the capture-status query of q's device, capture token, (indices_ref, version) (None: no indices), launch, plain).
 # Exactly one of the last two is set: plain, for the common launch that passes the launch tensors straight
 # on, is (upstream, lens, block_table, schedule), called by fp8_paged_mqa_logits itself (one Python frame less
 # per call); launch, for every other plan, is a closure (see _launcher: the launch tensors, the q view, the
@@ -759,7 +717,7 @@ def _plan(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, sche
     layout = _layout(dims, caps.paged_native_next_n, form, n, per_row, varlen)
     block_kv = kv_cache.shape[1]
     num_sms = schedule.shape[0] - 1
-    token = _capture_state()
+    token = _capture_state(q.device)
     debug = _env.debug()
     if lens.dim() == 1 or lens.shape[1] > 1:
         _HINTS[_hint_key(lens)] = (n, per_row)
@@ -809,7 +767,7 @@ def _plan(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, sche
     else:
         launch = _launcher(q_shape, launch_lens, launch_bt, launch_schedule, row_len, rows <= 1, varlen)
     return (weakref.ref(lens), lens._version, weakref.ref(schedule), schedule._version, weakref.ref(block_table),
-            block_table._version if bt_read else -1, _same_metadata(q, weights, kv_cache), max_len, clean, token,
+            block_table._version if bt_read else -1, _same_metadata(q, weights, kv_cache), max_len, clean, _capturing(q.device), token,
             None if indices is None else (weakref.ref(indices), indices._version), launch, plain)
 
 
@@ -1005,22 +963,22 @@ def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch
     """
     p = _LAST
     if p is not None:
-        lr, lv, sr, sv, br, bv, same_meta, ml, cl, token, ix, launch, plain = p
+        lr, lv, sr, sv, br, bv, same_meta, ml, cl, capturing, token, ix, launch, plain = p
         if not (lr() is context_lens and context_lens._version == lv
                 and sr() is schedule_meta and schedule_meta._version == sv
                 and br() is block_table and (bv < 0 or block_table._version == bv)
                 and max_context_len == ml and clean_logits is cl and logits_dtype is None
                 and (indices is None if ix is None else ix[0]() is indices and indices._version == ix[1])
                 and same_meta(q, weights, kv_cache)
-                and (not _IS_CAPTURING() if token is None else _capture_state() == token)):
+                and (not capturing() if token is None else _capture_state(q.device) == token)):
             p = None
-    if p is None:
-        if logits_dtype is not None:
-            return _paged_logits_dtype(q, kv_cache, weights, context_lens, block_table, schedule_meta,
-                                       max_context_len, clean_logits, indices, logits_dtype)
-        launch, plain = _lookup_plan(q, kv_cache, weights, context_lens, block_table, schedule_meta,
-                                     max_context_len, clean_logits, indices)[-2:]
     try:
+        if p is None:
+            if logits_dtype is not None:
+                return _paged_logits_dtype(q, kv_cache, weights, context_lens, block_table, schedule_meta,
+                                           max_context_len, clean_logits, indices, logits_dtype)
+            launch, plain = _lookup_plan(q, kv_cache, weights, context_lens, block_table, schedule_meta,
+                                         max_context_len, clean_logits, indices)[-2:]
         if plain is not None:
             paged, lens, table, sched = plain
             out = paged(q, kv_cache, weights, lens, table, sched, max_context_len)

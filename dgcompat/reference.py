@@ -72,6 +72,7 @@ from typing import Literal, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
+from dgcompat import _device
 from dgcompat.errors import BadArgumentError
 from dgcompat.scales import ceil_to_ue8m0
 
@@ -189,7 +190,7 @@ def _need_float(fn: str, name: str, t: Tensor) -> None:
 #: Row alignment of the contiguous grouped layout (deep_gemm's value on SM90 and SM100).
 MK_ALIGNMENT = 128
 #: The SM count of the device the reference models when CUDA is not initialized (an H200's).
-DEVICE_SMS = 132
+DEVICE_SMS = _device.MODEL_SMS
 _RUNTIME: dict[str, Optional[int]] = {"num_sms": None, "pdl": 0}
 
 
@@ -198,9 +199,7 @@ def device_sms() -> int:
 
     Never initializes CUDA itself.
     """
-    if torch.cuda.is_initialized():
-        return int(torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count)
-    return DEVICE_SMS
+    return _device.sm_count()
 
 
 def get_num_sms() -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-from . import _binding
+from . import _binding, _device
 from ._calls import UpstreamCall
 from ._checks import bad, translate
 from .errors import DgcompatError
@@ -59,17 +59,6 @@ def _selected(*calls: UpstreamCall) -> Callable[..., Any] | None:
     return None
 
 
-def _device_sms() -> int:
-    """The device's SM count (failure path only: CUDA is initialized by then, or the reference's model)."""
-    import torch
-
-    from .reference import DEVICE_SMS
-
-    if torch.cuda.is_available():
-        return int(torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count)
-    return DEVICE_SMS
-
-
 _B = _binding.Slots(
     get_num_sms=lambda: _binding.upstream(_GET_SMS),
     set_num_sms=lambda: _binding.upstream(_SET_SMS),
@@ -113,7 +102,7 @@ def set_num_sms(new_num_sms: int) -> None:
 
 
 def _diagnose_num_sms(n: int) -> None:
-    limit = _device_sms()
+    limit = _device.sm_count()
     if n > limit:
         raise bad("set_num_sms", "new_num_sms", f"at most the device's {limit} SMs", n)
 

@@ -18,7 +18,6 @@ initialized (never before: see :func:`current_arch`), unless ``DGCOMPAT_ARCH`` o
 from __future__ import annotations
 
 import functools
-import sys
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Literal, Mapping
@@ -26,7 +25,7 @@ from typing import Any, Literal, Mapping
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from . import _env
+from . import _device, _env
 from ._env import ARCHES
 from .detection import KNOWN_SGL_DEEP_GEMM, Release, release
 
@@ -358,43 +357,11 @@ def current_arch() -> str | None:
     Never creates a CUDA context (engines fork workers after configuring): before the process has
     initialized CUDA itself (its first kernel call or tensor on the GPU does), the answer is None and
     planning is conservative; the first call after initialization asks the current device. Where
-    ``pynvml`` is importable and every GPU has one compute capability, NVML answers without a context.
+    ``pynvml`` is importable and every GPU has one compute capability, NVML answers without a context
+    (:mod:`dgcompat._device`).
     """
     env = _env.arch()
-    if env is not None:
-        return env
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return None
-    try:
-        if torch.cuda.is_initialized():
-            major, minor = torch.cuda.get_device_capability()
-            return f"sm{major}{minor}"
-    except Exception:  # a broken CUDA setup must not break planning
-        return None
-    return _nvml_arch()
-
-
-@functools.lru_cache(maxsize=1)
-def _nvml_arch() -> str | None:
-    """The one compute capability of every GPU NVML sees (no CUDA context), or None."""
-    try:
-        import pynvml  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
-        return None
-    try:
-        pynvml.nvmlInit()
-        try:
-            found = {pynvml.nvmlDeviceGetCudaComputeCapability(pynvml.nvmlDeviceGetHandleByIndex(i))
-                     for i in range(pynvml.nvmlDeviceGetCount())}
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # no driver, no permission: no answer
-        return None
-    if len(found) != 1:
-        return None  # mixed GPUs: which one the engine uses is known only once CUDA is initialized
-    major, minor = found.pop()
-    return f"sm{major}{minor}"
+    return env if env is not None else _device.arch()
 
 
 def _effective(rel: Release, backend: str) -> tuple[str, Version | None]:
@@ -585,4 +552,4 @@ def capabilities() -> Capabilities:
 def reset() -> None:
     """Forget cached answers (tests)."""
     _cached.cache_clear()
-    _nvml_arch.cache_clear()
+    _device.reset()

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import dgcompat
-from dgcompat import _binding, _calls
+from dgcompat import _calls
 from dgcompat import reference as R
 from dgcompat._calls import UpstreamCall
 

@@ -102,7 +102,7 @@ CASE_IDS = list(runner.CASES)[:3]
 def test_bundled_site_is_certified_as_the_bundle(tmp_path: Path, fakes: Fakes) -> None:
     site = _bundle_site(tmp_path)
     out, work = tmp_path / "certs", tmp_path / "work"
-    assert runner.main(["--site", str(site), "--out", str(out), "--no-docs", "--cases", ",".join(CASE_IDS),
+    assert runner.main(["--site", str(site), "--out", str(out), "--cases", ",".join(CASE_IDS),
                         "--work", str(work)]) == 0
     cert = json.loads((out / "gpu-sglang-kernel-0.4.2.json").read_text())
     assert certificate.check(cert) == []
@@ -124,7 +124,7 @@ def test_a_site_that_is_not_a_bundle_is_refused(tmp_path: Path, fakes: Fakes,
     sgl = tmp_path / "sgl"
     _sgl_site(sgl, "0.1.4")
     for site in (bare, sgl, tmp_path / "missing"):
-        assert runner.main(["--site", str(site), "--out", str(tmp_path / "c"), "--no-docs"]) == 2
+        assert runner.main(["--site", str(site), "--out", str(tmp_path / "c")]) == 2
         assert "--site" in capsys.readouterr().err
     assert not (tmp_path / "c").exists() and fakes.cases == []
 
@@ -133,7 +133,7 @@ def test_identity_mismatch_fails_the_subject(tmp_path: Path, fakes: Fakes, monke
     """A wheel whose installed copy detects as another release is not certified under the asked id."""
     monkeypatch.setattr(runner, "_install_wheel", lambda subject, cert, site, dirs, python: _sgl_site(site, "0.1.3"))
     out = tmp_path / "certs"
-    assert runner.main(["--releases", "0.1.4", "--out", str(out), "--no-docs", "--cases", CASE_IDS[0],
+    assert runner.main(["--releases", "0.1.4", "--out", str(out), "--cases", CASE_IDS[0],
                         "--work", str(tmp_path / "w")]) == 1
     cert = json.loads((out / "gpu-0.1.4.json").read_text())
     assert cert["verdict"] == "failed" and "detected as 'sgl-deep-gemm 0.1.3'" in cert["runner_error"]
@@ -193,7 +193,7 @@ def test_several_subjects_in_parallel_with_deadlines(tmp_path: Path, fakes: Fake
     out, work = tmp_path / "certs", tmp_path / "work"
     t0 = time.monotonic()
     rc = runner.main(["--releases", "0.1.3,0.1.4", "--site", str(_bundle_site(tmp_path)), "--jobs", "3",
-                      "--release-timeout", "8", "--out", str(out), "--no-docs", "--cases", ",".join(cases),
+                      "--release-timeout", "8", "--out", str(out), "--cases", ",".join(cases),
                       "--work", str(work)])
     took = time.monotonic() - t0
     assert rc == 1  # incomplete is not a pass
@@ -231,7 +231,7 @@ def test_certificates_are_written_as_subjects_finish(tmp_path: Path, fakes: Fake
                 "value": 1e-6}
 
     monkeypatch.setattr(runner, "run_case_child", case)
-    assert runner.main(["--releases", "0.1.4", "0.1.3", "--jobs", "2", "--out", str(out), "--no-docs",
+    assert runner.main(["--releases", "0.1.4", "0.1.3", "--jobs", "2", "--out", str(out),
                         "--cases", CASE_IDS[0], "--work", str(tmp_path / "w")]) == 0
     assert seen_early == [True]
 
@@ -283,7 +283,7 @@ def test_default_work_folder_is_removed(tmp_path: Path, fakes: Fakes, monkeypatc
     monkeypatch.setattr(runner.tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr(runner, "_install_wheel", lambda subject, cert, site, dirs, python:
                         _sgl_site(site, subject.release))
-    assert runner.main(["--releases", "0.1.4", "--out", str(tmp_path / "c"), "--no-docs", "--cases",
+    assert runner.main(["--releases", "0.1.4", "--out", str(tmp_path / "c"), "--cases",
                         CASE_IDS[0]]) == 0
     assert list(tmp_path.glob("dgcompat-gpu-*")) == []
 
@@ -332,14 +332,14 @@ def test_an_abi_check_cut_by_the_deadline_is_not_a_verdict(tmp_path: Path, fakes
 
     monkeypatch.setattr(runner._abi, "abi_check", abi_check)
     out = tmp_path / "c"
-    assert runner.main(["--releases", "0.1.4", "--release-timeout", "30", "--out", str(out), "--no-docs",
+    assert runner.main(["--releases", "0.1.4", "--release-timeout", "30", "--out", str(out),
                         "--cases", ",".join(CASE_IDS), "--work", str(tmp_path / "w")]) == 1
     cert = json.loads((out / "gpu-0.1.4.json").read_text())
     assert limits and limits[0] <= 30 and certificate.check(cert) == []
     assert cert["verdict"] == f"incomplete: {len(CASE_IDS)} of {len(CASE_IDS)} cases not run (deadline)"
     assert "ABI check was cut short" in cert["not_run"][0]["reason"] and fakes.cases == []
     # Without a deadline the same answer is a finding about the release.
-    assert runner.main(["--releases", "0.1.4", "--out", str(out), "--no-docs", "--cases", CASE_IDS[0],
+    assert runner.main(["--releases", "0.1.4", "--out", str(out), "--cases", CASE_IDS[0],
                         "--work", str(tmp_path / "w2")]) == 0
     assert json.loads((out / "gpu-0.1.4.json").read_text())["verdict"].startswith("incompatible: ")
 
@@ -373,7 +373,7 @@ def test_sigterm_keeps_certificates_and_leaves_no_child(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parent.parent
     out = tmp_path / "c"
     proc = subprocess.Popen([sys.executable, "-c", _DRIVER, str(root), slow, "--releases", "0.1.3,0.1.4", "--jobs",
-                             "2", "--out", str(out), "--no-docs", "--cases", ",".join(CASE_IDS),
+                             "2", "--out", str(out), "--cases", ",".join(CASE_IDS),
                              "--work", str(tmp_path / "w")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     try:

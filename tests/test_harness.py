@@ -207,7 +207,7 @@ def _paged_inputs(lens: list[int], next_n: int = 1) -> dict[str, Any]:
 def test_paged_context_lens_rules_by_flavor() -> None:
     x = _paged_inputs([100, 300])
     state = NativeState()
-    # sgl-deep-gemm: 2-D only (gpu-observed.md); bundled copies: 1-D only (upstream-history.md §3).
+    # sgl-deep-gemm: 2-D only (docs/sources/gpu-observed.md); bundled copies: 1-D only (docs/sources/upstream-history.md §3).
     emulate(_profile("sgl"), state, "get_paged_mqa_logits_metadata", (x["ctx"], 64, 132, None))
     with pytest.raises(RuntimeError, match=r"context_lens.dim\(\) == 2"):
         emulate(_profile("sgl"), state, "get_paged_mqa_logits_metadata", (x["ctx"].view(-1), 64, 132, None))
@@ -305,7 +305,7 @@ def test_bundled_masked_returns_pair() -> None:
 def test_xfail_files(tmp_path: Path) -> None:
     (tmp_path / "0.1.4.txt").write_text(textwrap.dedent("""\
         # upstream: the wrappers' torch.Tensor(...) bug
-        # (wheel-matrix.md §1 item 8)
+        # (docs/sources/wheel-matrix.md §1 item 8)
         dgcompat_conformance/suite/test_x.py::test_a
 
         dgcompat_conformance/suite/test_x.py::test_b[1]
@@ -358,8 +358,8 @@ def test_certificate_verdicts_and_table() -> None:
 
 
 def test_cli_usage(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dgcompat_conformance.conform import main
     from dgcompat_conformance import intake
+    from dgcompat_conformance.conform import main
 
     monkeypatch.setattr(intake, "main_latest", lambda argv: 7)  # --latest is the intake check's job
     assert main(["--latest"]) == 7
@@ -488,7 +488,7 @@ def test_wrong_adapter_fails_exactly_where_it_is_wrong(tmp_path: Path) -> None:
         assert cert["standins"]["native_loaded"] is True
         sgl = not rid.startswith(("sgl-kernel", "sglang-kernel"))
         # keyword m_indices: a TypeError on every sgl-deep-gemm release (the argument is grouped_layout),
-        # fine on the bundled copies (gpu-observed.md, upstream-history.md §1.2).
+        # fine on the bundled copies (docs/sources/gpu-observed.md, docs/sources/upstream-history.md §1.2).
         assert failed(cert, "test_m_grouped_fp8_contiguous") is sgl, rid
         # 1-D context_lens: rejected by every sgl-deep-gemm release, what the bundled copies want.
         outcomes = {t["outcome"] for t in next_n_one(cert)}

@@ -543,7 +543,7 @@ def test_weights_device_is_reported_against_weights(fake_release: Callable[[str]
         assert exc.argument == "weights"
 
 
-# --- the silent wrong results of issue 12 (3) ----------------------------------------------------
+# --- silent wrong results the paged path once gave ----------------------------------------------------
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_next_n2_per_row_table(fake_release: Callable[[str], Any], family: str) -> None:
@@ -603,7 +603,7 @@ def test_padded_strided_block_table(fake_release: Callable[[str], Any], family: 
         torch.testing.assert_close(out, _reference(i, 2), rtol=1e-4, atol=1e-3)
 
 
-# --- smaller ones (issue 12, 5) -------------------------------------------------------------------
+# --- smaller ones -------------------------------------------------------------------
 
 def test_rebuilt_schedule_error_is_translated(fake_release: Callable[[str], Any],
                                               monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,11 +13,11 @@ import pytest
 
 import dgcompat
 from dgcompat import table
-from dgcompat_conformance import intake
 from dgcompat.detection import KNOWN_SGL_DEEP_GEMM
+from dgcompat.table import Capabilities
+from dgcompat_conformance import intake
 from dgcompat_conformance.intake import newest as intake_newest  # the index, the CPU tier and the verdict
 from dgcompat_conformance.surface import Change, SurfaceError, cli, extract, find_cached_wheel, resolve_wheel
-from dgcompat.table import Capabilities
 
 # ---------------------------------------------------------------------------------------------
 # A synthetic surface shaped like sgl-deep-gemm 0.2.5 (only what the table and the adapters read)

@@ -8,7 +8,6 @@ sgl-deep-gemm wheels (from the cache, downloading them on first use).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from dgcompat_conformance.surface import (
     Change,
     SurfaceError,
     changes_to_json,
+    cli,
     diff,
     extract,
     find_cached_wheel,
@@ -35,7 +35,6 @@ from dgcompat_conformance.surface import (
     resolve_wheel,
     to_json,
 )
-from dgcompat_conformance.surface import cli
 from dgcompat_conformance.surface import native as native_mod
 from dgcompat_conformance.surface.native import (
     NativeOp,
@@ -708,7 +707,8 @@ TORCH_211 = VERSIONS[: VERSIONS.index("0.1.5.post2")]
 TORCH_213 = VERSIONS[VERSIONS.index("0.1.5.post2") : VERSIONS.index("0.2.1.post1")]
 TVM_FFI = VERSIONS[: VERSIONS.index("0.2.3")]
 
-REFERENCE = Path(os.environ.get("DGCOMPAT_REFERENCE_SURFACE", "/work/shared/reference/deep_gemm-surface.json"))
+#: The native op schemas read from every published wheel's binary by a separate analysis (docs/sources/).
+REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "sources" / "native-ops.json"
 
 
 @pytest.fixture(scope="module")
@@ -827,15 +827,12 @@ class TestPublishedWheels:
             ("removed-function", "deep_gemm.set_compile_mode", None),
             ("binding-changed", "deep_gemm", None),
         } <= keys
-        if REFERENCE.is_file():
-            ref_ops = json.loads(REFERENCE.read_text())["native_ops"]["sgl-kernel-0.3.21-bundled"]
-            assert {op: _reference_kinds(schema) for op, schema in ref_ops.items()} == {
-                op: [p["type"] for p in record["params"]] for op, record in doc["native"].items()
-            }
+        ref_ops = json.loads(REFERENCE.read_text())["native_ops"]["sgl-kernel-0.3.21-bundled"]
+        assert {op: _reference_kinds(schema) for op, schema in ref_ops.items()} == {
+            op: [p["type"] for p in record["params"]] for op, record in doc["native"].items()
+        }
 
     def test_matches_reference_data(self, surfaces: dict[str, dict[str, Any]]) -> None:
-        if not REFERENCE.is_file():
-            pytest.skip(f"reference data {REFERENCE} is not available")
         ref = json.loads(REFERENCE.read_text())
         for version, doc in surfaces.items():
             ref_ops = ref["native_ops"][version]

@@ -9,9 +9,7 @@ from typing import Any
 
 import pytest
 
-from dgcompat_conformance import certificate
-
-from dgcompat_conformance import pins
+from dgcompat_conformance import certificate, pins
 from dgcompat_conformance.gpu import runner
 from dgcompat_conformance.harness.releases import parse_release, spec_from_wheel
 from dgcompat_conformance.harness.wheels import prepare_workdir
@@ -71,7 +69,7 @@ def test_gpu_runner_certifies_a_folder(tmp_path: Path, monkeypatch: pytest.Monke
                                                             "device": {"name": "H200", "sm": "sm90"}})
     case_id = next(iter(runner.CASES))
     out = tmp_path / "certs"
-    assert runner.main(["--folder", str(folder), "--release-id", "vllm-0.33.0", "--out", str(out), "--no-docs",
+    assert runner.main(["--folder", str(folder), "--release-id", "vllm-0.33.0", "--out", str(out),
                         "--cases", case_id, "--work", str(tmp_path / "work")]) == 0
     cert = json.loads((out / "gpu-vllm-0.33.0.json").read_text())
     assert cert["verdict"] == "certified" and cert["binding"] == "stable-abi" and certificate.check(cert) == []

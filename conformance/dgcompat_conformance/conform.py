@@ -6,9 +6,9 @@
 * ``--all``: every published sgl-deep-gemm release; ``--bundled`` adds (or, alone, selects) the
   deep_gemm copies bundled in sgl-kernel / sglang-kernel, ~500 MB downloads each (opt-in).
 
-Each release runs in its own process and yields a JSON certificate in ``--out``
-(default ``./conformance-results/``); a progress line is printed per release and a table at the
-end. Exit status: 0 when every certificate passes, 1 otherwise, 2 for usage errors.
+Each release runs in its own process and yields a JSON certificate in ``--out`` (default
+``<results>/conform``, outside any checkout: see :mod:`dgcompat_conformance.results`); a progress
+line is printed per release and a table at the end, with the folder the certificates went to. Exit status: 0 when every certificate passes, 1 otherwise, 2 for usage errors.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from ._args import positive_int, positive_seconds
 from .harness import certificate
 from .harness.releases import BUNDLED_RELEASES, ReleaseSpec, all_releases, parse_release, spec_from_wheel
 from .harness.runner import RunOptions, run_installed, run_many
+from .results import results_dir
 
 __all__ = ["main", "build_parser"]
 
@@ -52,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="with the installed deep_gemm: use the stand-ins even when a GPU is present")
     what.add_argument("--list", action="store_true", help="list the releases the CPU tier knows and exit")
     run = p.add_argument_group("how")
-    run.add_argument("--out", type=Path, default=Path("conformance-results"), help="certificate folder")
+    run.add_argument("--out", type=Path, default=None,
+                     help="certificate folder (default: $DGCOMPAT_RESULTS/conform, else ~/.cache/dgcompat/results/conform)")
     run.add_argument("--jobs", "-j", type=positive_int, default=None,
                      help="releases run in parallel (default: CPU count, max 4)")
     run.add_argument("--timeout", type=positive_seconds, default=900.0,
@@ -139,6 +141,8 @@ def main(argv: list[str]) -> int:
     except ValueError as exc:
         print(f"dgcompat conform: {exc}", file=sys.stderr)
         return 2
+    if args.out is None:
+        args.out = results_dir("conform")
     unwritable = _writable(args.out)
     if unwritable is not None:
         print(f"dgcompat conform: error: {unwritable}", file=sys.stderr)

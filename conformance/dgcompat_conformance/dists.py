@@ -21,10 +21,10 @@ KERNEL_DISTS: tuple[str, ...] = tuple(sorted(KERNEL_WHEELS))
 #: Every distribution whose wheels the wing certifies.
 DEEP_GEMM_DISTS: tuple[str, ...] = (SGL_DEEP_GEMM, *KERNEL_DISTS)
 
-#: Every sgl-deep-gemm release on PyPI (the runtime's list; wheel-matrix.md §2.1).
+#: Every sgl-deep-gemm release on PyPI (the runtime's list; docs/sources/wheel-matrix.md §2.1).
 SGL_DEEP_GEMM_RELEASES: tuple[str, ...] = KNOWN_SGL_DEEP_GEMM
 
-#: Kernel wheels that bundle a deep_gemm copy (wheel-matrix.md §2.2); ~500 MB each, so opt-in.
+#: Kernel wheels that bundle a deep_gemm copy (docs/sources/wheel-matrix.md §2.2); ~500 MB each, so opt-in.
 BUNDLED_RELEASES: tuple[tuple[str, str], ...] = (
     ("sgl-kernel", "0.3.21"),
     ("sglang-kernel", "0.4.0"),

@@ -19,14 +19,14 @@ from dgcompat.jit_warmup import (
     warmup,
 )
 
-__all__ = ["main", "build_spec", "DEEPSEEK_V3_DENSE", "ISSUE_MS"]
+__all__ = ["main", "build_spec", "DEEPSEEK_V3_DENSE", "DEEPSEEK_V3_SAMPLED_MS"]
 
 #: DeepSeek-V3's dense FP8 GEMMs (N, K).
 DEEPSEEK_V3_DENSE: tuple[tuple[int, int], ...] = (
     (2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048),
 )
-#: Powers of two up to 4096 and every 7th M up to 256.
-ISSUE_MS: tuple[int, ...] = tuple(sorted({2 ** i for i in range(13)} | set(range(7, 257, 7))))
+#: The sampled M set of the DeepSeek-V3 preset: powers of two up to 4096 and every 7th M up to 256 (49 values).
+DEEPSEEK_V3_SAMPLED_MS: tuple[int, ...] = tuple(sorted({2 ** i for i in range(13)} | set(range(7, 257, 7))))
 
 
 def _ints(text: str, what: str, count: tuple[int, ...]) -> list[str]:
@@ -84,7 +84,7 @@ def build_spec(opts: argparse.Namespace) -> WarmupSpec:
     elif opts.max_m:
         policy = MPolicy.every(opts.max_m) if opts.policy == "every" else MPolicy.changes(opts.max_m)
     elif opts.preset == "deepseek-v3":
-        policy = MPolicy.values(ISSUE_MS)
+        policy = MPolicy.values(DEEPSEEK_V3_SAMPLED_MS)
     else:
         raise argparse.ArgumentTypeError("give the M values: --ms 1,2,4,... or --max-m N [--policy every|changes]")
     return WarmupSpec(tuple(dict.fromkeys(shapes)), policy)

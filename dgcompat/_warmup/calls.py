@@ -31,6 +31,7 @@ class Runner:
         import torch
 
         import dgcompat
+
         from ..table import arch_family, current_arch
 
         self.torch = torch

@@ -30,10 +30,10 @@ from pathlib import Path
 from queue import Empty
 from typing import Any, Iterator, Literal, TextIO
 
-from .build import Outcome, prepare_build, source_index
-from .worker import STAND_IN, WorkerConfig, main, mark_present, prepare
 from ..errors import UnsupportedFeatureError
 from ..jit_warmup import Call, KernelEntry, MPolicy, PoolResult, Shape, WarmupError, _ms_for, write_progress
+from .build import Outcome, prepare_build, source_index
+from .worker import STAND_IN, WorkerConfig, main, mark_present, prepare
 
 __all__ = ["Pool"]
 

@@ -26,14 +26,13 @@ import contextlib
 import importlib
 from typing import Any, Iterator, NamedTuple
 
-import pytest
-
-import dgcompat.errors as dgcompat_errors
-import torch
-
 # SGLang deep_gemm_wrapper/configurer.py + entrypoint.py: imported eagerly at module load.
 import deep_gemm
+import pytest
+import torch
 from deep_gemm.utils.layout import get_mn_major_tma_aligned_tensor
+
+import dgcompat.errors as dgcompat_errors
 
 DEVICE = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
 FP8 = torch.float8_e4m3fn

@@ -33,13 +33,12 @@ def test_the_install_is_in_place() -> None:
 
 
 def test_stable_names_in_every_form() -> None:
-    from deep_gemm.utils.layout import get_mn_major_tma_aligned_tensor
-
     import deep_gemm
     import deep_gemm.utils.layout
     from deep_gemm import get_col_major_tma_aligned_tensor, transform_sf_into_required_layout
     from deep_gemm.testing import calc_diff
     from deep_gemm.utils import align, get_tma_aligned_size
+    from deep_gemm.utils.layout import get_mn_major_tma_aligned_tensor
     from deep_gemm.utils.math import align as math_align
 
     assert get_mn_major_tma_aligned_tensor is dgcompat.get_mn_major_tma_aligned_tensor
@@ -62,8 +61,8 @@ def test_everything_else_is_the_real_package() -> None:
     assert type(real).__name__ == "module" and real.__name__ == "deep_gemm" and real is not deep_gemm
     if RAW is not None:
         assert real is RAW  # adopted, not imported again
-    from deep_gemm.utils import per_block_cast_to_fp8
     from deep_gemm.testing import bench_kineto
+    from deep_gemm.utils import per_block_cast_to_fp8
 
     assert per_block_cast_to_fp8 is real.utils.per_block_cast_to_fp8
     assert bench_kineto is real.testing.bench_kineto

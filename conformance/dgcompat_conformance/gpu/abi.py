@@ -28,7 +28,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any, Mapping
 
 from .._paths import with_import_path

@@ -627,7 +627,7 @@ for _n in (1, 2, 3, 4):
             return body
         _case(f"paged_mqa_n{_n}_{_form}",
               f"fp8_paged_mqa_logits next_n={_n}, context_lens {_shape}, per-sequence and per-row block tables, "
-              f"(batch, longest context) in {[(b, l) for b, l, _ in _PAGED_CONFIGS]}, H={HEADS}, D={HEAD_DIM}, "
+              f"(batch, longest context) in {[(b, ctx) for b, ctx, _ in _PAGED_CONFIGS]}, H={HEADS}, D={HEAD_DIM}, "
               f"block_kv={BLOCK_KV}", tolerance=TOL_LOGITS, timeout=180.0)(_make())
 
 
@@ -690,7 +690,7 @@ def _paged_stale(c: Checks) -> None:
 
 #: Batch sizes of the replay cases (a graph is captured per batch size, as engines do).
 REPLAY_BATCHES = (1, 8, 64, 256)
-#: How an engine refreshes its buffers before a replay (engine-usage.md): "sglang" copies a schedule
+#: How an engine refreshes its buffers before a replay (docs/sources/engine-usage.md): "sglang" copies a schedule
 #: built from fresh lengths into its buffer and then the lengths; "vllm" writes the lengths and assigns
 #: ``buffer[:] = get_paged_mqa_logits_metadata(lengths)``; "out" refreshes in place with ``out=``;
 #: "nothing" writes the lengths only (the stale-schedule pattern: must neither hang nor go wrong).

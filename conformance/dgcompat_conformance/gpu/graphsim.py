@@ -64,7 +64,8 @@ class Graph:
         from dgcompat import indexer
 
         saved = _wrap_natives(self, module)
-        hooks = {"_IS_CAPTURING": lambda: True, "_capture_id": (lambda: self.id) if driver_id else (lambda: None)}
+        capturing = lambda: True  # noqa: E731
+        hooks = {"_capturing": lambda device: capturing, "_capture_id": (lambda: self.id) if driver_id else (lambda: None)}
         old = {name: getattr(indexer, name) for name in hooks}
         indexer._B.clear()  # rebind to the wrapped natives
         for name, value in hooks.items():

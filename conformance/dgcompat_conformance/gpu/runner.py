@@ -50,6 +50,11 @@ certification of every release the H200's torch loads)::
     python -m dgcompat_conformance.gpu.runner --folder vendor/deep_gemm --release-id vllm-0.33.0
     python -m dgcompat_conformance.gpu.runner --site sgk-site     # deep_gemm/ + sglang_kernel-0.4.2.dist-info/
     python -m dgcompat_conformance.gpu.runner --table        # regenerate docs/compatibility-gpu.md only
+
+Certificates go to ``--out`` (default ``<results>/gpu``, outside any checkout: see
+:mod:`dgcompat_conformance.results`). ``--publish`` then copies them into the certificates shipped with
+dgcompat_conformance and regenerates the compatibility table, printing every file it writes; nothing
+else writes into a checkout.
 """
 
 from __future__ import annotations
@@ -78,24 +83,24 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from .. import certificate
 from .._args import positive_int, positive_seconds
+from .._paths import import_path, wing_root
 from ..certificate import CASE_OUTCOMES, SCHEMA, CertificateError
 from ..dists import SGL_DEEP_GEMM, TVM_FFI, canonical
+from ..results import results_dir
 from ..wheelcache import CacheError, confined, parse_name, sha256_file, verify
-from .._paths import import_path, wing_root
 from . import abi as _abi
 from .cases import CASES
 
 __all__ = [
     "SCHEMA", "OUTCOMES", "Subject", "Deadline", "certify", "certify_release", "certify_folder", "install_site",
     "detect_site", "bundle_release_id", "stop_children", "environment_info", "find_wheel", "install_release",
-    "load_certificates", "write_certificate", "render_markdown", "write_docs", "main",
+    "load_certificates", "write_certificate", "render_markdown", "publish", "write_docs", "main",
 ]
 
 TIER = "gpu"
 OUTCOMES = CASE_OUTCOMES
 SGL = SGL_DEEP_GEMM
 
-DEFAULT_OUT = certificate.COMMITTED
 DEFAULT_DOCS = wing_root().parent / "docs" / "compatibility-gpu.md"  # in a checkout
 
 _print_lock = threading.Lock()
@@ -707,7 +712,7 @@ def _version_key(release: str) -> tuple[Any, ...]:
         return (1, release)
 
 
-def load_certificates(out_dir: Path = DEFAULT_OUT) -> list[dict[str, Any]]:
+def load_certificates(out_dir: Path = certificate.COMMITTED) -> list[dict[str, Any]]:
     """Every ``gpu-*.json`` certificate in ``out_dir``, checked, oldest release first.
 
     Raises :class:`~dgcompat_conformance.certificate.CertificateError` naming an unsound file.
@@ -807,8 +812,25 @@ def render_markdown(certs: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_docs(out_dir: Path = DEFAULT_OUT, docs: Path = DEFAULT_DOCS) -> Path:
-    """Regenerate the compatibility table from the certificates in ``out_dir``."""
+def publish(certs: Sequence[dict[str, Any]], out_dir: Path, docs: Path = DEFAULT_DOCS) -> list[Path]:
+    """Copy the certificates of ``certs`` written to ``out_dir`` into the shipped folder, then regenerate ``docs``.
+
+    Prints and returns every file written. A certificate not written (or not passing the schema) is not copied.
+    """
+    written: list[Path] = []
+    for cert in certs:
+        source = out_dir / certificate.file_name(cert)
+        if not source.is_file():
+            continue
+        written.append(write_certificate(dict(certificate.load(source).data), certificate.COMMITTED))
+        _say(f"published {written[-1]}")
+    written.append(write_docs(certificate.COMMITTED, docs))
+    _say(f"wrote {written[-1]}")
+    return written
+
+
+def write_docs(out_dir: Path = certificate.COMMITTED, docs: Path = DEFAULT_DOCS) -> Path:
+    """Regenerate the compatibility table from the certificates in ``out_dir`` (the shipped ones by default)."""
     docs.parent.mkdir(parents=True, exist_ok=True)
     docs.write_text(render_markdown(load_certificates(out_dir)))
     return docs
@@ -843,10 +865,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout-scale", type=positive_seconds, default=1.0, help="multiply every case deadline")
     p.add_argument("--work", type=Path, default=None,
                    help="install and JIT-cache folders, kept (default: a temporary folder removed at the end)")
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="certificate folder")
-    p.add_argument("--docs", type=Path, default=DEFAULT_DOCS, help="the generated compatibility table")
-    p.add_argument("--no-docs", action="store_true", help="do not regenerate the table")
-    p.add_argument("--table", action="store_true", help="only regenerate the table from the certificates")
+    p.add_argument("--out", type=Path, default=None,
+                   help="certificate folder (default: $DGCOMPAT_RESULTS/gpu, else ~/.cache/dgcompat/results/gpu)")
+    p.add_argument("--publish", action="store_true",
+                   help="after the run, copy its certificates into the shipped certificate folder and regenerate "
+                        "--docs (each file written is printed)")
+    p.add_argument("--docs", type=Path, default=DEFAULT_DOCS,
+                   help="the generated compatibility table (written by --publish and --table only)")
+    p.add_argument("--table", action="store_true",
+                   help="only regenerate --docs from the shipped certificates (prints the file written)")
     p.add_argument("--list", action="store_true", help="list the cases")
     return p
 
@@ -909,8 +936,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{case.id:<28} {case.timeout:5.0f}s  {case.summary}")
         return 0
     if opts.table:
-        print(write_docs(opts.out, opts.docs))
+        print(f"wrote {write_docs(certificate.COMMITTED, opts.docs)}")
         return 0
+    if opts.out is None:
+        opts.out = results_dir("gpu")
     case_ids = [c for c in opts.cases.split(",") if c] or list(CASES)
     unknown = [c for c in case_ids if c not in CASES]
     if unknown:
@@ -955,8 +984,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             certs = list(pool.map(one, subjects))
     _say(f"\nsummary ({time.monotonic() - started:.0f} s, {len(certs)} subjects, --jobs {opts.jobs}):\n"
          + _summary_table(certs, paths))
-    if not opts.no_docs:
-        _say(f"table: {write_docs(opts.out, opts.docs)}")
+    _say(f"certificates in {opts.out}/")
+    if opts.publish:
+        publish(certs, opts.out, opts.docs)
     bad = [c for c in certs if c["verdict"] == "failed" or str(c["verdict"]).startswith("incomplete")]
     return 1 if bad else 0
 

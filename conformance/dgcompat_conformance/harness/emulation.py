@@ -9,9 +9,9 @@ release's recovered signature. This module then
 2. applies the host-side assertions of the real native code that matter to engines, and
 3. computes the result with :mod:`dgcompat.reference` and returns what the real binding returns.
 
-Every rule cites where it comes from. ``gpu-observed`` is what real wheels did on an H200,
-``upstream-history`` and ``wheel-matrix`` are the static reading of DeepGEMM's sources and of the
-wheels (all in the reference notes of the project). A rule is only emulated when it is
+Every rule cites where it comes from. ``docs/sources/gpu-observed.md`` is what real wheels did on an H200,
+``docs/sources/upstream-history.md`` and ``docs/sources/wheel-matrix.md`` are the static reading of DeepGEMM's sources and of the
+wheels (all in docs/sources/). A rule is only emulated when it is
 documented there; anything else is left to the reference's own argument checks, whose
 :class:`~dgcompat.errors.BadArgumentError` is turned into the ``RuntimeError`` a native host
 assertion raises, so that no stand-in error looks like one of dgcompat's own.
@@ -55,7 +55,7 @@ class Profile:
     flavor: str  # "sgl" (sgl-deep-gemm) or "bundled" (sgl-kernel / sglang-kernel copy)
     binding: str  # "tvm-ffi" or "torch-library"
     arch: str = "sm90"
-    device_sms: int = 132  # the H200 of gpu-observed.md
+    device_sms: int = 132  # the H200 of docs/sources/gpu-observed.md
     schedule_balance: str = "tail"
     ffi_returns: str = "torch"  # "torch" or "dlpack" (tvm-ffi results as DLPack capsule owners)
     rules: IndexerRules | None = None  # indexer conditions read from the binary's host asserts
@@ -72,14 +72,14 @@ class Profile:
 
     @property
     def paged_context_lens_dim(self) -> int:
-        # gpu-observed.md (sgl-deep-gemm 0.1.2/0.1.4): 1-D rejected with "context_lens.dim() == 2";
-        # upstream-history.md §3 "S-arch" column: the bundled copies take 1-D only.
+        # docs/sources/gpu-observed.md (sgl-deep-gemm 0.1.2/0.1.4): 1-D rejected with "context_lens.dim() == 2";
+        # docs/sources/upstream-history.md §3 "S-arch" column: the bundled copies take 1-D only.
         return 1 if self.flavor == "bundled" else 2
 
     @property
     def paged_native_next_n(self) -> tuple[int, ...]:
-        # gpu-observed.md: next_n 3 and 4 rejected with "next_n == 1 or next_n == 2" on SM90;
-        # upstream-history.md §1.5 / §2.2: SM100 takes any next_n >= 1 from 7f2a703 on.
+        # docs/sources/gpu-observed.md: next_n 3 and 4 rejected with "next_n == 1 or next_n == 2" on SM90;
+        # docs/sources/upstream-history.md §1.5 / §2.2: SM100 takes any next_n >= 1 from 7f2a703 on.
         if self.arch == "sm90" and self.rules is not None and self.rules.sm90_next_n:
             return self.rules.sm90_next_n  # the binary's own list (vLLM's 2.8.1 build: 1, 2, 4)
         if self.arch == "sm90" or self.flavor == "bundled":
@@ -126,7 +126,7 @@ class _Args(dict[str, Any]):
 
 
 def _assert(cond: bool, where: str, expr: str) -> None:
-    """A failed ``DG_HOST_ASSERT``: both bindings surface it as RuntimeError (gpu-observed.md)."""
+    """A failed ``DG_HOST_ASSERT``: both bindings surface it as RuntimeError (docs/sources/gpu-observed.md)."""
     if not cond:
         raise RuntimeError(f"Assertion error ({where}): {expr} [cpu-tier stand-in]")
 
@@ -184,7 +184,7 @@ _MASKED_FP8 = ("a", "a_sf", "b", "b_sf", "d", "masked_m", "expected_m", "recipe"
 # Upstream DeepGEMM 2.8 (stable ABI): the epilogue is (kind, alpha, sfd), three arguments.
 _EPI3 = ("epilogue_kind", "epilogue_alpha", "epilogue_sfd")
 
-#: (flavor, op) -> argument names by arity (wheel-matrix.md §5 native schema legend; 2.8.1 arities
+#: (flavor, op) -> argument names by arity (docs/sources/wheel-matrix.md §5 native schema legend; 2.8.1 arities
 #: from the schemas in vllm 0.33.0's _C_extension.abi3.so).
 LAYOUTS: dict[tuple[str, str], dict[int, tuple[str, ...]]] = {
     ("sgl", "fp8_fp4_gemm_nt"): {11: _GEMM_FP8, 12: _GEMM_FP8 + ("alpha",), 16: _GEMM_FP8 + ("alpha",) + _EPI,
@@ -310,13 +310,13 @@ def layout_for(flavor: str, op: str, arity: int) -> tuple[str, ...] | None:
 
 
 def _init(ctx: Ctx, a: _Args) -> None:
-    # Native init only records the package and toolkit paths (wheel-matrix.md §1 item 7: its call
+    # Native init only records the package and toolkit paths (docs/sources/wheel-matrix.md §1 item 7: its call
     # graph reaches no CUDA call); the stand-in does the same.
     ctx.state.init_args = (a.library_root_path, a.cuda_home)
 
 
 def _set_num_sms(ctx: Ctx, a: _Args) -> None:
-    # upstream-history.md §1.14: DeviceRuntime::set_num_sms asserts 0 <= n <= multiProcessorCount.
+    # docs/sources/upstream-history.md §1.14: DeviceRuntime::set_num_sms asserts 0 <= n <= multiProcessorCount.
     n = int(a.new_num_sms)
     _assert(0 <= n <= ctx.profile.device_sms, "csrc/jit/device_runtime.hpp",
             f"0 <= new_num_sms and new_num_sms <= {ctx.profile.device_sms} (got {n})")
@@ -334,7 +334,7 @@ def _set_mk_alignment(ctx: Ctx, a: _Args) -> None:
 
 
 def _theoretical_alignment(ctx: Ctx, a: _Args) -> int:
-    # upstream-history.md §1.13: SM100 steps down from 240; every other arch answers 128.
+    # docs/sources/upstream-history.md §1.13: SM100 steps down from 240; every other arch answers 128.
     return 128 if ctx.profile.arch == "sm90" else ctx.state.mk_alignment
 
 
@@ -399,7 +399,7 @@ def _recipes(a: _Args) -> dict[str, Any]:
 
 
 def _check_gemm_operands(ctx: Ctx, a_data: Any, b_data: Any, d: Any, *, fp8: bool) -> None:
-    # DeepGEMM csrc/apis/gemm.hpp host checks (as summarized in upstream-history.md §1.1-§1.3, §4.1):
+    # DeepGEMM csrc/apis/gemm.hpp host checks (as summarized in docs/sources/upstream-history.md §1.1-§1.3, §4.1):
     # FP8 e4m3 (or BF16) operands, K-major A and B, N-major D in BF16 (FP32 only with accumulation).
     want = "float8_e4m3fn" if fp8 else "bfloat16"
     _assert(_dtype(a_data) == want, "csrc/apis/gemm.hpp", f"a.scalar_type() == {want} (got {_dtype(a_data)})")
@@ -412,11 +412,11 @@ def _check_gemm_operands(ctx: Ctx, a_data: Any, b_data: Any, d: Any, *, fp8: boo
 
 
 def _check_sf(ctx: Ctx, name: str, sf: Any) -> None:
-    # csrc/utils/layout.hpp check_sf_layout (upstream-history.md §4.1): FP32 or packed-UE8M0 int32.
+    # csrc/utils/layout.hpp check_sf_layout (docs/sources/upstream-history.md §4.1): FP32 or packed-UE8M0 int32.
     _assert(_dtype(sf) in ("float32", "int32"), "csrc/utils/layout.hpp",
             f"{name}.scalar_type() == float32 or int32 (got {_dtype(sf)})")
     if ctx.profile.arch == "sm90":
-        # SM90 kernels read FP32 scales; packed UE8M0 is the SM100 format (upstream-history.md §1.11).
+        # SM90 kernels read FP32 scales; packed UE8M0 is the SM100 format (docs/sources/upstream-history.md §1.11).
         _assert(_dtype(sf) == "float32", "csrc/apis/layout.hpp", f"{name} is FP32 on SM90 (got {_dtype(sf)})")
 
 
@@ -430,14 +430,14 @@ def _gemm_fp8(ctx: Ctx, a: _Args) -> None:
     _check_sf(ctx, "sfa", asf)
     _check_sf(ctx, "sfb", bsf)
     if a.get("c") is not None:
-        # upstream-history.md §1.1: D = C + AB accumulates in FP32.
+        # docs/sources/upstream-history.md §1.1: D = C + AB accumulates in FP32.
         _assert(_dtype(a.c) == "float32" and _dtype(a.d) == "float32", "csrc/apis/gemm.hpp",
                 "c and d are float32 when accumulating")
     _compute("csrc/apis/gemm.hpp", _ref().fp8_gemm_nt, (ad, asf), (bd, bsf), a.d, c=a.get("c"), **_recipes(a))
 
 
 def _contiguous_layout_checks(ctx: Ctx, grouped_layout: Any, m: int) -> None:
-    # upstream-history.md §1.2: m_indices / grouped_layout is int32, contiguous, one entry per row;
+    # docs/sources/upstream-history.md §1.2: m_indices / grouped_layout is int32, contiguous, one entry per row;
     # rows of each group are padded to get_mk_alignment_for_contiguous_layout() (128), -1 = padding.
     _assert(_dtype(grouped_layout) == "int32", "csrc/apis/gemm.hpp", "m_indices.scalar_type() == torch::kInt")
     _assert(grouped_layout.is_contiguous(), "csrc/apis/gemm.hpp", "m_indices.is_contiguous()")
@@ -487,7 +487,7 @@ def _grouped_contiguous_fp8(ctx: Ctx, a: _Args) -> None:
 
 
 def _masked_checks(ctx: Ctx, masked_m: Any, d: Any) -> None:
-    # upstream-history.md §1.3 / DeepGEMM gemm.hpp: masked_m int32 (G,), contiguous; D BF16.
+    # docs/sources/upstream-history.md §1.3 / DeepGEMM gemm.hpp: masked_m int32 (G,), contiguous; D BF16.
     _assert(_dtype(masked_m) == "int32", "csrc/apis/gemm.hpp", "masked_m.scalar_type() == torch::kInt")
     _assert(masked_m.is_contiguous(), "csrc/apis/gemm.hpp", "masked_m.is_contiguous()")
     _assert(_dtype(d) == "bfloat16", "csrc/apis/gemm.hpp", f"d.scalar_type() == torch::kBFloat16 (got {_dtype(d)})")
@@ -499,7 +499,7 @@ def _grouped_masked_fp8(ctx: Ctx, a: _Args) -> Any:
     if bundled:
         (ad, asf), (bd, bsf) = _pair(ctx, "a", a.a), _pair(ctx, "b", a.b)
         if a.enable_overlap:
-            # upstream-history.md §1.3 (SBO): returns (block_m, signal_threshold) and writes `signal`;
+            # docs/sources/upstream-history.md §1.3 (SBO): returns (block_m, signal_threshold) and writes `signal`;
             # that protocol is not reproduced.
             raise _not_emulated(ctx, "enable_overlap=True (single-batch overlap)")
     else:
@@ -510,7 +510,7 @@ def _grouped_masked_fp8(ctx: Ctx, a: _Args) -> Any:
     _masked_checks(ctx, a.masked_m, a.d)
     _compute("csrc/apis/gemm.hpp", _ref().m_grouped_fp8_gemm_nt_masked, (ad, asf), (bd, bsf), a.d, a.masked_m,
              int(a.expected_m), **_recipes(a))
-    # wheel-matrix.md §5: the bundled schema returns (int?, int?) = (None, None) without overlap.
+    # docs/sources/wheel-matrix.md §5: the bundled schema returns (int?, int?) = (None, None) without overlap.
     return (None, None) if bundled else None
 
 
@@ -545,7 +545,7 @@ def _transform_sf(ctx: Ctx, a: _Args) -> Any:
         raise _not_emulated(ctx, "psum_layout")
     if ctx.profile.flavor == "bundled":
         recipe = tuple(int(x) for x in a.recipe)
-        # wheel-matrix.md §5 legend d: the bundled schema has `bool is_sfa=False` (v2.1 base, no
+        # docs/sources/wheel-matrix.md §5 legend d: the bundled schema has `bool is_sfa=False` (v2.1 base, no
         # "is_sfa must be given" assertion).
         is_sfa: bool | None = bool(a.is_sfa) if len(recipe) == 3 else None
     else:
@@ -554,13 +554,13 @@ def _transform_sf(ctx: Ctx, a: _Args) -> Any:
         else:
             recipe = (int(a.recipe_a), int(a.recipe_b)) + (() if a.recipe_c is None else (int(a.recipe_c),))
         is_sfa = a.is_sfa
-        # upstream-history.md §1.11 (7f2a703+, which sgl-deep-gemm's C++ follows): a 3-tuple
+        # docs/sources/upstream-history.md §1.11 (7f2a703+, which sgl-deep-gemm's C++ follows): a 3-tuple
         # recipe needs is_sfa, a 2-tuple forbids it.
         if len(recipe) == 3:
             _assert(is_sfa is not None, "csrc/apis/layout.hpp", "is_sfa.has_value()")
         else:
             _assert(is_sfa is None, "csrc/apis/layout.hpp", "not is_sfa.has_value()")
-    # upstream-history.md §1.11: SM90 keeps FP32 (MN-major at granularity 1); SM100 packs UE8M0
+    # docs/sources/upstream-history.md §1.11: SM90 keeps FP32 (MN-major at granularity 1); SM100 packs UE8M0
     # and asserts `not disable_ue8m0_cast`.
     use_ue8m0 = ctx.profile.arch != "sm90"
     if use_ue8m0:
@@ -652,14 +652,14 @@ def _mqa_logits(ctx: Ctx, a: _Args) -> Any:
     if dt is not None and str(dt).replace("torch.", "") not in ("float", "float32"):
         raise _not_emulated(ctx, f"logits_dtype {dt}")
     for name in ("ks", "ke"):
-        # upstream-history.md §1.4: cu_seq_len_k_start/end are int32 (S,).
+        # docs/sources/upstream-history.md §1.4: cu_seq_len_k_start/end are int32 (S,).
         t = a[name]
         _assert(_dtype(t) == "int32", "csrc/apis/attention.hpp", f"{name}.scalar_type() == torch::kInt")
         _assert(t.is_contiguous(), "csrc/apis/attention.hpp", f"{name}.is_contiguous()")
     max_seqlen_k = int(a.get("max_seqlen_k") or 0)
     _check_positive_max_seqlen_k(ctx, max_seqlen_k)
     clean = bool(a.get("clean_logits", False))
-    # upstream-history.md §1.4 / §1.7: max_seqlen_k > 0 requires clean_logits == False (2.2.0+).
+    # docs/sources/upstream-history.md §1.4 / §1.7: max_seqlen_k > 0 requires clean_logits == False (2.2.0+).
     _assert(not (max_seqlen_k > 0 and clean), "csrc/apis/attention.hpp", "max_seqlen_k == 0 or not clean_logits")
     return _compute("csrc/apis/attention.hpp", _ref().fp8_mqa_logits, a.q, (kv, kv_sf), a.weights, a.ks, a.ke,
                     clean_logits=clean, max_seqlen_k=max_seqlen_k or None)
@@ -667,10 +667,10 @@ def _mqa_logits(ctx: Ctx, a: _Args) -> Any:
 
 def _context_lens_checks(ctx: Ctx, context_lens: Any, where: str) -> None:
     want = ctx.profile.paged_context_lens_dim
-    # gpu-observed.md: "Assertion error (attention.hpp): context_lens.dim() == 2" on sgl-deep-gemm;
-    # upstream-history.md §3 (S-arch): the bundled v2.1 base takes 1-D only.
+    # docs/sources/gpu-observed.md: "Assertion error (attention.hpp): context_lens.dim() == 2" on sgl-deep-gemm;
+    # docs/sources/upstream-history.md §3 (S-arch): the bundled v2.1 base takes 1-D only.
     _assert(context_lens.dim() == want, where, f"context_lens.dim() == {want}")
-    # upstream-history.md §2.1(b): int32 and contiguous are asserted by metadata and logits calls.
+    # docs/sources/upstream-history.md §2.1(b): int32 and contiguous are asserted by metadata and logits calls.
     _assert(_dtype(context_lens) == "int32", where, "context_lens.scalar_type() == torch::kInt")
     _assert(context_lens.is_contiguous(), where, "context_lens.is_contiguous()")
 
@@ -679,11 +679,11 @@ def _paged_metadata(ctx: Ctx, a: _Args) -> Any:
     where = "csrc/apis/attention.hpp"
     _context_lens_checks(ctx, a.context_lens, where)
     if a.get("indices") is not None:
-        # upstream-history.md §1.6: `indices` (varlen) is SM100-only.
+        # docs/sources/upstream-history.md §1.6: `indices` (varlen) is SM100-only.
         _assert(ctx.profile.arch != "sm90", where, "not indices.has_value() (varlen schedule is SM100 only)")
         raise _not_emulated(ctx, "varlen (indices) schedules")
     block_kv, num_sms = int(a.block_kv), int(a.num_sms)
-    # upstream-history.md §1.6: block_kv == 64 (or 32 on SM100) from 7f2a703, 64 at v2.1.0.
+    # docs/sources/upstream-history.md §1.6: block_kv == 64 (or 32 on SM100) from 7f2a703, 64 at v2.1.0.
     allowed = ctx.profile.block_kv_allowed((64,) if ctx.profile.arch == "sm90" or ctx.profile.flavor == "bundled"
                                            else (32, 64))  # the binary's own condition where it has one
     _assert(block_kv in allowed, where, f"block_kv in {allowed} (got {block_kv})")
@@ -709,7 +709,7 @@ def _paged_logits(ctx: Ctx, a: _Args) -> Any:
         raise _not_emulated(ctx, f"logits_dtype {dt}")
     q, kv_cache, weights = a.q, a.kv_cache, a.weights
     context_lens, block_table, schedule_meta = a.context_lens, a.block_table, a.schedule_meta
-    # upstream-history.md §1.5 (v2.1.0 row, kept since): q (B, next_n, H, D) FP8, kv_cache uint8
+    # docs/sources/upstream-history.md §1.5 (v2.1.0 row, kept since): q (B, next_n, H, D) FP8, kv_cache uint8
     # (blocks, block_kv, 1, D + 4), weights (B*next_n, H) FP32.
     _assert(q.dim() == 4, where, f"q.dim() == 4 (got {q.dim()})")
     _assert(_dtype(q) == "float8_e4m3fn", where, f"q.scalar_type() == torch::kFloat8_e4m3fn (got {_dtype(q)})")
@@ -721,37 +721,37 @@ def _paged_logits(ctx: Ctx, a: _Args) -> Any:
     _assert(weights.dim() == 2 and weights.stride(-1) == 1, where, "weights is (B*next_n, H) with stride(1) == 1")
     _context_lens_checks(ctx, context_lens, where)
     if ctx.profile.paged_context_lens_dim == 2:
-        # upstream-history.md §2.1(b): batch_size == context_lens.size(0) and next_n == context_lens.size(1).
+        # docs/sources/upstream-history.md §2.1(b): batch_size == context_lens.size(0) and next_n == context_lens.size(1).
         _assert(tuple(context_lens.shape) == (batch, next_n), where,
                 f"batch_size == context_lens.size(0) and next_n == context_lens.size(1) "
                 f"(q gives ({batch}, {next_n}), context_lens is {tuple(context_lens.shape)})")
-        # upstream-history.md §1.5 / §1.7: clean_logits is refused with 2-D lengths.
+        # docs/sources/upstream-history.md §1.5 / §1.7: clean_logits is refused with 2-D lengths.
         _assert(not a.get("clean_logits", False), where, "not (clean_logits and is_context_lens_2d)")
     else:
         _assert(int(context_lens.shape[0]) == batch, where, f"context_lens.size(0) == batch_size ({batch})")
-    # gpu-observed.md: "next_n == 1 or next_n == 2" on SM90.
+    # docs/sources/gpu-observed.md: "next_n == 1 or next_n == 2" on SM90.
     allowed_next_n = ctx.profile.paged_native_next_n
     _assert(next_n in allowed_next_n, where, " or ".join(f"next_n == {n}" for n in allowed_next_n)
             if len(allowed_next_n) <= 4 else f"next_n in {allowed_next_n}")
-    # upstream-history.md §1.5: block_kv == 64 on SM90 (32 also on SM100 from 7f2a703).
+    # docs/sources/upstream-history.md §1.5: block_kv == 64 on SM90 (32 also on SM100 from 7f2a703).
     allowed_bkv = ctx.profile.block_kv_allowed((64,) if ctx.profile.arch == "sm90" or ctx.profile.flavor == "bundled"
                                                else (32, 64))
     heads = (ctx.profile.rules.heads.get(ctx.profile.arch) if ctx.profile.rules else None) or ()
     if heads:
         _assert(int(q.shape[2]) in heads, where, " or ".join(f"num_heads == {h}" for h in heads))
     _assert(block_kv in allowed_bkv, where, f"block_kv in {allowed_bkv} (got {block_kv})")
-    # upstream-history.md §1.5 and §4.1: block_table int32 with stride(1) == 1.
+    # docs/sources/upstream-history.md §1.5 and §4.1: block_table int32 with stride(1) == 1.
     _assert(_dtype(block_table) == "int32", where, "block_table.scalar_type() == torch::kInt")
     _assert(block_table.dim() == 2 and block_table.stride(1) == 1, where, "block_table.stride(1) == 1")
     if a.get("indices") is not None:
         _assert(ctx.profile.arch != "sm90", where, "not indices.has_value() (varlen is SM100 only)")
         raise _not_emulated(ctx, "varlen (indices) launches")
-    # upstream-history.md §1.6 contract: schedule_meta.size(0) == get_num_sms() + 1 at launch.
+    # docs/sources/upstream-history.md §1.6 contract: schedule_meta.size(0) == get_num_sms() + 1 at launch.
     num_sms = ctx.state.num_sms
     _assert(_dtype(schedule_meta) == "int32" and schedule_meta.dim() == 2, where, "schedule_meta is int32 (num_sms + 1, 2)")
     _assert(int(schedule_meta.shape[0]) == num_sms + 1, where,
             f"schedule_meta.size(0) == num_sms + 1 (num_sms = {num_sms}, got {int(schedule_meta.shape[0])} rows)")
-    # gpu-observed.md: a schedule built from other lengths than the launch's can leave the
+    # docs/sources/gpu-observed.md: a schedule built from other lengths than the launch's can leave the
     # persistent kernel waiting forever; stop here instead of computing a result.
     if not _ref().paged_schedule_matches(schedule_meta, context_lens, block_kv, num_sms,
                                          balance=ctx.profile.schedule_balance):
@@ -762,8 +762,8 @@ def _paged_logits(ctx: Ctx, a: _Args) -> Any:
         )
     out = _compute(where, _ref().fp8_paged_mqa_logits, q, kv_cache, weights, context_lens, block_table,
                    schedule_meta, int(a.max_context_len), clean_logits=bool(a.get("clean_logits", False)))
-    # upstream-history.md §1.5: the result is a view of rows padded to align(max_context_len, 256)
-    # (gpu-observed.md: row stride 4352 for a 1-row result); keep the reference's layout if it has it.
+    # docs/sources/upstream-history.md §1.5: the result is a view of rows padded to align(max_context_len, 256)
+    # (docs/sources/gpu-observed.md: row stride 4352 for a 1-row result); keep the reference's layout if it has it.
     width = int(a.max_context_len)
     stride = -(-width // 256) * 256
     if out.dim() == 2 and out.shape[0] > 0 and out.stride(0) != stride and out.stride(-1) == 1:

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import certificate
-from ..certificate import CertificateError
 from .._paths import with_import_path
+from ..certificate import CertificateError
+from . import certificate
 from .releases import ReleaseSpec
 from .wheels import FetchError, fetch_wheel, prepare_workdir, wheel_sha256
 

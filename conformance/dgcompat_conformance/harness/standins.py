@@ -392,7 +392,7 @@ def install(workdir: Path, *, dist: str, version: str, arch: str = "sm90", ffi_r
     cuda_home = make_cuda_home(scratch)
     installed = Installed(profile, state, lib, ops, cuda_home)
 
-    # find_cuda_home() asserts a toolkit exists (wheel-matrix.md §1 item 7); an empty folder
+    # find_cuda_home() asserts a toolkit exists (docs/sources/wheel-matrix.md §1 item 7); an empty folder
     # satisfies it and is never read, since nothing is compiled.
     os.environ["CUDA_HOME"] = str(cuda_home)
     os.environ.pop("CUDA_PATH", None)

@@ -11,7 +11,7 @@ from dgcompat.detection import KNOWN_SGL_DEEP_GEMM, Release, _expected_torch
 from dgcompat.table import Capabilities, compute, lookup
 
 from ..dists import canonical
-from ._surface import SGL, _BUNDLING, Surface, _first_present, _param, _params, _record, _returned_op, _schema_result
+from ._surface import _BUNDLING, SGL, Surface, _first_present, _param, _params, _record, _returned_op, _schema_result
 
 __all__ = ["SURFACE_CLAIMS", "NOT_SURFACE_VISIBLE", "release_of", "capabilities_of", "check_table", "check_torch"]
 

@@ -20,6 +20,7 @@ from dgcompat.detection import KNOWN_SGL_DEEP_GEMM
 
 from .._args import positive_seconds
 from ..certificate import COMMITTED, SUITE_OUTCOMES, CertificateError, file_name, load, load_folder
+from ..results import results_dir
 from ..surface import SurfaceError, extract
 from ._surface import SGL
 from .calls import check_calls, diff_surfaces
@@ -290,7 +291,7 @@ def latest(*, version: str | None = None, baseline: str | None = None, index_url
     tier: CpuTier | None = None
     if cpu_tier:
         say(f"intake: running the CPU tier for {newest}")
-        tier = run_cpu_tier(newest, out_dir=out_dir or Path("conformance-results"), timeout=timeout)
+        tier = run_cpu_tier(newest, out_dir=out_dir or results_dir("conform"), timeout=timeout)
     # The native contract (host asserts of both _C.so): a change nothing covers is never "safe".
     from ..contract import latest_findings
 
@@ -325,7 +326,8 @@ def build_latest_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", metavar="V", help="compare against this release instead of the newest certified")
     p.add_argument("--index-url", metavar="URL", help="package index to ask (default: pip's configuration)")
     p.add_argument("--certificates", type=Path, metavar="DIR", help="certificate folder (default: conformance/dgcompat_conformance/certificates)")
-    p.add_argument("--out", type=Path, default=Path("conformance-results"), help="where the CPU tier writes its certificate")
+    p.add_argument("--out", type=Path, default=None,
+                   help="where the CPU tier writes its certificate (default: $DGCOMPAT_RESULTS/conform)")
     p.add_argument("--no-cpu-tier", action="store_true", help="skip the CPU tier (surface checks only)")
     p.add_argument("--arch", default="sm90", choices=("sm90", "sm100", "sm120"), help="architecture the table is read for")
     p.add_argument("--timeout", type=positive_seconds, default=900.0, help="seconds the CPU tier may take")

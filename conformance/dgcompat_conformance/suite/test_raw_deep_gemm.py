@@ -1,7 +1,7 @@
 """deep_gemm itself, called the way each release expects.
 
 These tests pin down what a release's own Python layer plus native code do with the calls
-engines make (the facts in gpu-observed.md and the wheel matrix), independently of dgcompat. On
+engines make (the facts in docs/sources/gpu-observed.md and docs/sources/wheel-matrix.md), independently of dgcompat. On
 the CPU tier they check that the wheel's wrappers and the stand-ins together reproduce those
 facts, which is what makes the dgcompat tests over the same stand-ins meaningful; on a GPU they
 check the real release.
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.raw
 
 
 def _sgl_legacy_wrappers() -> bool:
-    # wheel-matrix.md §1 item 8: 0.0.1-0.1.7 build a default scale with the legacy torch.Tensor
+    # docs/sources/wheel-matrix.md §1 item 8: 0.0.1-0.1.7 build a default scale with the legacy torch.Tensor
     # constructor, which raises TypeError for a bare tensor operand.
     return S.flavor() == "sgl" and not S.version_at_least("0.2.0")
 
@@ -44,12 +44,12 @@ def test_num_sms_roundtrip(raw: Any) -> None:
 
 
 def test_mk_alignment_is_128(raw: Any) -> None:
-    # gpu-observed.md: get_mk_alignment_for_contiguous_layout() returns 128 (SM90).
+    # docs/sources/gpu-observed.md: get_mk_alignment_for_contiguous_layout() returns 128 (SM90).
     assert int(raw.get_mk_alignment_for_contiguous_layout()) == 128
 
 
 def test_runtime_knobs_presence(raw: Any, flavor: str) -> None:
-    # wheel-matrix.md §3: set_pdl from sgl-deep-gemm 0.1.4, never in the bundled copies;
+    # docs/sources/wheel-matrix.md §3: set_pdl from sgl-deep-gemm 0.1.4, never in the bundled copies;
     # set_compile_mode only in the bundled copies.
     if flavor == "sgl":
         assert hasattr(raw, "set_pdl") == S.version_at_least("0.1.4")
@@ -107,7 +107,7 @@ def test_grouped_contiguous_positional(raw: Any) -> None:
 
 
 def test_grouped_contiguous_m_indices_keyword(raw: Any, flavor: str) -> None:
-    # gpu-observed.md / upstream-history.md §1.2: sgl-deep-gemm and upstream 2.3+ call the argument
+    # docs/sources/gpu-observed.md / docs/sources/upstream-history.md §1.2: sgl-deep-gemm and upstream 2.3+ call the argument
     # grouped_layout, so m_indices= raises TypeError; the bundled schemas still name it m_indices.
     g = S.gen(4)
     m_indices = S.contiguous_layout([128])
@@ -130,7 +130,7 @@ def test_masked_return_value(raw: Any, flavor: str) -> None:
     # upstream 2.8 removed the fp8_m_grouped_* alias; the m_grouped_* name is the same function
     masked = getattr(raw, "fp8_m_grouped_gemm_nt_masked", None) or raw.m_grouped_fp8_gemm_nt_masked
     got = masked(x["a"], x["b"], d, x["masked_m"], x["expected_m"])
-    # gpu-observed.md: None on sgl-deep-gemm; wheel-matrix.md §5: (int?, int?) on the bundled copies.
+    # docs/sources/gpu-observed.md: None on sgl-deep-gemm; docs/sources/wheel-matrix.md §5: (int?, int?) on the bundled copies.
     assert got == ((None, None) if flavor == "bundled" else None)
     reference.m_grouped_fp8_gemm_nt_masked(x["a"], x["b"], want, x["masked_m"], x["expected_m"])
     for gi, rows in enumerate(x["masked_m"].tolist()):
@@ -138,7 +138,7 @@ def test_masked_return_value(raw: Any, flavor: str) -> None:
 
 
 def test_mqa_logits_presence(raw: Any, flavor: str) -> None:
-    # wheel-matrix.md §1 item 1: removed in sgl-deep-gemm 0.2.5 and in upstream DeepGEMM 2.8.
+    # docs/sources/wheel-matrix.md §1 item 1: removed in sgl-deep-gemm 0.2.5 and in upstream DeepGEMM 2.8.
     removed = (flavor == "sgl" and S.version_at_least("0.2.5")) or (flavor == "upstream" and S.version_at_least("2.8"))
     assert hasattr(raw, "fp8_mqa_logits") is not removed
     assert hasattr(raw, "fp8_paged_mqa_logits") is not removed
@@ -169,12 +169,12 @@ def _paged_launcher(raw: Any, api: str) -> Any:
     if api == "legacy":
         fn = getattr(raw, "fp8_paged_mqa_logits", None)
         if fn is None:
-            pytest.skip("no fp8_paged_mqa_logits in this release (wheel-matrix.md §1 item 1)")
+            pytest.skip("no fp8_paged_mqa_logits in this release (docs/sources/wheel-matrix.md §1 item 1)")
         return lambda q, *rest: fn(q, *rest, False)
     fn = getattr(raw, "fp8_fp4_paged_mqa_logits", None)
     if fn is None:
         pytest.skip("no fp8_fp4_paged_mqa_logits in this release")
-    # upstream-history.md §1.5: q must be a (q, q_sf) pair; a bare q hits the 0.0.1-0.1.7 wrapper bug.
+    # docs/sources/upstream-history.md §1.5: q must be a (q, q_sf) pair; a bare q hits the 0.0.1-0.1.7 wrapper bug.
     return lambda q, *rest: fn((q, None), *rest)
 
 
@@ -191,7 +191,7 @@ def test_paged_context_lens_forms(raw: Any, flavor: str, form: str, next_n: int,
     if form == "flat":
         q = q.reshape(case.batch * next_n, 1, *q.shape[2:])
         table = case.block_table_for("per_token")
-    # What the release accepts (gpu-observed.md; upstream-history.md §3 S-arch column):
+    # What the release accepts (docs/sources/gpu-observed.md; docs/sources/upstream-history.md §3 S-arch column):
     # sgl-deep-gemm wants 2-D lengths and native next_n in {1, 2} (SM90); the bundled copies 1-D.
     eff_next_n = 1 if form == "flat" else next_n
     # sgl-deep-gemm 0.2.5 and upstream 2.8 assert MX q scales and bf16 weights on SM100 (host asserts
@@ -200,7 +200,7 @@ def test_paged_context_lens_forms(raw: Any, flavor: str, form: str, next_n: int,
     mx_sm100 = S.arch() == "sm100" and ((flavor == "sgl" and S.version_at_least("0.2.5"))
                                         or (flavor == "upstream" and S.version_at_least("2.8")))
     if flavor == "sgl":
-        # upstream-history.md §2.2: SM100 takes any next_n natively.
+        # docs/sources/upstream-history.md §2.2: SM100 takes any next_n natively.
         ok = form in ("2d", "flat") and (eff_next_n in (1, 2) or S.arch() not in (None, "sm90")) and not mx_sm100
     elif flavor == "bundled":
         ok = form == "1d" and next_n in (1, 2)
@@ -224,7 +224,7 @@ def test_paged_context_lens_forms(raw: Any, flavor: str, form: str, next_n: int,
     out = torch.as_tensor(launch())
     want = reference.fp8_paged_mqa_logits(q, case.kv_cache, case.weights, ctx, table, None, case.max_context_len)
     S.valid_close(out, want, case.row_lengths())
-    # upstream-history.md §1.5: rows padded to align(max_context_len, 256).
+    # docs/sources/upstream-history.md §1.5: rows padded to align(max_context_len, 256).
     assert out.stride(0) % 256 == 0 or out.shape[0] <= 1
 
 
@@ -243,11 +243,11 @@ def test_transform_sf_is_sfa(raw: Any, flavor: str) -> None:
     g = S.gen(30)
     _, sf = S.fp8_token(100, 512, g)
     out = torch.as_tensor(raw.transform_sf_into_required_layout(sf, 100, 512, (1, 128, 128), is_sfa=True))
-    # gpu-observed.md: an MN-major fp32 tensor of stride (1, mn) for mn = 100 (TMA-aligned).
+    # docs/sources/gpu-observed.md: an MN-major fp32 tensor of stride (1, mn) for mn = 100 (TMA-aligned).
     assert out.dtype == torch.float32 and tuple(out.shape) == (100, 4)
     assert out.stride(0) == 1 and out.stride(1) == 100
     torch.testing.assert_close(out.cpu(), sf.cpu())
-    # upstream-history.md §1.11: sgl-deep-gemm (7f2a703 base) asserts is_sfa with a 3-tuple recipe;
+    # docs/sources/upstream-history.md §1.11: sgl-deep-gemm (7f2a703 base) asserts is_sfa with a 3-tuple recipe;
     # the bundled schema defaults it to False.
     if flavor == "sgl":
         with pytest.raises(RuntimeError):

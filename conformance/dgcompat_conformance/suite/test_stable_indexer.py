@@ -75,7 +75,6 @@ def test_fp8_mqa_logits(dg: Any, nq: int, nk: int, heads: int, seed: int, clean:
 @given(nq=st.integers(1, 8), nk=st.integers(8, 200), seed=SEED)
 def test_fp8_mqa_logits_compressed(dg: Any, nq: int, nk: int, seed: int) -> None:
     from dgcompat import reference
-
     from dgcompat.errors import UnsupportedFeatureError
 
     x = _mqa_inputs(nq, nk, 32, S.gen(seed))
@@ -83,7 +82,7 @@ def test_fp8_mqa_logits_compressed(dg: Any, nq: int, nk: int, seed: int) -> None
     try:
         out = dg.fp8_mqa_logits(x["q"], x["kv"], x["weights"], x["ks"], x["ke"], max_seqlen_k=width)
     except UnsupportedFeatureError:
-        # wheel-matrix.md §1 item 2: the sglang-kernel 0.4.x copies have no max_seqlen_k at all; saying so
+        # docs/sources/wheel-matrix.md §1 item 2: the sglang-kernel 0.4.x copies have no max_seqlen_k at all; saying so
         # is the only acceptable failure, and only there.
         if S.release().dist != "sglang-kernel":
             raise
@@ -161,11 +160,11 @@ def test_paged_clean_logits(dg: Any, form: str) -> None:
 def test_paged_one_row_stride(dg: Any) -> None:
     case = S.paged_case(1, 1, [100], S.gen(41))
     out = _launch(dg, case, "2d", "per_seq")
-    assert out.stride(0) % 4 == 0  # engine-usage.md §2.3: fused top-k needs a 4-aligned row stride
+    assert out.stride(0) % 4 == 0  # docs/sources/engine-usage.md §2.3: fused top-k needs a 4-aligned row stride
 
 
 def test_paged_transposed_block_table(dg: Any) -> None:
-    # upstream-history.md §4.1: a (B, 1) block table viewed from its transpose has stride(1) != 1 while
+    # docs/sources/upstream-history.md §4.1: a (B, 1) block table viewed from its transpose has stride(1) != 1 while
     # is_contiguous() is True; the kernels assert stride(1) == 1.
     case = S.paged_case(4, 1, [10, 20, 30, 40], S.gen(42))
     table = case.block_table.clone().as_strided((4, 1), (1, 4))
@@ -221,7 +220,7 @@ def test_paged_stale_schedule_is_refused(dg: Any) -> None:
                                  "vllm_slice_assign"])
 def test_paged_schedule_not_belonging_is_replaced(dg: Any, how: str) -> None:
     """A schedule that does not provably belong to the launch lengths never reaches the kernel: dgcompat
-    launches the schedule of those lengths (engine-usage.md: SGLang copies a fresh schedule into its
+    launches the schedule of those lengths (docs/sources/engine-usage.md: SGLang copies a fresh schedule into its
     buffer, vLLM assigns buffer[:] = metadata)."""
     from dgcompat import reference
 

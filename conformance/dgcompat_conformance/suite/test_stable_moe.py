@@ -50,7 +50,7 @@ def test_m_grouped_bf16_contiguous(dg: Any, sizes: list[int], n: int, k: int, se
     d = torch.zeros((m, n), dtype=torch.bfloat16, device=S.device())
     want = torch.zeros_like(d)
     if S.flavor() == "sgl" and not S.version_at_least("0.1.1"):
-        # wheel-matrix.md §3: no BF16 contiguous grouped GEMM before sgl-deep-gemm 0.1.1.
+        # docs/sources/wheel-matrix.md §3: no BF16 contiguous grouped GEMM before sgl-deep-gemm 0.1.1.
         from dgcompat.errors import UnsupportedFeatureError
 
         with pytest.raises(UnsupportedFeatureError):
@@ -99,7 +99,7 @@ def test_m_grouped_bf16_masked(dg: Any, groups: int, m_max: int, n: int, k: int,
     d = torch.zeros((groups, m_max, n), dtype=torch.bfloat16, device=S.device())
     want = torch.zeros_like(d)
     if S.flavor() == "sgl" and not S.version_at_least("0.1.1"):
-        # wheel-matrix.md §3: no BF16 masked GEMM before sgl-deep-gemm 0.1.1.
+        # docs/sources/wheel-matrix.md §3: no BF16 masked GEMM before sgl-deep-gemm 0.1.1.
         from dgcompat.errors import UnsupportedFeatureError
 
         with pytest.raises(UnsupportedFeatureError):

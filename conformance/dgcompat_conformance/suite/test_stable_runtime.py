@@ -83,7 +83,7 @@ def test_set_pdl(dg: Any) -> None:
         assert isinstance(applied, bool)
         has_pdl = S.flavor() == "sgl" and S.version_at_least("0.1.1")
         if S.flavor() in ("sgl", "bundled"):
-            # wheel-matrix.md §3/§5: a PDL switch exists from sgl-deep-gemm 0.1.1 (native only until
+            # docs/sources/wheel-matrix.md §3/§5: a PDL switch exists from sgl-deep-gemm 0.1.1 (native only until
             # 0.1.4) and never in the bundled copies.
             assert applied is has_pdl
         if applied:
@@ -95,7 +95,7 @@ def test_set_pdl(dg: Any) -> None:
 
 def test_compile_mode(dg: Any) -> None:
     if S.flavor() == "bundled":
-        # upstream-history.md §1.9: only the bundled copies have set/get_compile_mode.
+        # docs/sources/upstream-history.md §1.9: only the bundled copies have set/get_compile_mode.
         import deep_gemm
 
         before = deep_gemm.get_compile_mode()
@@ -108,5 +108,5 @@ def test_compile_mode(dg: Any) -> None:
 
 
 def test_mk_alignment(dg: Any) -> None:
-    # gpu-observed.md: 128 on SM90 in every release.
+    # docs/sources/gpu-observed.md: 128 on SM90 in every release.
     assert dg.get_mk_alignment_for_contiguous_layout() == 128

@@ -57,7 +57,7 @@ def test_get_mn_major_tma_aligned_packed_ue8m0_tensor(dg: Any, mn: int, k: int, 
     out = dg.get_mn_major_tma_aligned_packed_ue8m0_tensor(sf)
     want = reference.get_mn_major_tma_aligned_packed_ue8m0_tensor(sf)
     assert out.dtype == torch.int32 and tuple(out.shape) == tuple(want.shape)
-    # upstream-history.md §4.1: the trailing stride stays TMA-aligned even when it has size 1.
+    # docs/sources/upstream-history.md §4.1: the trailing stride stays TMA-aligned even when it has size 1.
     assert out.stride(-1) == dg.get_tma_aligned_size(mn, 4)
     torch.testing.assert_close(out.cpu(), want.cpu(), atol=0, rtol=0)
 

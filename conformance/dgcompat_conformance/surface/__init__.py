@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 from ._sources import (
-    DIST_NAME,
     ReleaseFiles,
     SurfaceError,
     cache_root,

@@ -32,7 +32,7 @@ __all__ = [
 
 Scalar = Union[str, int, float, bool, None]
 
-#: The symbols ``deep_gemm`` engines call (wheel-matrix section 3), qualified.
+#: The symbols ``deep_gemm`` engines call (docs/sources/wheel-matrix.md section 3), qualified.
 ENGINE_SYMBOLS: tuple[str, ...] = tuple(
     "deep_gemm." + name
     for name in (
