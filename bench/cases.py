@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable
 
+from dgcompat import _tooling
+
 __all__ = ["DEVICE", "Case", "build_cases", "calibration_cases", "paged_floor", "passthrough", "GEMM_GOAL_NS", "PAGED_GOAL_NS", "LAYERS"]
 
 #: Added host time per call the performance targets allow (ns).
@@ -120,11 +122,9 @@ def paged_floor(up_paged: Callable[..., Any], inputs: dict[str, Any], sched: Any
     """
     import weakref
 
-    from dgcompat import indexer
-
     lens, bt = inputs["lens"], inputs["bt"]
-    same_meta = indexer._same_metadata(inputs["q"], inputs["w"], inputs["kv"])
-    capturing = indexer._capturing(inputs["q"].device)
+    same_meta = _tooling.same_metadata(inputs["q"], inputs["w"], inputs["kv"])
+    capturing = _tooling.capture_probe(inputs["q"].device)
     lr: Callable[[], Any] = weakref.ref(lens)
     br: Callable[[], Any] = weakref.ref(bt)
     sr: Callable[[], Any] = weakref.ref(sched)

@@ -393,12 +393,12 @@ def run_gpu(out_path: Path, command: str, *, dry_run: bool = False, inner: int =
     import torch
 
     import dgcompat
-    from dgcompat import _binding
+    from dgcompat import _tooling
 
     cuda = torch.cuda.is_available() and not dry_run
     device = "cuda" if cuda else "cpu"
     rel = dgcompat.release()
-    up = _binding.load()
+    up = _tooling.load_backend()
     result: dict[str, Any] = {
         "schema": 1, "command": command, "dry_run": dry_run,
         "machine": {"python": platform.python_version(), "torch": torch.__version__,

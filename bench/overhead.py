@@ -163,12 +163,12 @@ def run(version: str, *, rounds: int, calls: int, alloc_calls: int, cpu: int | N
     device = _use_device(device)
 
     import dgcompat
-    from dgcompat import _binding
+    from dgcompat import _tooling
 
     rel = dgcompat.release()
     if str(rel.version) != version or rel.dist != "sgl-deep-gemm":
         raise SystemExit(f"expected the sgl-deep-gemm {version} stand-in, found {rel.label}")
-    up = _binding.load()
+    up = _tooling.load_backend()
     caps = dgcompat.capabilities()
     cases = build_cases(dgcompat, up)
     if only:

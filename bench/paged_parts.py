@@ -22,9 +22,9 @@ def main() -> None:
 
     import dgcompat
     from bench import cases as C
-    from dgcompat import _binding, indexer
+    from dgcompat import _tooling
 
-    up = _binding.load()
+    up = _tooling.load_backend()
     cuda = torch.cuda.is_available()
     if cuda:
         torch.zeros(1, device="cuda")  # a CUDA context, as an engine has
@@ -36,12 +36,12 @@ def main() -> None:
     q, kv, w, lens, bt, s, L = (env[k] for k in ("q", "kv", "w", "lens", "bt", "s", "L"))
     f = dgcompat.fp8_paged_mqa_logits
     f(q, kv, w, lens, bt, s, L)
-    plan = indexer._LAST
+    plan = _tooling.last_paged_plan()
     assert plan is not None and plan[-1] is not None, "expected the plain native plan (its last field)"
     names: dict[str, Any] = {
         "q": q, "kv": kv, "w": w, "lens": lens, "bt": bt, "s": s, "L": L, "f": f,
         "direct": up.fp8_paged_mqa_logits, "floor": env["f_floor"],
-        "same_meta": indexer._same_metadata(q, w, kv), "cap": indexer._capturing(q.device), "lr": weakref.ref(lens),
+        "same_meta": _tooling.same_metadata(q, w, kv), "cap": _tooling.capture_probe(q.device), "lr": weakref.ref(lens),
     }
     stmts = ["direct(q, kv, w, lens, bt, s, L)", "f(q, kv, w, lens, bt, s, L)", "floor(q, kv, w, lens, bt, s, L)",
              "same_meta(q, w, kv)", "cap()", "same_meta(q, w, kv) and not cap()", "lens._version", "lr()",

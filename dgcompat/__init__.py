@@ -15,8 +15,9 @@ through dgcompat; see docs/migration.md.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
+from ._surface import NAMES, SUBMODULES
 from ._version import __version__
 from .errors import (
     BadArgumentError,
@@ -33,6 +34,9 @@ from .errors import (
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers only; runtime access is lazy
     from . import utils as utils
+    from ._facade import passthrough_names as passthrough_names
+    from ._facade import reset as reset
+    from ._facade import resolve as resolve
     from ._install import as_deep_gemm as as_deep_gemm
     from ._install import install_as_deep_gemm as install_as_deep_gemm
     from ._install import installed_as_deep_gemm as installed_as_deep_gemm
@@ -56,23 +60,23 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers only; runtime access i
     from .jit_warmup import jit_cache_dir as jit_cache_dir
     from .jit_warmup import use_jit_cache_dir as use_jit_cache_dir
     from .jit_warmup import warmup as warmup
+    from .knobs import compile_mode as compile_mode
+    from .knobs import get_mk_alignment_for_contiguous_layout as get_mk_alignment_for_contiguous_layout
+    from .knobs import get_num_sms as get_num_sms
+    from .knobs import get_pdl as get_pdl
+    from .knobs import (
+        get_theoretical_mk_alignment_for_contiguous_layout as get_theoretical_mk_alignment_for_contiguous_layout,
+    )
+    from .knobs import is_available as is_available
+    from .knobs import num_sms as num_sms
+    from .knobs import set_num_sms as set_num_sms
+    from .knobs import set_pdl as set_pdl
     from .moe import MaskedOverlap as MaskedOverlap
     from .moe import fp8_m_grouped_gemm_nt_masked as fp8_m_grouped_gemm_nt_masked
     from .moe import m_grouped_bf16_gemm_nt_contiguous as m_grouped_bf16_gemm_nt_contiguous
     from .moe import m_grouped_bf16_gemm_nt_masked as m_grouped_bf16_gemm_nt_masked
     from .moe import m_grouped_fp8_gemm_nt_contiguous as m_grouped_fp8_gemm_nt_contiguous
     from .moe import m_grouped_fp8_gemm_nt_masked as m_grouped_fp8_gemm_nt_masked
-    from .runtime import compile_mode as compile_mode
-    from .runtime import get_mk_alignment_for_contiguous_layout as get_mk_alignment_for_contiguous_layout
-    from .runtime import get_num_sms as get_num_sms
-    from .runtime import get_pdl as get_pdl
-    from .runtime import (
-        get_theoretical_mk_alignment_for_contiguous_layout as get_theoretical_mk_alignment_for_contiguous_layout,
-    )
-    from .runtime import is_available as is_available
-    from .runtime import num_sms as num_sms
-    from .runtime import set_num_sms as set_num_sms
-    from .runtime import set_pdl as set_pdl
     from .scales import ceil_to_ue8m0 as ceil_to_ue8m0
     from .scales import get_mn_major_tma_aligned_packed_ue8m0_tensor as get_mn_major_tma_aligned_packed_ue8m0_tensor
     from .scales import get_mn_major_tma_aligned_tensor as get_mn_major_tma_aligned_tensor
@@ -86,100 +90,25 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers only; runtime access i
     from .utils.math import align as align
     from .utils.math import ceil_div as ceil_div
 
-#: stable name -> the submodule that defines it.
-_LAZY: dict[str, str] = {
-    "release": "detection", "Release": "detection", "KernelWheel": "detection",
-    "capabilities": "table", "Capabilities": "table",
-    "is_available": "runtime", "get_num_sms": "runtime", "set_num_sms": "runtime", "num_sms": "runtime",
-    "set_pdl": "runtime", "get_pdl": "runtime", "compile_mode": "runtime",
-    "get_mk_alignment_for_contiguous_layout": "runtime", "get_theoretical_mk_alignment_for_contiguous_layout": "runtime",
-    "fp8_gemm_nt": "gemm", "bf16_gemm_nt": "gemm",
-    "MaskedOverlap": "moe", "m_grouped_fp8_gemm_nt_contiguous": "moe", "m_grouped_fp8_gemm_nt_masked": "moe",
-    "fp8_m_grouped_gemm_nt_masked": "moe", "m_grouped_bf16_gemm_nt_contiguous": "moe",
-    "m_grouped_bf16_gemm_nt_masked": "moe",
-    "fp8_mqa_logits": "indexer", "get_paged_mqa_logits_metadata": "indexer", "fp8_paged_mqa_logits": "indexer",
-    "get_tma_aligned_size": "scales", "ceil_to_ue8m0": "scales", "get_mn_major_tma_aligned_tensor": "scales",
-    "get_mn_major_tma_aligned_packed_ue8m0_tensor": "scales", "transform_sf_into_required_layout": "scales",
-    "transform_scale_ue8m0": "scales",
-    **dict.fromkeys(("warmup", "WarmupSpec", "WarmupReport", "WarmupError", "DenseGemm", "GroupedGemm", "PagedIndexer",
-                     "MPolicy", "KernelEntry", "jit_cache_dir", "use_jit_cache_dir"), "jit_warmup"),
-    "align": "utils.math", "ceil_div": "utils.math", "calc_diff": "testing",
-    "get_col_major_tma_aligned_tensor": "utils.layout",
-    "install_as_deep_gemm": "_install", "uninstall_as_deep_gemm": "_install", "installed_as_deep_gemm": "_install",
-    "as_deep_gemm": "_install",
-}
-_SUBMODULES = ("utils", "reference", "errors", "detection", "table", "runtime", "gemm", "moe", "indexer", "scales",
-               "testing", "jit_warmup")
-
 __all__ = sorted([
-    "__version__", "resolve", "reset", "passthrough_names",
-    "DgcompatError", "BadArgumentError", "UnsupportedFeatureError", "ScheduleMismatchError",
+    "__version__", "DgcompatError", "BadArgumentError", "UnsupportedFeatureError", "ScheduleMismatchError",
     "IncompatibleBuildError", "DeepGemmUnavailableError", "UnidentifiedBuildError", "UnavailableNameError",
-    "KernelError", "ConfigurationError",
-    *_LAZY,
+    "KernelError", "ConfigurationError", *NAMES,
 ])
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
+    module = NAMES.get(name)
     if module is not None:
         value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
         globals()[name] = value  # later lookups skip this hook
         return value
-    if name in _SUBMODULES:
+    if name in SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")
     if name.startswith("_"):
         raise AttributeError(f"module 'dgcompat' has no attribute {name!r}")
-    return _passthrough(name)
+    return importlib.import_module(f"{__name__}._forward").lookup("deep_gemm", name)
 
 
 def __dir__() -> list[str]:
-    return sorted(set(__all__) | set(_SUBMODULES))
-
-
-def _passthrough(name: str) -> Any:
-    from ._forward import lookup
-
-    return lookup("deep_gemm", name)
-
-
-def passthrough_names() -> list[str]:
-    """Public names of the installed deep_gemm that dgcompat forwards unchanged (imports deep_gemm)."""
-    from . import _binding
-
-    module = _binding.load()
-    return sorted(n for n in dir(module) if not n.startswith("_") and n not in _LAZY and n not in _SUBMODULES)
-
-
-def resolve(name: str) -> Callable[..., Any]:
-    """The callable behind ``dgcompat.<name>`` on this install.
-
-    Where the installed function already matches the stable contract (the table's
-    :data:`~dgcompat.table.UPSTREAM_IDENTITY`) this is the upstream object itself (call it directly
-    to pay nothing; its errors are then deep_gemm's own). Otherwise it is dgcompat's function.
-    Binds (imports deep_gemm) if needed.
-    """
-    from . import _binding
-    from .table import capabilities
-
-    if name not in _LAZY:
-        raise AttributeError(f"{name!r} is not part of dgcompat's stable surface")
-    stable = __getattr__(name)
-    if not callable(stable) or isinstance(stable, type):
-        return stable
-    upstream = getattr(_binding.load(), name, None)
-    if upstream is None or not capabilities().identical_to_upstream(name):
-        return stable
-    # The same parameters in the same positions (probed: releases insert and append parameters).
-    from ._params import parameter_names
-
-    return upstream if parameter_names(upstream) == parameter_names(stable) else stable
-
-
-def reset() -> None:
-    """Forget detection, capabilities and every binding (for tests; deep_gemm stays imported)."""
-    from . import _binding, detection, table
-
-    _binding.reset()
-    table.reset()
-    detection.reset()
+    return sorted(set(__all__) | set(SUBMODULES))

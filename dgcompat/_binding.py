@@ -1,14 +1,7 @@
-"""Loading the backend once, and binding each stable function to it once.
+"""Binding each stable function to the loaded backend once: :class:`Slots`, :class:`Defaults`, :func:`upstream`.
 
 Nothing here runs at ``import dgcompat``. The first stable call (from any thread) takes the lock,
-imports deep_gemm once and binds; later calls never come here. The backend is chosen by
-``DGCOMPAT_BACKEND``: ``auto`` (default: the installed deep_gemm), ``deep_gemm`` or
-``reference`` (the pure-torch backend, for machines without deep_gemm or a GPU).
-
-A failed load is remembered with the environment it was tried under (``DGCOMPAT_BACKEND``,
-``DGCOMPAT_ALLOW_TORCH_MISMATCH``) and retried once that environment changes, so setting
-``DGCOMPAT_BACKEND=reference`` after a failed lookup takes effect. A successful load is final
-(deep_gemm cannot be unloaded).
+loads the backend (:func:`dgcompat._backend.load`) and binds; later calls never come here.
 
 Binding is one mechanism, :class:`Slots`: each adapter module declares ``_B = Slots(name=binder,
 ...)`` and its stable functions call ``_B.name(...)``. The first call runs the binder under the
@@ -20,126 +13,17 @@ unbinds every slot. :func:`upstream` resolves a declared :class:`~dgcompat._call
 
 from __future__ import annotations
 
-import importlib
-import os
-import sys
-import threading
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import _env
+from ._backend import load, lock
+from ._backend import reset as _reset_backend
+from ._calls import UpstreamCall
 from .detection import release
-from .errors import DeepGemmUnavailableError, IncompatibleBuildError, UnidentifiedBuildError
+from .errors import IncompatibleBuildError
 
-if TYPE_CHECKING:
-    from ._calls import UpstreamCall
+__all__ = ["Slots", "Defaults", "upstream", "find_upstream", "register_reset", "reset"]
 
-__all__ = ["lock", "Slots", "Defaults", "backend_name", "load", "loaded_module", "upstream", "find_upstream", "import_refusal", "reset",
-           "register_reset"]
-
-lock = threading.RLock()
-_module: ModuleType | None = None
-_failure: tuple[tuple[str, str], BaseException] | None = None  # (environment it was tried under, error)
 _resets: list[Callable[[], None]] = []
-
-
-def backend_name() -> str:
-    """``"deep_gemm"``, ``"reference"`` or ``"none"`` (nothing installed and nothing chosen).
-
-    A vendored copy (``vllm``, ``tensorrt-llm``) is a deep_gemm backend. Raises
-    :class:`~dgcompat.errors.ConfigurationError` for an unknown ``DGCOMPAT_BACKEND``.
-    """
-    choice = _env.backend()
-    if choice == "reference":
-        return "reference"
-    if choice != "auto":
-        return "deep_gemm"
-    return "deep_gemm" if release().installed else "none"
-
-
-def loaded_module() -> ModuleType | None:
-    """The bound backend module, or None if nothing has been bound yet (never imports)."""
-    return _module
-
-
-def import_refusal() -> IncompatibleBuildError | None:
-    """Why deep_gemm must not be imported in this process, or None (never imports; also used by the install)."""
-    planted = sys.modules.get("deep_gemm")
-    if planted is not None and planted is sys.modules.get("dgcompat"):
-        from ._install import installed_as_deep_gemm
-
-        if not installed_as_deep_gemm():
-            # `sys.modules["deep_gemm"] = dgcompat` by hand: detection and binding would see dgcompat itself.
-            return IncompatibleBuildError(
-                "sys.modules['deep_gemm'] is dgcompat itself, so the real deep_gemm cannot be imported; call "
-                "dgcompat.install_as_deep_gemm() instead of aliasing by hand")
-    rel = release()
-    if not rel.installed:
-        return DeepGemmUnavailableError(
-            "deep_gemm is not installed (no sgl-deep-gemm, no kernel wheel bundling it, no upstream build); "
-            "install a certified pairing (see `dgcompat pin`) or set DGCOMPAT_BACKEND=reference to run on "
-            "dgcompat's pure-torch reference backend"
-        )
-    if rel.refusal is not None:
-        return UnidentifiedBuildError(rel.refusal)
-    if rel.torch_ok is False and not _env.allow_torch_mismatch():
-        return IncompatibleBuildError(
-            f"{rel.label} is incompatible with torch {rel.torch} ("
-            f"{'its stable-ABI library needs torch' if rel.torch_rule == 'minimum' else 'built for torch'}"
-            f"{rel.expected_torch}): its native "
-            f"library would fail to load or mis-read every tensor. Install torch{rel.expected_torch}, or a "
-            f"deep_gemm built for torch {rel.torch}. (DGCOMPAT_ALLOW_TORCH_MISMATCH=1 imports it anyway.)"
-        )
-    return None
-
-
-def _import_deep_gemm() -> ModuleType:
-    refusal = import_refusal()
-    if refusal is not None:
-        raise refusal
-    from ._install import import_real  # the real package even when dgcompat is installed as deep_gemm
-
-    rel = release()
-    try:
-        if rel.module == "deep_gemm":
-            return import_real()
-        return importlib.import_module(rel.module)  # a vendored copy's import name (vllm.third_party.deep_gemm)
-    except BaseException as exc:  # OSError (undefined symbol), AssertionError (no CUDA toolkit), ...
-        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-            raise
-        raise IncompatibleBuildError(
-            f"importing deep_gemm ({rel.label}, binding {rel.binding}) failed: {type(exc).__name__}: {exc}"
-        ) from exc
-
-
-def load() -> ModuleType:
-    """Import and return the backend module (cached; thread-safe).
-
-    A failure is cached until the environment that decides the backend changes.
-    """
-    global _module, _failure
-    if _module is not None:
-        return _module
-    with lock:
-        if _module is not None:
-            return _module
-        tried_under = _environment()
-        if _failure is not None and _failure[0] == tried_under:
-            raise _failure[1]
-        _failure = None
-        name = backend_name()
-        try:
-            if name == "reference":
-                module = importlib.import_module("dgcompat.reference")
-            else:
-                module = _import_deep_gemm()
-        except BaseException as exc:
-            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                raise
-            _failure = (tried_under, exc)
-            raise
-        _module = module
-        return module
 
 
 def _attribute(module: Any, symbol: str) -> Any:
@@ -173,10 +57,6 @@ def upstream(call: UpstreamCall) -> Callable[..., Any]:
         names = " / ".join((call.symbol, *call.alternatives))
         raise IncompatibleBuildError(f"{call.caller}(): the installed deep_gemm ({release().label}) has no {names}")
     return found
-
-
-def _environment() -> tuple[str, str]:
-    return (os.environ.get("DGCOMPAT_BACKEND", ""), os.environ.get("DGCOMPAT_ALLOW_TORCH_MISMATCH", ""))
 
 
 class Slots:
@@ -266,10 +146,8 @@ def register_reset(fn: Callable[[], None]) -> None:
 
 def reset() -> None:
     """Forget the backend and every bound callable (tests; does not unload deep_gemm)."""
-    global _module, _failure
     with lock:
-        _module = None
-        _failure = None
+        _reset_backend()
         for slots in _SLOTS:
             slots.clear()
         for defaults in _DEFAULTS:

@@ -3,7 +3,7 @@
 Each :class:`UpstreamCall` says which deep_gemm callable an adapter calls, which arguments it
 passes by position and which by keyword, on which releases (``selected_by`` a capability), and
 whether it reads the result. Each adapter module declares its own calls next to the code that
-makes them (a module-level ``CALLS`` tuple); :func:`all_calls` collects them. The certification
+makes them (a module-level ``CALLS`` tuple); :func:`dgcompat._tooling.all_calls` collects them. The certification
 wing's intake checks every declaration against a release's extracted surface, so a release that
 moves or renames a parameter dgcompat relies on is caught before it is deployed.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["UpstreamCall", "ADAPTERS", "all_calls"]
+__all__ = ["UpstreamCall"]
 
 
 @dataclass(frozen=True)
@@ -70,20 +70,3 @@ class UpstreamCall:
         for entry in self.positional + self.keywords + tuple(p for p, _c, _v in self.row_positional):
             names.update(n for n in entry.split("|") if n != "*")
         return frozenset(names)
-
-
-#: The adapter modules that declare ``CALLS`` (in this order).
-ADAPTERS = ("gemm", "moe", "indexer", "scales", "runtime")
-
-
-def all_calls() -> tuple[UpstreamCall, ...]:
-    """Every upstream call the adapters declare (each module's ``CALLS``), in :data:`ADAPTERS` order.
-
-    Imports the adapter modules (never on a hot path).
-    """
-    import importlib
-
-    calls: list[UpstreamCall] = []
-    for name in ADAPTERS:
-        calls.extend(importlib.import_module(f"dgcompat.{name}").CALLS)
-    return tuple(calls)

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from typing import Any, Callable, NoReturn
 
+from ._backend import backend_name
+from .detection import release
 from .errors import BadArgumentError, DgcompatError, KernelError, UnsupportedFeatureError
 
 FP8_DTYPE_NAMES = ("float8_e4m3fn", "float8_e4m3fnuz")
 
 
 def release_label() -> str:
-    from . import _binding
-    from .detection import release
-
-    if _binding.backend_name() == "reference":
+    """The installed release's label for messages (``"reference"`` on the reference backend)."""
+    if backend_name() == "reference":
         return "reference"
     return release().label
 

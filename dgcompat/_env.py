@@ -13,7 +13,12 @@ naming the variable and the values it accepts; an unset or empty variable means 
 ``DGCOMPAT_DEBUG``                        ``0`` / ``1``: value checks that read device memory
                                           (bound into the stable functions at bind time)
 ``DGCOMPAT_ALLOW_TORCH_MISMATCH``         ``0`` / ``1``: import a deep_gemm built for another torch
+``DGCOMPAT_INSTALL``                      ``0`` / ``1``: the start-up hook of ``python -m dgcompat run``
+                                          installs dgcompat as deep_gemm
 ========================================  =====================================================
+
+Switches take ``1``/``true``/``yes``/``on`` and ``0``/``false``/``no``/``off`` (any case, blanks
+around ignored); anything else is refused.
 
 Variables of earlier releases that no longer do anything are listed in :data:`RETIRED`, so that
 ``dgcompat doctor`` can say so instead of calling them misspelt.
@@ -26,27 +31,34 @@ from typing import Literal, NamedTuple
 
 from .errors import ConfigurationError
 
-__all__ = ["ARCHES", "EnvRow", "backend", "arch", "debug", "allow_torch_mismatch",
-           "env_report", "VARIABLES", "RETIRED"]
+__all__ = ["ARCHES", "BACKENDS", "BACKEND_ALIASES", "SWITCH_VALUES", "EnvRow", "backend", "backend_or_raw", "arch",
+           "debug", "allow_torch_mismatch", "install", "env_report", "VARIABLES", "RETIRED"]
 
 Backend = Literal["auto", "deep_gemm", "reference", "vllm", "tensorrt-llm"]
+
+#: The ``DGCOMPAT_BACKEND`` values (the one definition of the backend vocabulary): ``vllm`` and
+#: ``tensorrt-llm`` select the deep_gemm copy that engine vendors (:data:`dgcompat.detection.VENDORED`).
+BACKENDS: tuple[Backend, ...] = ("auto", "deep_gemm", "reference", "vllm", "tensorrt-llm")
+#: Other spellings of those values.
+BACKEND_ALIASES: dict[str, Backend] = {"deep-gemm": "deep_gemm", "tensorrt_llm": "tensorrt-llm",
+                                       "trtllm": "tensorrt-llm"}
 
 #: ``smXY`` names dgcompat plans for -> their family (the key of the table's per-architecture values).
 ARCHES: dict[str, str] = {"sm90": "sm90", "sm90a": "sm90", "sm100": "sm100", "sm100a": "sm100", "sm103": "sm100",
                           "sm110": "sm100", "sm120": "sm120", "sm121": "sm120"}
 
-# ``vllm`` / ``tensorrt-llm`` select the deep_gemm copy that engine vendors (detection.VENDORED).
-_BACKENDS: dict[str, Backend] = {"auto": "auto", "deep_gemm": "deep_gemm", "deep-gemm": "deep_gemm",
-                                 "reference": "reference", "vllm": "vllm", "tensorrt-llm": "tensorrt-llm",
-                                 "tensorrt_llm": "tensorrt-llm", "trtllm": "tensorrt-llm"}
-_SWITCH = {"0": False, "1": True}
+_BACKENDS: dict[str, Backend] = {**{b: b for b in BACKENDS}, **BACKEND_ALIASES}
+#: The spellings a switch takes (case-insensitive, surrounding blanks ignored).
+SWITCH_VALUES: dict[str, bool] = {"1": True, "true": True, "yes": True, "on": True,
+                                  "0": False, "false": False, "no": False, "off": False}
 
 #: variable -> the values it accepts (for messages and :func:`env_report`).
 VARIABLES: dict[str, tuple[str, ...]] = {
-    "DGCOMPAT_BACKEND": ("auto", "deep_gemm", "reference", "vllm", "tensorrt-llm"),
+    "DGCOMPAT_BACKEND": BACKENDS,
     "DGCOMPAT_ARCH": tuple(ARCHES),
-    "DGCOMPAT_DEBUG": ("0", "1"),
-    "DGCOMPAT_ALLOW_TORCH_MISMATCH": ("0", "1"),
+    "DGCOMPAT_DEBUG": tuple(SWITCH_VALUES),
+    "DGCOMPAT_ALLOW_TORCH_MISMATCH": tuple(SWITCH_VALUES),
+    "DGCOMPAT_INSTALL": tuple(SWITCH_VALUES),
 }
 
 #: variable -> what became of it; set or not, it has no effect.
@@ -101,7 +113,7 @@ def _switch(name: str) -> bool:
     raw = _raw(name)
     if not raw:
         return False
-    value = _SWITCH.get(raw)
+    value = SWITCH_VALUES.get(raw.lower())
     if value is None:
         raise ConfigurationError(name, raw, VARIABLES[name])
     return value
@@ -117,6 +129,11 @@ def allow_torch_mismatch() -> bool:
     return _switch("DGCOMPAT_ALLOW_TORCH_MISMATCH")
 
 
+def install() -> bool:
+    """``DGCOMPAT_INSTALL=1``: the start-up hook of ``python -m dgcompat run`` installs dgcompat as deep_gemm."""
+    return _switch("DGCOMPAT_INSTALL")
+
+
 class EnvRow(NamedTuple):
     """One variable as :func:`env_report` sees it: ``value`` None when unset."""
 
@@ -129,7 +146,7 @@ class EnvRow(NamedTuple):
 def env_report() -> list[EnvRow]:
     """Every ``DGCOMPAT_*`` variable dgcompat reads, its value, and whether it is accepted (never raises)."""
     readers = {"DGCOMPAT_BACKEND": backend, "DGCOMPAT_ARCH": arch, "DGCOMPAT_DEBUG": debug,
-               "DGCOMPAT_ALLOW_TORCH_MISMATCH": allow_torch_mismatch}
+               "DGCOMPAT_ALLOW_TORCH_MISMATCH": allow_torch_mismatch, "DGCOMPAT_INSTALL": install}
     rows = []
     for name, accepted in VARIABLES.items():
         value = os.environ.get(name)

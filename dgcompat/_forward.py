@@ -6,7 +6,7 @@
 One lookup serves them all. It runs only for names dgcompat does not define, never on a stable
 function's call path.
 
-The backend is the one :mod:`dgcompat._binding` loads (the installed deep_gemm, or the reference
+The backend is the one :mod:`dgcompat._backend` loads (the installed deep_gemm, or the reference
 backend's module for the top level). When there is none, or it is unusable, the lookup raises
 :class:`~dgcompat.errors.UnavailableNameError`, an ``AttributeError``, so ``hasattr`` probes keep
 working.
@@ -17,12 +17,11 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from . import _binding, _install
+from . import _backend
+from ._backend import TOP
 from .errors import DgcompatError, UnavailableNameError
 
 __all__ = ["lookup", "real_module"]
-
-TOP = "deep_gemm"
 
 
 def real_module(name: str) -> ModuleType:
@@ -32,16 +31,16 @@ def real_module(name: str) -> ModuleType:
     submodule and the backend is dgcompat's reference module (it has no submodules).
     """
     try:
-        top = _binding.load()
+        top = _backend.load()
     except DgcompatError as exc:
         raise UnavailableNameError(f"{name} is not available: {exc}") from exc
     if name == TOP:
         return top
     if top.__name__ != TOP:  # the reference backend (dgcompat.reference) stands in for the top level only
         raise UnavailableNameError(
-            f"{name} does not exist on the {_binding.backend_name()} backend; only dgcompat's stable names are served")
+            f"{name} does not exist on the {_backend.backend_name()} backend; only dgcompat's stable names are served")
     try:
-        return _install.real_submodule(name)
+        return _backend.real_submodule(name)
     except ImportError as exc:
         raise UnavailableNameError(f"the installed deep_gemm has no module {name} ({exc})") from exc
 
@@ -59,4 +58,4 @@ def lookup(module: str, name: str) -> Any:
     except AttributeError:
         raise AttributeError(
             f"{name!r} is neither part of dgcompat's stable surface nor present in {module} "
-            f"({_binding.backend_name()} backend)") from None
+            f"({_backend.backend_name()} backend)") from None

@@ -33,14 +33,15 @@ The real package is never imported under another name, so its ``__name__``, ``__
 ``torch.ops`` namespace and its relative imports are untouched; code inside it that imports
 ``deep_gemm`` later (a function-local ``from .. import _C``) gets the facade, which forwards
 every name it does not define, underscore names included. dgcompat's own binding
-(:mod:`dgcompat._binding`) asks :func:`import_real` for the real module, so nothing recurses.
+(:mod:`dgcompat._backend`) asks :func:`dgcompat._backend.import_real` for the real module (the
+registry :data:`dgcompat._backend.REAL` this module fills), so nothing recurses.
 
 The facade for a submodule that the real package did not import itself (``deep_gemm.testing``
 on a build whose ``__init__`` skips it) loads its real module under that submodule's lock, by a
 nested import of its name that a thin loader ends by putting the facade back (the real module
 stays marked initializing, so ``importlib.import_module`` racers re-read the facade). The
 decision whether the real package may be imported at all (installed, built for this torch) is
-:func:`dgcompat._binding.import_refusal`, the same check the binding makes; a refused or failing
+:func:`dgcompat._backend.import_refusal`, the same check the binding makes; a refused or failing
 import leaves the facade in place: stable functions raise
 :class:`~dgcompat.errors.IncompatibleBuildError` when called and forwarded names raise
 :class:`~dgcompat.errors.UnavailableNameError` (an ``AttributeError``, so ``hasattr`` probes answer
@@ -80,12 +81,11 @@ import types
 from types import ModuleType
 from typing import Any, Iterator, Sequence
 
-from . import _binding
+from . import _backend, _forward
+from ._backend import REAL, TOP
+from ._surface import NAMES, NOT_DEEP_GEMM
 
-__all__ = ["install_as_deep_gemm", "uninstall_as_deep_gemm", "installed_as_deep_gemm", "as_deep_gemm",
-           "import_real", "real_submodule", "FACADES"]
-
-TOP = "deep_gemm"
+__all__ = ["install_as_deep_gemm", "uninstall_as_deep_gemm", "installed_as_deep_gemm", "as_deep_gemm", "FACADES"]
 
 #: facade module -> the dgcompat module whose public names (``__all__``) it serves.
 FACADES: dict[str, str] = {
@@ -96,20 +96,15 @@ FACADES: dict[str, str] = {
     "deep_gemm.testing": "dgcompat.testing",
 }
 
-#: dgcompat names that are not deep_gemm's (the installer itself): never served by the facade.
-_NOT_SERVED = frozenset({"install_as_deep_gemm", "uninstall_as_deep_gemm", "installed_as_deep_gemm",
-                         "as_deep_gemm"})
-
 _lock = threading.RLock()
 _local = threading.local()  # .standing_aside: bool; .pending: {name: facade} while a real module loads
 
 
 class _State:
+    """The install's own state; the real modules and the facades live in :data:`dgcompat._backend.REAL`."""
+
     def __init__(self) -> None:
         self.finder: _Finder | None = None
-        self.real: dict[str, ModuleType] = {}  # real modules behind facade names, by name
-        self.facades: dict[str, _Facade] = {}
-        self.failure: BaseException | None = None  # why the real top-level package did not load
         self.replaced: dict[str, Any] = {}  # sys.modules["deep_gemm.<fn>"] entries pointed at dgcompat
 
 
@@ -132,9 +127,10 @@ def install_as_deep_gemm() -> None:
             return
         # Detect now: the finder runs under the import system's global lock, where importing a
         # module or waiting for another thread's import could deadlock, so it only reads caches.
-        _binding.backend_name()
+        _backend.backend_name()
         _adopt_imported()
         _state.finder = _Finder()
+        REAL.installed = True
         sys.meta_path.insert(0, _state.finder)
 
 
@@ -150,18 +146,16 @@ def uninstall_as_deep_gemm() -> None:
         _state.finder = None
         with contextlib.suppress(ValueError):
             sys.meta_path.remove(finder)
-        for name, facade in _state.facades.items():
+        for name, facade in REAL.facades.items():
             if sys.modules.get(name) is facade:
                 del sys.modules[name]
-        for name, real in _state.real.items():
+        for name, real in REAL.real.items():
             _release_initializing(real)
             sys.modules[name] = real
         for name, entry in _state.replaced.items():
             sys.modules[name] = entry
         _state.replaced.clear()
-        _state.facades.clear()
-        _state.real.clear()
-        _state.failure = None
+        REAL.clear()
 
 
 def installed_as_deep_gemm() -> bool:
@@ -179,44 +173,6 @@ def as_deep_gemm() -> Iterator[None]:
     finally:
         if not was:
             uninstall_as_deep_gemm()
-
-
-def import_real() -> ModuleType:
-    """The real ``deep_gemm`` package (what :mod:`dgcompat._binding` binds to), never the facade.
-
-    Without the install this is ``importlib.import_module("deep_gemm")``. With it, the import of
-    ``deep_gemm`` (the facade) loads the real package; its failure is re-raised here.
-    """
-    if _state.finder is None:
-        module = importlib.import_module(TOP)
-        if module is sys.modules.get("dgcompat"):
-            # `sys.modules["deep_gemm"] = dgcompat` by hand: binding to it would recurse forever.
-            raise ImportError("sys.modules['deep_gemm'] is dgcompat itself, so the real deep_gemm cannot be "
-                              "imported; call dgcompat.install_as_deep_gemm() instead of aliasing by hand")
-        return module
-    importlib.import_module(TOP)
-    real = _state.real.get(TOP)
-    if real is not None:
-        return real
-    if _state.failure is not None:
-        raise _state.failure
-    raise ImportError("deep_gemm is installed as dgcompat with the reference backend; no real deep_gemm was loaded")
-
-
-def real_submodule(name: str) -> ModuleType:
-    """The real ``deep_gemm.<sub>`` module ``name`` (imports it on first use; raises ImportError)."""
-    if _state.finder is None:
-        return importlib.import_module(name)
-    real = _state.real.get(name)
-    if real is not None:
-        return real
-    module = importlib.import_module(name)
-    if isinstance(module, _Facade):
-        real = _state.real.get(name)
-        if real is None:
-            raise ImportError(f"the installed deep_gemm has no module {name}")
-        return real
-    return module
 
 
 # --------------------------------------------------------------------------- the facade module
@@ -251,20 +207,25 @@ def _stable_names(facade: str) -> frozenset[str]:
     """The names the facade ``facade`` takes from its dgcompat module (computed once)."""
     names = _STABLE.get(facade)
     if names is None:
-        source = importlib.import_module(FACADES[facade])
         if facade == TOP:
-            names = frozenset(set(getattr(source, "_LAZY")) - _NOT_SERVED)
+            names = frozenset(set(NAMES) - NOT_DEEP_GEMM)
         else:
-            names = frozenset(getattr(source, "__all__", ()))
+            names = frozenset(getattr(importlib.import_module(FACADES[facade]), "__all__", ()))
         _STABLE[facade] = names
     return names
+
+
+def _stable_value(facade: str, name: str) -> Any:
+    """dgcompat's object behind ``<facade>.<name>`` (one of :func:`_stable_names`)."""
+    source = f"dgcompat.{NAMES[name]}" if facade == TOP else FACADES[facade]
+    return getattr(importlib.import_module(source), name)
 
 
 def _resolve(facade: _Facade, name: str) -> Any:
     fname = facade.__name__
     if _standing_aside():
         # This thread is loading the real package: every facade is a window onto its real module.
-        real = _loading().get(fname) or _state.real.get(fname)
+        real = _loading().get(fname) or REAL.real.get(fname)
         if real is None:
             raise AttributeError(f"module {fname!r} has no attribute {name!r}")
         if name == "__all__" and not hasattr(real, "__all__"):
@@ -272,34 +233,28 @@ def _resolve(facade: _Facade, name: str) -> Any:
         return getattr(real, name)
     if name.startswith("__") and name.endswith("__") and name != "__all__":
         # Dunders (__file__, __version__, __path__ probes by the import system) never trigger a load.
-        real = _state.real.get(fname)
+        real = REAL.real.get(fname)
         if real is None:
             raise AttributeError(f"module {fname!r} has no attribute {name!r}")
         return getattr(real, name)
     if f"{fname}.{name}" in FACADES:
         return importlib.import_module(f"{fname}.{name}")
     if name in _stable_names(fname):
-        value = getattr(importlib.import_module(FACADES[fname]), name)
+        value = _stable_value(fname, name)
         facade.__dict__[name] = value  # later lookups are plain attribute hits
         return value
     if name == "__all__":
         return _public_names(fname)
-    value = _forward().lookup(fname, name)
+    value = _forward.lookup(fname, name)
     if callable(value):
         # Functions and classes do not change; plain values (flags a release mutates) are read live.
         facade.__dict__[name] = value
     return value
 
 
-def _forward() -> ModuleType:
-    # Imported on first use, not with this module: the install itself stays free of the binding's imports.
-    module = sys.modules.get("dgcompat._forward")
-    return module if module is not None else importlib.import_module("dgcompat._forward")
-
-
 def _public_names(fname: str) -> list[str]:
     names = set(_stable_names(fname))
-    real = _state.real.get(fname)
+    real = REAL.real.get(fname)
     if real is not None:
         exported = getattr(real, "__all__", None)
         names |= set(exported) if exported is not None else {n for n in vars(real) if not n.startswith("_")}
@@ -371,12 +326,12 @@ class _Finder(importlib.abc.MetaPathFinder):
         with _aside():
             real = _real_spec(fullname, path)
             if fullname == TOP:
-                backend = _binding.backend_name()  # cached since the install: no import here
+                backend = _backend.backend_name()  # cached since the install: no import here
                 if backend == "reference":
                     real = None  # the reference backend stands in for deep_gemm; nothing real is loaded
                 elif real is None or backend == "none":
                     return None  # nothing to front: `import deep_gemm` fails as it would without dgcompat
-            elif TOP not in _state.real:
+            elif TOP not in REAL.real:
                 real = None
         spec = importlib.machinery.ModuleSpec(fullname, _LOADER, origin=real.origin if real else None,
                                               loader_state=real, is_package=True)
@@ -392,18 +347,13 @@ class _FacadeLoader(importlib.abc.Loader):
     def exec_module(self, module: ModuleType) -> None:
         assert isinstance(module, _Facade) and module.__spec__ is not None
         name = module.__name__
-        _state.facades[name] = module
+        REAL.facades[name] = module
         real_spec = module.__spec__.loader_state
-        if real_spec is None or name in _state.real:
+        if real_spec is None or name in REAL.real:
             return
         if name == TOP:
-            refusal = _binding.import_refusal()
-            if refusal is not None:
-                _state.failure = refusal
-                return
-            _load_real_top(module, real_spec)
-            if TOP in _state.real:
-                _point_symbol_entries()  # outside the load: an error here is dgcompat's, not the real import's
+            REAL.retry = lambda: _load_top(module, real_spec)
+            _load_top(module, real_spec)
             return
         _load_real(name, module)
 
@@ -416,6 +366,20 @@ def _loading() -> dict[str, ModuleType]:
     if loading is None:
         loading = _local.loading = {}
     return loading
+
+
+def _load_top(facade: _Facade, real_spec: importlib.machinery.ModuleSpec) -> None:
+    """Load the real package behind the top-level facade unless it is loaded or refused (then say why)."""
+    if TOP in REAL.real:
+        return
+    refusal = _backend.import_refusal()
+    if refusal is not None:
+        REAL.failure = refusal
+        return
+    REAL.failure = None
+    _load_real_top(facade, real_spec)
+    if TOP in REAL.real:
+        _point_symbol_entries()  # outside the load: an error here is dgcompat's, not the real import's
 
 
 def _load_real_top(facade: _Facade, real_spec: importlib.machinery.ModuleSpec) -> None:
@@ -435,9 +399,9 @@ def _load_real_top(facade: _Facade, real_spec: importlib.machinery.ModuleSpec) -
         with _aside():
             assert real_spec.loader is not None
             real_spec.loader.exec_module(real)
-        _state.real[TOP] = real
+        REAL.real[TOP] = real
     except Exception as exc:  # OSError (undefined symbol), AssertionError (no CUDA toolkit), ...
-        _state.failure = exc
+        REAL.failure = exc
     finally:
         _loading().pop(TOP, None)
         for key in set(facade.__dict__) - before:
@@ -454,7 +418,7 @@ def _load_real(name: str, facade: _Facade) -> None:
             importlib.import_module(name)
     except Exception as exc:  # OSError (undefined symbol), AssertionError (no CUDA toolkit), ...
         if name == TOP:
-            _state.failure = exc
+            REAL.failure = exc
     finally:
         _pending().pop(name, None)
         sys.modules[name] = facade
@@ -481,7 +445,7 @@ class _RealLoader(importlib.abc.Loader):
         name = module.__name__
         try:
             self.inner.exec_module(module)
-            _state.real[name] = module
+            REAL.real[name] = module
         finally:
             if name == TOP:
                 _take_real_submodules()
@@ -521,20 +485,19 @@ def _take_real_submodules() -> None:
         module = sys.modules.get(name)
         if module is not None and not isinstance(module, _Facade):
             del sys.modules[name]
-            _state.real[name] = module
+            REAL.real[name] = module
 
 
 def _point_symbol_entries() -> None:
     """The sgl wheels' ``sys.modules["deep_gemm.<function>"]`` entries of stable names -> dgcompat's functions."""
     stable = _stable_names(TOP)
-    source = importlib.import_module(FACADES[TOP])
     for key in [k for k in sys.modules if k.startswith(TOP + ".")]:
         entry = sys.modules[key]
         attr = key[len(TOP) + 1:]
         # sgl-deep-gemm registers `deep_gemm.<function>` entries so `import deep_gemm.<fn>` works.
         if attr in stable and not isinstance(entry, ModuleType):
             _state.replaced.setdefault(key, entry)
-            sys.modules[key] = getattr(source, attr)
+            sys.modules[key] = _stable_value(TOP, attr)
 
 
 def _adopt_imported() -> None:
@@ -548,6 +511,6 @@ def _adopt_imported() -> None:
     if isinstance(current, _Facade):
         return
     del sys.modules[TOP]
-    _state.real[TOP] = current
+    REAL.real[TOP] = current
     _take_real_submodules()
     _point_symbol_entries()

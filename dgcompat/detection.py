@@ -45,25 +45,22 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from . import _elf, _torch_abi
+from . import _elf, _env, _torch_abi
 
-__all__ = ["Release", "KernelWheel", "release", "reset", "KNOWN_SGL_DEEP_GEMM", "EXPECTED_TORCH", "VENDORED",
-           "BACKEND_CHOICES"]
+__all__ = ["Release", "KernelWheel", "release", "reset", "KNOWN_SGL_DEEP_GEMM", "EXPECTED_TORCH", "VENDORED"]
 
 SGL_DEEP_GEMM = "sgl-deep-gemm"
 UPSTREAM = "deep-gemm"
 KERNEL_WHEELS = ("sglang-kernel", "sgl-kernel")
 UPSTREAM_NAMES = ("deep-gemm", "deepgemm")
 
-#: Engines that vendor a deep_gemm copy: (``DGCOMPAT_BACKEND`` value, owning distribution,
+#: Engines that vendor a deep_gemm copy: (``DGCOMPAT_BACKEND`` value, one of :data:`dgcompat._env.BACKENDS`, owning distribution,
 #: top-level package, folder of the copy inside it, import name of the copy).
 VENDORED: tuple[tuple[str, str, str, str, str], ...] = (
     ("vllm", "vllm", "vllm", "third_party/deep_gemm", "vllm.third_party.deep_gemm"),
     ("tensorrt-llm", "tensorrt-llm", "tensorrt_llm", "deep_gemm", "tensorrt_llm.deep_gemm"),
 )
 
-#: Accepted ``DGCOMPAT_BACKEND`` values (aliases normalized by :func:`backend_choice`).
-BACKEND_CHOICES: tuple[str, ...] = ("auto", "deep_gemm", "reference", *(v[0] for v in VENDORED))
 
 #: Every published sgl-deep-gemm release; a newer one is "unknown" and handled by probes.
 KNOWN_SGL_DEEP_GEMM: tuple[str, ...] = (
@@ -479,9 +476,7 @@ def _copies(choice: str) -> list[_Copy]:
 
 def backend_choice() -> str:
     """``DGCOMPAT_BACKEND`` normalized (``auto`` when unset; unknown values are returned as given)."""
-    from ._env import backend_or_raw
-
-    return backend_or_raw()
+    return _env.backend_or_raw()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -696,7 +691,7 @@ def _detect() -> Release:
     torch_v = _installed_torch()
     choice = backend_choice()
     # The reference backend still reports what is installed; unknown values are reported elsewhere.
-    copies = _copies(choice if choice in BACKEND_CHOICES and choice != "reference" else "auto")
+    copies = _copies(choice if choice in _env.BACKENDS and choice != "reference" else "auto")
     if not copies:
         return Release(None, None, "none", "none", None, None, torch_v, None, _kernel_wheel("none"), False, ())
     chosen = _identify(copies[0], torch_v)

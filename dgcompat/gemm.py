@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from . import _binding
 from ._calls import UpstreamCall
-from ._checks import bad, k_major, pair, same_device, tensor, translate
+from ._checks import bad, k_major, pair, release_label, same_device, tensor, translate
 from ._params import RELEASE_DEFAULT, Param, bind_call
+from .table import capabilities
 
 if TYPE_CHECKING:
     import torch
@@ -54,9 +55,6 @@ _D = _binding.Defaults("fp8_gemm_nt", "bf16_gemm_nt")
 
 
 def _bind(call: UpstreamCall, params: tuple[Param, ...]) -> Callable[..., Any]:
-    from ._checks import release_label
-    from .table import capabilities
-
     return bind_call(_binding.upstream(call), call, params, _D, call.caller.removeprefix("dgcompat."),
                      capabilities().compiled_dims_default, release_label())
 

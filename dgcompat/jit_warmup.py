@@ -564,7 +564,7 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
     Raises :class:`~dgcompat.errors.UnsupportedFeatureError` for a shape the release cannot run,
     :class:`WarmupError` when a compile or a worker fails.
     """
-    from . import _binding
+    from . import _backend
     from ._warmup import record
 
     t0 = time.perf_counter()
@@ -575,7 +575,7 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
     if processes is not None:
         _positive("warmup", "processes", processes)
     folder = jit_cache_dir(cache_dir, isolate=isolate)
-    backend = _binding.backend_name()
+    backend = _backend.backend_name()
     if backend == "reference":
         return WarmupReport("reference", "none", str(folder), 0, len(calls), 0, 0, 0,
                             time.perf_counter() - t0, 0.0,

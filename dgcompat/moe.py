@@ -21,6 +21,8 @@ from ._calls import UpstreamCall
 from ._checks import bad, contiguous, k_major, pair, release_label, same_device, tensor, translate, unsupported
 from ._params import RELEASE_DEFAULT, Param, bind_call
 from .errors import BadArgumentError, DgcompatError
+from .knobs import get_mk_alignment_for_contiguous_layout, num_sms
+from .table import capabilities
 
 if TYPE_CHECKING:
     import torch
@@ -103,8 +105,6 @@ def _selected(calls: tuple[UpstreamCall, ...], what: str, name: str, params: tup
     """The upstream function of the first declaration the table selects for this release, bound for a
     positional call passing ``params`` after the declared positional arguments
     (:func:`dgcompat._params.bind`), else a stand-in raising UnsupportedFeatureError."""
-    from .table import capabilities
-
     caps = capabilities()
     for call in calls:
         if call.in_effect(caps):
@@ -178,8 +178,6 @@ def _with_value_checks_masked(name: str, impl: Callable[..., Any]) -> Callable[.
 # --- diagnosis after an upstream rejection ---------------------------------------------------
 
 def _diagnose_contiguous(fn: str, a: Any, b: Any, d: Any, m_indices: Any, fp8: bool, psum: bool = False) -> None:
-    from .runtime import get_mk_alignment_for_contiguous_layout
-
     if fp8:
         a_data, a_sf = pair(fn, "a", a)
         b_data, b_sf = pair(fn, "b", b)
@@ -379,8 +377,6 @@ def _raw_overlap(signal: Any, max_block_n: Any) -> MaskedOverlap:
 def _masked_overlap(a: Any, b: Any, d: Any, masked_m: Any, expected_m: Any, recipe: Any, recipe_a: Any,
                     recipe_b: Any, compiled_dims: Any, disable_ue8m0_cast: Any, epilogue: Any,
                     overlap: MaskedOverlap) -> tuple[int, int]:
-    from .runtime import num_sms
-
     fn = "m_grouped_fp8_gemm_nt_masked"
     if not isinstance(overlap, MaskedOverlap):
         raise bad(fn, "overlap", "None or a dgcompat.MaskedOverlap", overlap)

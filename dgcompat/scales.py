@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from . import _binding
+from . import _binding, _math
 from ._calls import UpstreamCall
 from ._checks import as_torch, bad, tensor, translate
+from .table import capabilities
 
 if TYPE_CHECKING:
     import torch
@@ -48,8 +49,7 @@ def get_tma_aligned_size(x: int, element_size: int) -> int:
         raise bad("get_tma_aligned_size", "element_size", "1, 2, 4, 8 or 16", element_size)
     if isinstance(x, bool) or not isinstance(x, int) or x < 0:
         raise bad("get_tma_aligned_size", "x", "a non-negative int", x)
-    alignment = 16 // element_size
-    return -(-x // alignment) * alignment
+    return _math.tma_aligned_size(x, element_size)
 
 
 def ceil_to_ue8m0(x: torch.Tensor) -> torch.Tensor:
@@ -59,16 +59,14 @@ def ceil_to_ue8m0(x: torch.Tensor) -> torch.Tensor:
     ``|x|`` in float32: the biased exponent goes up by one when any mantissa bit is set and is clamped to
     ``[1, 254]``, so 0 and subnormals give ``2**-126`` and values above ``2**127`` (3e38, inf) give
     ``2**127``. UE8M0 packing keeps only the exponent byte, so a scale must be rounded first (rounding up
-    keeps the quantized values in range). This is the project's only implementation (the reference
-    backend uses it too).
+    keeps the quantized values in range). The arithmetic is :func:`dgcompat._math.ceil_to_ue8m0`, which
+    the reference backend uses too.
     """
     import torch
 
     if not isinstance(x, torch.Tensor) or not x.dtype.is_floating_point:
         raise bad("ceil_to_ue8m0", "x", "a floating-point tensor", x)
-    bits = x.abs().to(torch.float32).contiguous().view(torch.int32)
-    exponent = ((bits >> 23) & 0xFF) + ((bits & 0x7FFFFF) != 0).to(torch.int32)
-    return (exponent.clamp(1, 254) << 23).view(torch.float32)
+    return _math.ceil_to_ue8m0(x)
 
 
 def restore_tma_strides(sf: torch.Tensor) -> torch.Tensor:
@@ -177,8 +175,6 @@ def _diagnose_transform(sf: Any, recipe: Any, num_groups: Any, is_sfa: Any) -> N
 def _bind_transform() -> Callable[..., Any]:
     """``impl(sf, mn, k, recipe, num_groups, is_sfa, disable_ue8m0_cast)``: every release has these parameters
     in these positions; the result is checked for collapsed strides."""
-    from .table import capabilities
-
     target = _binding.upstream(_TRANSFORM)
     if capabilities().transform_sf_is_sfa == "bool":
         # The bundled schema takes int[] and a plain bool: None must not reach it.

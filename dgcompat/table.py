@@ -25,7 +25,7 @@ from typing import Any, Literal, Mapping
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from . import _device, _env
+from . import _backend, _device, _env
 from ._env import ARCHES
 from .detection import KNOWN_SGL_DEEP_GEMM, Release, release
 
@@ -531,9 +531,7 @@ def compute(rel: Release, *, backend: str, arch: str | None, module: Any = None)
 
 @functools.lru_cache(maxsize=8)
 def _cached(rel: Release, backend: str, arch: str | None, module_id: int) -> Capabilities:
-    from . import _binding
-
-    module = _binding.loaded_module() if module_id else None
+    module = _backend.loaded_module() if module_id else None
     return compute(rel, backend=backend, arch=arch, module=module)
 
 
@@ -543,10 +541,8 @@ def capabilities() -> Capabilities:
     Before deep_gemm is imported the answers come from the table; afterwards presence rows are
     probed on the live module. Never imports deep_gemm itself.
     """
-    from . import _binding
-
-    module = _binding.loaded_module()
-    return _cached(release(), _binding.backend_name(), current_arch(), id(module) if module is not None else 0)
+    module = _backend.loaded_module()
+    return _cached(release(), _backend.backend_name(), current_arch(), id(module) if module is not None else 0)
 
 
 def reset() -> None:

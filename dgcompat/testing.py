@@ -10,6 +10,8 @@ from typing import Any
 
 import torch
 
+from ._forward import lookup
+
 __all__ = ["calc_diff"]
 
 
@@ -27,6 +29,4 @@ def calc_diff(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 def __getattr__(name: str) -> Any:
     if name.startswith("_"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from ._forward import lookup
-
     return lookup("deep_gemm.testing", name)

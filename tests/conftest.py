@@ -55,8 +55,8 @@ def clean_dgcompat(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         del sys.modules[k]
     sys.modules.update(saved)
     dgcompat.reset()
-    if "dgcompat.reference" in sys.modules:  # the reference backend's knobs are process state
-        sys.modules["dgcompat.reference"].reset_runtime()
+    if "dgcompat.reference.backend" in sys.modules:  # the reference backend's knobs are process state
+        sys.modules["dgcompat.reference.backend"]._reset_state()
 
 
 @pytest.fixture
@@ -87,18 +87,18 @@ def fake_release(fake_site: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
     from . import fakes
 
     def install(family: str, arch: str = "sm90") -> object:
-        from dgcompat import _binding
+        from dgcompat import _backend
 
         if family == "reference":
             monkeypatch.setenv("DGCOMPAT_BACKEND", "reference")
             import dgcompat
 
             dgcompat.reset()
-            return _binding.load()
+            return _backend.load()
         dist, version, body = fakes.FAMILIES[family]
         monkeypatch.setenv("DGCOMPAT_ALLOW_TORCH_MISMATCH", "1")  # fakes have no native library
         monkeypatch.setenv("DGCOMPAT_ARCH", arch)
         fake_site(dist, version, body)
-        return _binding.load()
+        return _backend.load()
 
     return install

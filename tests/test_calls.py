@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import dgcompat
-from dgcompat import _calls
+from dgcompat import _tooling
 from dgcompat import reference as R
 from dgcompat._calls import UpstreamCall
 
@@ -32,7 +32,7 @@ def _target(module: Any, symbol: str) -> tuple[Any, str] | None:
 
 
 def _record_calls(module: Any, monkeypatch: pytest.MonkeyPatch, records: list[Record], caller: list[str]) -> None:
-    symbols = {s for c in _calls.all_calls() for s in (c.symbol, *c.alternatives)}
+    symbols = {s for c in _tooling.all_calls() for s in (c.symbol, *c.alternatives)}
     depth = [0]
     for symbol in symbols:
         found = _target(module, symbol)
@@ -155,7 +155,7 @@ def _matches(call: UpstreamCall, record: Record, caps: Any) -> bool:
 
 
 _FAMILIES = ["sgl-0.1.3", "sgl-0.2.5", "bundled", "reference"]
-_CALLERS = sorted({c.caller for c in _calls.all_calls()})
+_CALLERS = sorted({c.caller for c in _tooling.all_calls()})
 # The indexer still calls the reference backend by keyword in its own branch (being converted to the
 # positional calls it declares); strict, so the mark must go once that branch is gone.
 _PENDING: set[tuple[str, str]] = set()
@@ -175,7 +175,7 @@ def test_declared_calls_are_the_calls_made(fake_release: Callable[[str], Any], m
     _record_calls(module, monkeypatch, records, current)
     current[0] = caller
     caps = dgcompat.capabilities()
-    in_effect = [c for c in _calls.all_calls() if c.caller == caller and c.in_effect(caps) and _present(module, c)]
+    in_effect = [c for c in _tooling.all_calls() if c.caller == caller and c.in_effect(caps) and _present(module, c)]
     try:
         exercise[caller]()
     except dgcompat.UnsupportedFeatureError:
@@ -197,8 +197,8 @@ def _present(module: Any, call: UpstreamCall) -> bool:
 def test_all_calls_collects_every_adapter() -> None:
     import importlib
 
-    calls = _calls.all_calls()
-    for name in _calls.ADAPTERS:
+    calls = _tooling.all_calls()
+    for name in _tooling.ADAPTERS:
         module = importlib.import_module(f"dgcompat.{name}")
         assert module.CALLS and all(c in calls for c in module.CALLS), name
-    assert sum(len(importlib.import_module(f"dgcompat.{n}").CALLS) for n in _calls.ADAPTERS) == len(calls)
+    assert sum(len(importlib.import_module(f"dgcompat.{n}").CALLS) for n in _tooling.ADAPTERS) == len(calls)

@@ -178,9 +178,9 @@ def test_importable_deep_gemm_is_preferred_unless_a_vendored_copy_is_selected(
     dgcompat.reset()
     rel = dgcompat.release()
     assert rel.module == "vllm.third_party.deep_gemm" and rel.source == "vendored"
-    from dgcompat import _binding
+    from dgcompat import _backend
 
-    assert _binding.backend_name() == "deep_gemm"
+    assert _backend.backend_name() == "deep_gemm"
 
 
 def test_tensorrt_llm_vendored_copy(clean_dgcompat: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -217,10 +217,10 @@ def test_unrelated_deep_gemm_distributions_are_refused(fake_site: Callable[..., 
     rel = dgcompat.release()
     assert rel.source == "unrelated" and rel.refusal is not None and why in rel.refusal
     assert rel.label == f"deep-gemm {version} (unrelated)" and any(why in p for p in rel.problems)
-    from dgcompat import _binding
+    from dgcompat import _backend
 
     with pytest.raises(errors.UnidentifiedBuildError, match=why):
-        _binding.load()
+        _backend.load()
 
 
 def test_stable_abi_binding_and_minimum(fake_site: Callable[..., Path]) -> None:
@@ -247,10 +247,10 @@ def test_unowned_sgl_layer_is_refused_not_planned_as_newest(clean_dgcompat: None
     dgcompat.reset()
     rel = dgcompat.release()
     assert rel.source == "unowned" and rel.version is None and rel.refusal is not None and "0.1.4" in rel.refusal
-    from dgcompat import _binding, table
+    from dgcompat import _backend, table
 
     with pytest.raises(errors.UnidentifiedBuildError, match="0.1.4"):
-        _binding.load()
+        _backend.load()
     caps = table.compute(rel, backend="deep_gemm", arch="sm90")
     assert caps.mqa_max_seqlen_k != "required"  # not planned as 0.2.5
 

@@ -122,7 +122,7 @@ def test_doctor_lists_the_environment_and_flags_bad_values(monkeypatch: pytest.M
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("DGCOMPAT_BACKEND", "refrence")
     monkeypatch.setenv("DGCOMPAT_ARCH", "sm999")
-    monkeypatch.setenv("DGCOMPAT_DEBUG", "yes")
+    monkeypatch.setenv("DGCOMPAT_DEBUG", "maybe")
     monkeypatch.setenv("DGCOMPAT_BAKCEND", "reference")
     monkeypatch.setenv("DGCOMPAT_TRUST_SCHEDULES", "1")
     report = {v.name: v for v in doctor.environment_report()}

@@ -120,7 +120,7 @@ def test_every_import_form_before_the_real_import(tmp_path: Path) -> None:
     _run(f"""
         import importlib, sys
         import dgcompat
-        from dgcompat import _binding
+        from dgcompat import _backend
         dgcompat.install_as_deep_gemm()
         assert dgcompat.installed_as_deep_gemm()
         assert "deep_gemm" not in sys.modules and {_loads()} == []   # the install itself imports nothing
@@ -183,7 +183,7 @@ def test_every_import_form_before_the_real_import(tmp_path: Path) -> None:
         # the real package loaded exactly once, as itself; dgcompat binds to it, not to the facade
         assert {_loads()} == ["deep_gemm"]
         assert dgcompat.get_num_sms() == 132
-        real = _binding.loaded_module()
+        real = _backend.loaded_module()
         assert type(real).__name__ == "module" and real.__name__ == "deep_gemm" and real is not deep_gemm
         assert real.utils.layout.get_mn_major_tma_aligned_tensor(0) == "real get_mn_major"
         assert dgcompat.utils.per_block_cast_to_fp8(0) == "real per_block_cast_to_fp8"

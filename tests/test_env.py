@@ -13,14 +13,15 @@ from typing import Any, Callable
 import pytest
 
 import dgcompat
-from dgcompat import _binding, _env, table
+from dgcompat import _backend, _env, table
 
 
 @pytest.mark.parametrize("variable, value, call", [
     ("DGCOMPAT_BACKEND", "refrence", lambda: dgcompat.get_num_sms()),
     ("DGCOMPAT_ARCH", "sm999", lambda: dgcompat.capabilities()),
-    ("DGCOMPAT_DEBUG", "yes", lambda: _env.debug()),
-    ("DGCOMPAT_ALLOW_TORCH_MISMATCH", "true", lambda: _env.allow_torch_mismatch()),
+    ("DGCOMPAT_DEBUG", "maybe", lambda: _env.debug()),
+    ("DGCOMPAT_ALLOW_TORCH_MISMATCH", "2", lambda: _env.allow_torch_mismatch()),
+    ("DGCOMPAT_INSTALL", "ja", lambda: _env.install()),
 ])
 def test_unknown_values_are_rejected(clean_dgcompat: None, monkeypatch: pytest.MonkeyPatch, variable: str,
                                      value: str, call: Callable[[], Any]) -> None:
@@ -60,7 +61,7 @@ def test_a_failed_bind_is_retried_once_the_environment_changes(clean_dgcompat: N
     # ...and following the message's advice afterwards takes effect without a restart.
     monkeypatch.setenv("DGCOMPAT_BACKEND", "reference")
     assert dgcompat.get_num_sms() == 132
-    assert _binding.loaded_module() is dgcompat.reference
+    assert _backend.loaded_module() is dgcompat.reference.backend
 
 
 class _RecordingCuda:
@@ -132,3 +133,16 @@ def test_process_contract_in_a_subprocess() -> None:
     out = subprocess.run([sys.executable, "-c", _PROCESS], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {"cuda_init": False}
+
+
+@pytest.mark.parametrize("value, expected", [("1", True), ("true", True), ("TRUE", True), ("yes", True), (" 1", True),
+                                             ("on", True), ("0", False), ("false", False), ("No", False),
+                                             ("off", False), ("", False)])
+@pytest.mark.parametrize("variable, read", [("DGCOMPAT_DEBUG", "debug"), ("DGCOMPAT_INSTALL", "install"),
+                                            ("DGCOMPAT_ALLOW_TORCH_MISMATCH", "allow_torch_mismatch")])
+def test_switches_take_the_usual_spellings(monkeypatch: pytest.MonkeyPatch, variable: str, read: str, value: str,
+                                           expected: bool) -> None:
+    monkeypatch.setenv(variable, value)
+    assert getattr(_env, read)() is expected
+    row = next(r for r in _env.env_report() if r.name == variable)
+    assert row.ok

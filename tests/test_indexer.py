@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import dgcompat
+from dgcompat import _tooling
 from dgcompat import reference as R
 
 FAMILIES = ["sgl-0.1.3", "sgl-0.2.5", "bundled"]
@@ -424,11 +425,13 @@ def _malformed(i: dict[str, Any], what: str) -> dict[str, Any]:
 @pytest.fixture(params=["torch", "python"])
 def metadata_check(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """The fast path's per-call metadata check: torch's C++ tensor guard, or the Python comparison."""
-    from dgcompat import indexer
+    from dgcompat.indexer._guards import tensor_guards
+    from dgcompat.indexer._state import STATE
 
     if request.param == "python":
-        monkeypatch.setattr(indexer, "_TG", [None])
-    elif indexer._tensor_guards() is None:
+        monkeypatch.setattr(STATE, "tensor_guards", None)
+        monkeypatch.setattr(STATE, "tensor_guards_probed", True)
+    elif tensor_guards() is None:
         pytest.skip("torch has no usable TensorGuards here")
     return str(request.param)
 
@@ -485,11 +488,11 @@ def test_repeat_calls_with_another_layout_behave_like_the_first(fake_release: Ca
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     # Same shapes and dtypes, other strides: after a contiguous call, the fast path must not launch them with the
     # contiguous call's plan; they are checked in full and get exactly what a first call with them gets.
-    from dgcompat import indexer
+    from dgcompat.indexer import _plan
 
     checked = []
-    check = indexer._check_paged
-    monkeypatch.setattr(indexer, "_check_paged", lambda *a: checked.append(1) or check(*a))
+    check = _plan.check_paged
+    monkeypatch.setattr(_plan, "check_paged", lambda *a: checked.append(1) or check(*a))
     mod = fake_release(family)
     i = _inputs(2, 2, [64, 100])
     sched = dgcompat.get_paged_mqa_logits_metadata(i["ctx"], BKV, 4)
@@ -614,9 +617,7 @@ def test_rebuilt_schedule_error_is_translated(fake_release: Callable[[str], Any]
     def broken(*_a: Any, **_k: Any) -> Any:
         raise RuntimeError("Assertion error (attention.hpp): something the metadata kernel refuses")
     monkeypatch.setattr(mod, "get_paged_mqa_logits_metadata", broken)
-    from dgcompat import indexer
-
-    indexer._B.clear()
+    _tooling.rebind_indexer()
     with pytest.raises(dgcompat.KernelError, match="metadata kernel refuses"):
         dgcompat.fp8_paged_mqa_logits(i["q"], i["kv"], i["w"], i["ctx"], i["bt"], sched, i["max_len"])
 
@@ -632,8 +633,6 @@ def test_out_must_be_contiguous(fake_release: Callable[[str], Any]) -> None:
 def test_cache_holds_no_dead_batch(fake_release: Callable[[str], Any]) -> None:
     import gc
 
-    from dgcompat import indexer
-
     fake_release("sgl-0.1.3")
     for seed in range(6):
         i = _inputs(4, 4, [300, 200, 100, 50], seed=seed)
@@ -644,24 +643,26 @@ def test_cache_holds_no_dead_batch(fake_release: Callable[[str], Any]) -> None:
         gc.collect()
         # What was derived for a finished batch goes with its tensors; only the most recent plan (the
         # fast path's) keeps its own launch tensors until the next call.
-        assert len(indexer._DERIVED) == 0, f"{len(indexer._DERIVED)} derived entries outlive their batch"
-        assert len(indexer._SCHEDULES) <= 1, "schedule records of finished batches are kept"
-    assert indexer._DERIVED_BYTES[0] == 0
+        held = _tooling.indexer_state()
+        assert held["derived"] == 0, f"{held['derived']} derived entries outlive their batch"
+        assert held["schedules"] <= 1, "schedule records of finished batches are kept"
+    assert _tooling.indexer_state()["derived_bytes"] == 0
 
 
 def test_cache_is_bounded_in_bytes(fake_release: Callable[[str], Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    from dgcompat import indexer
+    from dgcompat.indexer import _cache
+    from dgcompat.indexer._state import STATE
 
     fake_release("sgl-0.1.3")
-    monkeypatch.setattr(indexer, "CACHE_BYTES", 4096)
+    monkeypatch.setattr(_cache, "CACHE_BYTES", 4096)
     keep = []
     for seed in range(20):
         i = _inputs(8, 4, [300] * 8, seed=seed)
         sched = dgcompat.get_paged_mqa_logits_metadata(i["ctx"], BKV, 4)
         dgcompat.fp8_paged_mqa_logits(i["q"], i["kv"], i["w"], i["ctx"], i["bt"], sched, i["max_len"])
         keep.append((i, sched))
-        assert indexer._DERIVED_BYTES[0] <= 4096 + 8 * 4 * 8 * 4
-    assert indexer._DERIVED_BYTES[0] == sum(e[2] for e in indexer._DERIVED.values())
+        assert STATE.derived_bytes <= 4096 + 8 * 4 * 8 * 4
+    assert STATE.derived_bytes == sum(e[2] for e in STATE.derived.values())
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -680,9 +681,7 @@ def test_indices_where_the_release_has_them(fake_release: Callable[[str], Any], 
     real = mod.get_paged_mqa_logits_metadata
     monkeypatch.setattr(mod, "get_paged_mqa_logits_metadata",
                         lambda c, b, n, indices=None: seen.append(indices) or real(c, b, n, indices))
-    from dgcompat import indexer
-
-    indexer._B.clear()
+    _tooling.rebind_indexer()
     sched = dgcompat.get_paged_mqa_logits_metadata(lens, BKV, 4, indices=indices)
     assert seen and seen[-1] is indices
     out = dgcompat.fp8_paged_mqa_logits(q, i["kv"], i["w"], lens, i["bt"], sched, i["max_len"], indices=indices,
@@ -724,8 +723,6 @@ def test_repeat_call_on_the_plain_launch_translates_upstream_failures(fake_relea
     # The common native plan is launched by the public function itself on a repeat call; what upstream
     # raises there is still a KernelError, on the first failing call and on the next one.
     mod = fake_release(family)
-    from dgcompat import indexer
-
     name = "fp8_paged_mqa_logits" if hasattr(mod, "fp8_paged_mqa_logits") else "fp8_fp4_paged_mqa_logits"
     real = getattr(mod, name)
     failing = [False]
@@ -735,12 +732,13 @@ def test_repeat_call_on_the_plain_launch_translates_upstream_failures(fake_relea
             raise RuntimeError("Assertion error (paged_mqa_logits.hpp): something the kernel refuses")
         return real(*args, **kwargs)
     monkeypatch.setattr(mod, name, flaky)
-    indexer._B.clear()
+    _tooling.rebind_indexer()
     i = _inputs(2, 2, [64, 100])
     lens = _lens(i["ctx"], 2, "seq" if family == "bundled" else "rows")
     sched = dgcompat.get_paged_mqa_logits_metadata(lens, BKV, 4)
     first = dgcompat.fp8_paged_mqa_logits(i["q"], i["kv"], i["w"], lens, i["bt"], sched, i["max_len"])
-    assert indexer._LAST is not None and indexer._LAST[-1] is not None, "expected the plain native plan"
+    plan = _tooling.last_paged_plan()
+    assert plan is not None and plan[-1] is not None, "expected the plain native plan"
     again = dgcompat.fp8_paged_mqa_logits(i["q"], i["kv"], i["w"], lens, i["bt"], sched, i["max_len"])
     torch.testing.assert_close(again, first)
     failing[0] = True

@@ -131,7 +131,7 @@ def test_missing_parameter_with_its_default_is_emulated(fake_release: Callable[[
 
 
 def _psum_case(groups: int = 3, n: int = 64, k: int = 128) -> dict[str, Any]:
-    sizes, align = [50, 0, 130][:groups], R.get_mk_alignment_for_contiguous_layout()
+    sizes, align = [50, 0, 130][:groups], R.MK_ALIGNMENT
     ends, start, starts = [], 0, []
     for s in sizes:
         starts.append(start)
@@ -259,7 +259,7 @@ def test_wheel_signatures_bind_the_upstream_functions(fake_site: Callable[..., A
     monkeypatch.setenv("DGCOMPAT_ALLOW_TORCH_MISMATCH", "1")
     monkeypatch.setenv("DGCOMPAT_ARCH", "sm90")
     fake_site("sgl-deep-gemm", version, source(version))
-    up: Any = dgcompat._binding.load()
+    up: Any = dgcompat._backend.load()
     masked = getattr(up, "m_grouped_fp8_gemm_nt_masked", None) or up.fp8_m_grouped_gemm_nt_masked
     assert gemm._B.bound("fp8_gemm_nt") is up.fp8_gemm_nt
     assert gemm._B.bound("bf16_gemm_nt") is up.bf16_gemm_nt

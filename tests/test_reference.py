@@ -15,8 +15,10 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dgcompat import _device
 from dgcompat import reference as R
 from dgcompat.errors import BadArgumentError
+from dgcompat.reference import backend as reference_backend
 
 FP8 = torch.float8_e4m3fn
 NEG_INF = float("-inf")
@@ -1103,7 +1105,7 @@ def test_reference_rejects_what_every_release_rejects() -> None:
                                                          torch.zeros(128, dtype=torch.int32))),
         ("is_sfa", lambda: R.transform_sf_into_required_layout(torch.rand(128, 1), 128, 128, (1, 128, 128),
                                                                None, "yes")),  # type: ignore[arg-type]
-        ("new_num_sms", lambda: R.set_num_sms(1000)),
+        ("new_num_sms", lambda: reference_backend.set_num_sms(1000)),
         ("expected_m", lambda: R.m_grouped_fp8_gemm_nt_masked(
             (a.view(1, 128, 128), sfa.view(1, 128, 1)), (b[:1], sfb[:1]), dense.view(1, 128, 128),
             torch.ones(1, dtype=torch.int32), 0)),
@@ -1114,4 +1116,4 @@ def test_reference_rejects_what_every_release_rejects() -> None:
             call()
         assert info.value.argument == argument, (i, argument, str(info.value))
     R.fp8_mqa_logits(q, kv, torch.ones(4, 2), ks, ke)  # float32 weights are the contract
-    assert R.get_num_sms() == R.DEVICE_SMS
+    assert reference_backend.get_num_sms() == _device.MODEL_SMS

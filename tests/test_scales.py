@@ -65,14 +65,21 @@ def test_unchanged_block_scale_is_not_restrided(fake_release: Callable[[str], An
     assert out.data_ptr() == sf.data_ptr() and out.stride() == sf.stride()
 
 
-def test_ceil_to_ue8m0_has_the_engines_semantics() -> None:
+def test_ceil_to_ue8m0_has_the_engines_semantics(monkeypatch: pytest.MonkeyPatch) -> None:
     x = torch.tensor([0.0, 1e-40, -1e-40, 3e38, float("inf"), 1.0, 3.0, -0.3, 2.0**-126], dtype=torch.float32)
     got = dgcompat.ceil_to_ue8m0(x).tolist()
     assert got == [2.0**-126, 2.0**-126, 2.0**-126, 2.0**127, 2.0**127, 1.0, 4.0, 0.5, 2.0**-126]
     assert dgcompat.ceil_to_ue8m0(torch.tensor([3.0], dtype=torch.bfloat16)).dtype == torch.float32
-    from dgcompat import reference, scales
+    from dgcompat import _math, reference
 
-    assert reference.ceil_to_ue8m0 is scales.ceil_to_ue8m0  # one implementation in the project
+    # One implementation in the project: the stable function and the reference both compute with _math's.
+    calls: list[int] = []
+    real = _math.ceil_to_ue8m0
+    monkeypatch.setattr(_math, "ceil_to_ue8m0", lambda t: calls.append(1) or real(t))
+    assert dgcompat.ceil_to_ue8m0(x).tolist() == reference.ceil_to_ue8m0(x).tolist() == got
+    assert calls == [1, 1]
+    with pytest.raises(dgcompat.BadArgumentError, match="floating-point"):
+        reference.ceil_to_ue8m0(torch.tensor([1], dtype=torch.int32))
     with pytest.raises(dgcompat.BadArgumentError, match="floating-point"):
         dgcompat.ceil_to_ue8m0(torch.tensor([1], dtype=torch.int32))
 

@@ -104,10 +104,10 @@ def test_uncompressed_layout_emulated_where_only_the_compressed_one_exists(
     ref = R.fp8_mqa_logits(q, kv, w, ks_, ke_, clean_logits=True)  # -inf outside [ks, ke)
     cols = torch.arange(nk).view(1, -1)
     valid = (cols >= ks_.view(-1, 1)) & (cols < ke_.view(-1, 1))
-    from dgcompat import indexer
+    from dgcompat.indexer import _ragged
 
     for chunk in (1 << 24, 7):  # one pass, and rows spread a few at a time
-        monkeypatch.setattr(indexer, "_SPREAD_ELEMENTS", chunk)
+        monkeypatch.setattr(_ragged, "SPREAD_ELEMENTS", chunk)
         for _ in range(2):  # the bound call, twice
             clean = dgcompat.fp8_mqa_logits(q, kv, w, ks_, ke_, clean_logits=True, max_seqlen_k=max_seqlen_k)
             assert clean.dtype == torch.float32 and tuple(clean.shape) == (q.shape[0], nk)

@@ -30,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     command, rest = args[0], args[1:]
     if command == "--version":
-        from dgcompat._version import __version__
+        from dgcompat import __version__
 
         print(__version__)
         return 0
@@ -57,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return warmup_main(rest)
     if command == "run":
-        from dgcompat._launch import main as run_main
+        from dgcompat._tooling import run_command as run_main
 
         return run_main(rest)
     print(f"dgcompat: unknown command {command!r}\n\n{_USAGE}", end="", file=sys.stderr)

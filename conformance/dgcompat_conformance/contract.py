@@ -159,9 +159,9 @@ def _classify(kind: str, text: str, before: dict[str, Capabilities], after: dict
             continue
         changed = [a for a in ARCHES if getattr(before[a], capability) != getattr(after[a], capability)]
         if changed:
-            from dgcompat.table import _effective
+            from dgcompat._tooling import effective_release
 
-            dist, version = _effective(rel_after, "deep_gemm")
+            dist, version = effective_release(rel_after, "deep_gemm")
             row = lookup(capability, dist, version)
             shown = ", ".join(f"{a}: {getattr(before[a], capability)!r} -> {getattr(after[a], capability)!r}"
                               for a in changed)

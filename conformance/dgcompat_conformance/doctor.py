@@ -49,10 +49,10 @@ _OTHER = {"DGCOMPAT_INSTALL": "1 to install dgcompat as deep_gemm at start-up (p
 
 def environment_report() -> list[EnvVar]:
     """Every DGCOMPAT_* variable dgcompat reads (set or not), then any unknown one that is set."""
-    from dgcompat import _env
+    from dgcompat import _tooling
 
     out = []
-    for row in _env.env_report():
+    for row in _tooling.env_report():
         accepted = ", ".join(row.accepted)
         if row.value is None or not row.value.strip():
             meaning = "unset (default)"
@@ -67,7 +67,7 @@ def environment_report() -> list[EnvVar]:
     else:
         valid, meaning = _cache(cache)
         out.append(EnvVar(_CACHE, cache, valid, "a folder (default ~/.cache/dgcompat)", meaning))
-    for name, fate in _env.RETIRED.items():
+    for name, fate in _tooling.retired_variables.items():
         value = os.environ.get(name)
         if value is not None:
             out.append(EnvVar(name, value, True, "-", fate))
@@ -87,14 +87,14 @@ def abi_check(timeout: float = 180.0) -> dict[str, Any]:
     Returns at least ``{"import", "call", "verdict", "detail"}``; ``call`` is None where no GPU was
     available to check kernels, and ``verdict`` is ``"hang"`` when the child had to be killed.
     """
-    from dgcompat import _env
+    from dgcompat import _tooling
     from dgcompat.errors import DgcompatError
 
     from .gpu.abi import abi_check as check
 
     # Honour an explicit override, so doctor checks what the engine's process would do.
     try:
-        allow = _env.allow_torch_mismatch()
+        allow = _tooling.allow_torch_mismatch()
     except DgcompatError:  # reported in the environment section
         allow = False
     result: dict[str, Any] = check(timeout=timeout, allow_torch_mismatch=allow)
@@ -122,8 +122,7 @@ def _torch_info() -> dict[str, Any]:
 
 def collect(*, run_abi: bool = True) -> dict[str, Any]:
     """Everything doctor prints, as data."""
-    from dgcompat import _binding
-    from dgcompat._version import __version__
+    from dgcompat import __version__, _tooling
     from dgcompat.detection import release
     from dgcompat.errors import DgcompatError
     from dgcompat.table import capabilities
@@ -146,7 +145,7 @@ def collect(*, run_abi: bool = True) -> dict[str, Any]:
     if abi is not None and abi["verdict"] not in ("ok", "loads (kernels not checked)"):
         problems.append(f"ABI check: {abi['verdict']}: {abi['detail']}")
     try:
-        backend = _binding.backend_name()
+        backend = _tooling.backend_name()
     except DgcompatError as exc:  # an unknown DGCOMPAT_BACKEND: listed under environment
         backend = f"unknown ({exc})"
     works = (rel.installed and rel.refusal is None and rel.torch_ok is not False and all(v.valid for v in env)

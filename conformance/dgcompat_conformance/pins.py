@@ -13,7 +13,8 @@ from typing import Sequence
 
 from packaging.version import InvalidVersion, Version
 
-from dgcompat.detection import EXPECTED_TORCH, KERNEL_FLOOR_WITH_SGL_DEEP_GEMM, Release, _expected_torch
+from dgcompat._tooling import expected_torch
+from dgcompat.detection import EXPECTED_TORCH, KERNEL_FLOOR_WITH_SGL_DEEP_GEMM, Release
 
 from .certificate import COMMITTED, Certificate, CertificateError, load_folder
 from .dists import BUNDLED_RELEASES, DEEP_GEMM_DISTS, SGL_DEEP_GEMM, SGL_DEEP_GEMM_RELEASES, canonical
@@ -67,7 +68,7 @@ def pin_lines(dist: str, version: Version, certificates_dir: Path | None = None)
     vendored = _vendored_pin(dist, version, certificates_dir)
     if vendored is not None:
         return vendored
-    expected = _expected_torch(dist, version)
+    expected = expected_torch(dist, version)
     lines = [f"{dist}=={version}"]
     lines.append(_torch_pin(str(expected)) if expected else "# torch: unknown for this release (no fingerprint)")
     if dist == SGL:
@@ -138,7 +139,7 @@ def render_compatibility(folder: Path | None = None) -> str:
     rows += list(BUNDLED_RELEASES)
     for dist, version in rows:
         release_key = version if dist == SGL else f"{dist}-{version}"
-        torch_spec = _expected_torch(dist, Version(version))
+        torch_spec = expected_torch(dist, Version(version))
         cpu = by_key.get((release_key, "cpu-tier"))
         gpu = by_key.get((release_key, "gpu"))
         label = version if dist == SGL else f"{dist} {version} (bundled)"

@@ -454,7 +454,7 @@ def main(cfg: WorkerConfig, identify_q: Any, work_q: Any, result_q: Any) -> None
         os.environ["DGCOMPAT_WARMUP_BUILT"] = cfg.built
     try:
         worker = Worker(cfg, result_q.put)
-        from ..runtime import compile_mode
+        from ..knobs import compile_mode
 
         # Where the release has a compile mode (the bundled copies), calls build kernels without launching them.
         with compile_mode(1):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._forward import lookup
 from . import layout, math
 from .layout import (
     get_col_major_tma_aligned_tensor,
@@ -31,6 +32,4 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     if name.startswith("_"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from .._forward import lookup
-
     return lookup("deep_gemm.utils", name)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..runtime import get_mk_alignment_for_contiguous_layout
+from .._forward import lookup
+from ..knobs import get_mk_alignment_for_contiguous_layout
 from ..scales import (
     get_mn_major_tma_aligned_packed_ue8m0_tensor,
     get_mn_major_tma_aligned_tensor,
@@ -28,6 +29,4 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     if name.startswith("_"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from .._forward import lookup
-
     return lookup("deep_gemm.utils.layout", name)

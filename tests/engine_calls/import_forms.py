@@ -12,7 +12,7 @@ import importlib
 import sys
 
 import dgcompat
-from dgcompat import _binding
+from dgcompat import _tooling
 
 EARLY = dgcompat.installed_as_deep_gemm()
 if not EARLY:
@@ -21,7 +21,7 @@ if not EARLY:
 else:
     RAW = None
 
-REFERENCE = _binding.backend_name() == "reference"
+REFERENCE = _tooling.backend_name() == "reference"
 
 
 def test_the_install_is_in_place() -> None:
@@ -57,7 +57,7 @@ def test_everything_else_is_the_real_package() -> None:
     if REFERENCE:
         assert not hasattr(deep_gemm.utils, "per_block_cast_to_fp8")
         return
-    real = _binding.load()
+    real = _tooling.load_backend()
     assert type(real).__name__ == "module" and real.__name__ == "deep_gemm" and real is not deep_gemm
     if RAW is not None:
         assert real is RAW  # adopted, not imported again
@@ -90,4 +90,4 @@ def test_probes() -> None:
     assert not hasattr(deep_gemm, "no_such_name") and not hasattr(dgcompat, "no_such_name")
     assert hasattr(deep_gemm, "set_pdl")  # stable: answers on every release
     if not REFERENCE:
-        assert hasattr(deep_gemm, "get_tc_util") == hasattr(_binding.load(), "get_tc_util")
+        assert hasattr(deep_gemm, "get_tc_util") == hasattr(_tooling.load_backend(), "get_tc_util")

@@ -126,13 +126,13 @@ def _child() -> dict[str, Any]:
     except Exception as exc:  # detection itself failing is a finding, not a crash
         out["detect_error"] = _short(f"{type(exc).__name__}: {exc}")
 
-    from dgcompat import _binding
+    from dgcompat import _tooling
     from dgcompat.errors import DeepGemmUnavailableError, IncompatibleBuildError
 
     t0 = time.perf_counter()
     load: dict[str, Any] = {"ok": False, "refused": False, "error": None, "seconds": None}
     try:
-        _binding.load()
+        _tooling.load_backend()
         load["ok"] = True
     except DeepGemmUnavailableError as exc:
         load["error"] = _short(str(exc))

@@ -723,9 +723,9 @@ class _Graph:
             with torch.cuda.graph(self.g):
                 out = fn()
             return out
-        from dgcompat import _binding
+        from dgcompat import _tooling
 
-        with self.g.capture(_binding.load()):
+        with self.g.capture(_tooling.load_backend()):
             return fn()
 
     def replay(self) -> None:

@@ -61,26 +61,19 @@ class Graph:
         """Record the calls made inside the block (dgcompat sees a capture with this graph's id, or, with
         ``driver_id=False``, a capture whose id the driver does not tell); ``module`` is the bound
         deep_gemm (or reference) module whose native calls become nodes."""
-        from dgcompat import indexer
+        from dgcompat import _tooling
 
         saved = _wrap_natives(self, module)
-        capturing = lambda: True  # noqa: E731
-        hooks = {"_capturing": lambda device: capturing, "_capture_id": (lambda: self.id) if driver_id else (lambda: None)}
-        old = {name: getattr(indexer, name) for name in hooks}
-        indexer._B.clear()  # rebind to the wrapped natives
-        for name, value in hooks.items():
-            setattr(indexer, name, value)
+        _tooling.rebind_indexer()  # rebind to the wrapped natives
         self.recording = True
         try:
-            with _Recorder(self):
+            with _tooling.simulated_capture((lambda: self.id) if driver_id else (lambda: None)), _Recorder(self):
                 yield self
         finally:
             self.recording = False
-            for name, value in old.items():
-                setattr(indexer, name, value)
             for name, value in saved.items():
                 setattr(module, name, value)
-            indexer._B.clear()
+            _tooling.rebind_indexer()
 
     def replay(self) -> None:
         """Re-run the recorded work in order on the recorded tensors."""

@@ -235,7 +235,7 @@ def environment_info(python: str = sys.executable) -> dict[str, Any]:
 
 def _dgcompat_version() -> str | None:
     try:
-        from dgcompat._version import __version__
+        from dgcompat import __version__
 
         return __version__
     except ImportError:

@@ -145,7 +145,7 @@ def mode_env(mode: str, site: Path, jit_dir: Path) -> dict[str, str]:
     env = release_env(site, jit_dir)
     env.pop("DGCOMPAT_INSTALL", None)
     if mode == "dgcompat":
-        from dgcompat._launch import launch_env
+        from dgcompat._tooling import launch_env
 
         env = launch_env(env)
     return env

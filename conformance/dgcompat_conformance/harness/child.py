@@ -186,7 +186,7 @@ def _environment(tier: str, arch: str | None) -> dict[str, Any]:
         "arch": arch,
     }
     try:
-        from dgcompat._version import __version__ as dg_version
+        from dgcompat import __version__ as dg_version
 
         info["dgcompat_version"] = dg_version
     except ImportError:

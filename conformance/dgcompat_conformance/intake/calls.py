@@ -1,4 +1,4 @@
-"""The upstream calls dgcompat's adapters make (declared as data in :mod:`dgcompat._calls`), held against a surface."""
+"""The upstream calls dgcompat's adapters make (declared as data, collected by :func:`dgcompat._tooling.all_calls`), held against a surface."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
 
-from dgcompat._calls import UpstreamCall, all_calls
+from dgcompat._tooling import UpstreamCall, all_calls
 
 from ..surface import Change, diff, is_engine_symbol
 from ._surface import Surface, _param, _params, _record

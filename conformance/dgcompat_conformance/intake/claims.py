@@ -7,7 +7,8 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from dgcompat.detection import KNOWN_SGL_DEEP_GEMM, Release, _expected_torch
+from dgcompat._tooling import expected_torch
+from dgcompat.detection import KNOWN_SGL_DEEP_GEMM, Release
 from dgcompat.table import Capabilities, compute, lookup
 
 from ..dists import canonical
@@ -228,7 +229,7 @@ def release_of(surface: Surface) -> Release:
     else:
         source = "upstream"
     return Release(dist=dist, version=version, source=source, binding=str(surface.get("binding") or "unknown"),
-                   location=None, expected_torch=_expected_torch(dist, version), torch=None, torch_ok=None,
+                   location=None, expected_torch=expected_torch(dist, version), torch=None, torch_ok=None,
                    kernel_wheel=None, known=dist != SGL or str(version) in KNOWN_SGL_DEEP_GEMM)
 
 
@@ -245,7 +246,7 @@ def _label(surface: Surface) -> str:
 
 
 def _table_row(capability: str, rel: Release) -> str:
-    # The same (distribution, version) the table matches for this release (table._effective).
+    # The same (distribution, version) the table matches for this release (dgcompat._tooling.effective_release).
     dist, version = (rel.dist or SGL, rel.version) if rel.source != "upstream" else (SGL, Version(KNOWN_SGL_DEEP_GEMM[-1]))
     try:
         row = lookup(capability, dist, version)

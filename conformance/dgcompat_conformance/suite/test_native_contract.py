@@ -149,10 +149,10 @@ def test_raw_release_enforces_positive_max_seqlen_k(raw: Any) -> None:
     w = i["w"]
     kv = i["kv"]
     if caps.indexer_inputs == "mx-bf16":
-        from dgcompat import _sm100
+        from dgcompat._tooling import unit_mx_scales
 
-        q_sf = _sm100.unit_mx_scales(tuple(i["q"].shape[:2]), i["q"].device)
-        kv = (kv[0], _sm100.unit_mx_scales((int(kv[0].shape[0]),), kv[0].device))
+        q_sf = unit_mx_scales(tuple(i["q"].shape[:2]), i["q"].device)
+        kv = (kv[0], unit_mx_scales((int(kv[0].shape[0]),), kv[0].device))
         w = w.to(torch.bfloat16)
     with pytest.raises(RuntimeError, match=r"max_seqlen_k > 0"):
         getattr(raw, caps.mqa_logits)((i["q"], q_sf), kv, w, i["ks"], i["ke"], 0)

@@ -31,7 +31,7 @@ import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from dgcompat import _elf
+from dgcompat._tooling import read_dynamic_bytes
 
 __all__ = [
     "NativeParam",
@@ -121,7 +121,7 @@ class NativeLibrary:
 
 def _elf_exports(data: bytes) -> list[str] | None:
     """Names of defined global/weak symbols in ``.dynsym``; ``None`` if ``data`` is no ELF we read."""
-    syms = _elf.read_dynamic_bytes(data)  # the runtime's reader: one ELF mechanism for both wings
+    syms = read_dynamic_bytes(data)  # the runtime's reader: one ELF mechanism for both wings
     return None if syms is None else list(syms.defined)
 
 

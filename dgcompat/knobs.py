@@ -9,10 +9,11 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-from . import _binding, _device
+from . import _backend, _binding, _device
 from ._calls import UpstreamCall
 from ._checks import bad, translate
 from .errors import DgcompatError
+from .table import capabilities
 
 __all__ = [
     "is_available", "get_num_sms", "set_num_sms", "num_sms", "set_pdl", "get_pdl", "compile_mode",
@@ -50,8 +51,6 @@ CALLS: tuple[UpstreamCall, ...] = (
 
 def _selected(*calls: UpstreamCall) -> Callable[..., Any] | None:
     """The upstream function of the first declaration the table selects for this release, or None."""
-    from .table import capabilities
-
     caps = capabilities()
     for call in calls:
         if call.in_effect(caps):
@@ -77,7 +76,7 @@ def is_available() -> bool:
     Imports deep_gemm the first time (that is the only way to know); never raises.
     """
     try:
-        _binding.load()
+        _backend.load()
     except DgcompatError:
         return False
     return True
@@ -202,16 +201,9 @@ def _bind_theoretical_alignment() -> Callable[[int | None, int | None], Any]:
 
         def call(expected_m: int | None, num_groups: int | None) -> Any:
             return fixed()
-    elif _THEORY_1.in_effect(_capabilities()):
+    elif _THEORY_1.in_effect(capabilities()):
         def call(expected_m: int | None, num_groups: int | None) -> Any:
             return target(expected_m)
     else:
         call = target
     return call
-
-
-def _capabilities() -> Any:
-    from .table import capabilities
-
-    return capabilities()
-

@@ -33,8 +33,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ._checks import bad, release_label
-from .errors import UnsupportedFeatureError
+from .._checks import bad, release_label
+from ..errors import UnsupportedFeatureError
 
 __all__ = ["UNIT_UE8M0_X4", "unit_mx_scales", "ragged_mqa", "paged_refusal", "check_block_kv"]
 

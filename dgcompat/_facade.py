@@ -1,0 +1,52 @@
+"""The facade's own functions: :func:`resolve`, :func:`passthrough_names` and :func:`reset`.
+
+Loaded on first use of one of these names (``import dgcompat`` loads only the name table).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable
+
+from . import _backend, _binding, _device, detection, table
+from ._params import parameter_names
+from ._surface import NAMES, SUBMODULES
+
+__all__ = ["resolve", "passthrough_names", "reset"]
+
+
+def passthrough_names() -> list[str]:
+    """Public names of the installed deep_gemm that dgcompat forwards unchanged (imports deep_gemm)."""
+    module = _backend.load()
+    exported = getattr(module, "__all__", None)
+    names = exported if exported is not None else dir(module)
+    return sorted(n for n in names if not n.startswith("_") and n not in NAMES and n not in SUBMODULES)
+
+
+def resolve(name: str) -> Callable[..., Any]:
+    """The callable behind ``dgcompat.<name>`` on this install.
+
+    Where the installed function already matches the stable contract (the table's
+    :data:`~dgcompat.table.UPSTREAM_IDENTITY`) this is the upstream object itself (call it directly
+    to pay nothing; its errors are then deep_gemm's own). Otherwise it is dgcompat's function.
+    Binds (imports deep_gemm) if needed.
+    """
+    module = NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"{name!r} is not part of dgcompat's stable surface")
+    stable = getattr(importlib.import_module(f"dgcompat.{module}"), name)
+    if not callable(stable) or isinstance(stable, type):
+        return stable
+    upstream = getattr(_backend.load(), name, None)
+    if upstream is None or not table.capabilities().identical_to_upstream(name):
+        return stable
+    # The same parameters in the same positions (probed: releases insert and append parameters).
+    return upstream if parameter_names(upstream) == parameter_names(stable) else stable
+
+
+def reset() -> None:
+    """Forget detection, capabilities, device answers and every binding (for tests; deep_gemm stays imported)."""
+    _binding.reset()
+    table.reset()
+    detection.reset()
+    _device.reset()

@@ -1,0 +1,44 @@
+"""The stable surface as data: every public name of ``dgcompat`` and the submodule that defines it.
+
+``import dgcompat`` reads this table (and nothing else) so that each name loads its module on first
+access; the install (:mod:`dgcompat._install`) serves the same names as ``deep_gemm``'s. A leaf:
+it imports nothing.
+"""
+
+from __future__ import annotations
+
+__all__ = ["NAMES", "SUBMODULES", "NOT_DEEP_GEMM"]
+
+_WARMUP = ("warmup", "WarmupSpec", "WarmupReport", "WarmupError", "DenseGemm", "GroupedGemm", "PagedIndexer",
+           "MPolicy", "KernelEntry", "jit_cache_dir", "use_jit_cache_dir")
+
+#: stable name -> the submodule of dgcompat that defines it.
+NAMES: dict[str, str] = {
+    "resolve": "_facade", "reset": "_facade", "passthrough_names": "_facade",
+    "release": "detection", "Release": "detection", "KernelWheel": "detection",
+    "capabilities": "table", "Capabilities": "table",
+    "is_available": "knobs", "get_num_sms": "knobs", "set_num_sms": "knobs", "num_sms": "knobs",
+    "set_pdl": "knobs", "get_pdl": "knobs", "compile_mode": "knobs",
+    "get_mk_alignment_for_contiguous_layout": "knobs", "get_theoretical_mk_alignment_for_contiguous_layout": "knobs",
+    "fp8_gemm_nt": "gemm", "bf16_gemm_nt": "gemm",
+    "MaskedOverlap": "moe", "m_grouped_fp8_gemm_nt_contiguous": "moe", "m_grouped_fp8_gemm_nt_masked": "moe",
+    "fp8_m_grouped_gemm_nt_masked": "moe", "m_grouped_bf16_gemm_nt_contiguous": "moe",
+    "m_grouped_bf16_gemm_nt_masked": "moe",
+    "fp8_mqa_logits": "indexer", "get_paged_mqa_logits_metadata": "indexer", "fp8_paged_mqa_logits": "indexer",
+    "get_tma_aligned_size": "scales", "ceil_to_ue8m0": "scales", "get_mn_major_tma_aligned_tensor": "scales",
+    "get_mn_major_tma_aligned_packed_ue8m0_tensor": "scales", "transform_sf_into_required_layout": "scales",
+    "transform_scale_ue8m0": "scales",
+    **dict.fromkeys(_WARMUP, "jit_warmup"),
+    "align": "utils.math", "ceil_div": "utils.math", "calc_diff": "testing",
+    "get_col_major_tma_aligned_tensor": "utils.layout",
+    "install_as_deep_gemm": "_install", "uninstall_as_deep_gemm": "_install", "installed_as_deep_gemm": "_install",
+    "as_deep_gemm": "_install",
+}
+
+#: Public submodules reachable as ``dgcompat.<name>``.
+SUBMODULES: tuple[str, ...] = ("utils", "reference", "errors", "detection", "table", "knobs", "gemm", "moe",
+                               "indexer", "scales", "testing", "jit_warmup")
+
+#: Stable names that are dgcompat's own (the surface around deep_gemm), never served as ``deep_gemm.<name>``.
+NOT_DEEP_GEMM = frozenset({"install_as_deep_gemm", "uninstall_as_deep_gemm", "installed_as_deep_gemm",
+                           "as_deep_gemm", "resolve", "reset", "passthrough_names"})

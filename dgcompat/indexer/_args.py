@@ -1,0 +1,72 @@
+"""Every argument check of the paged path, made in full on every call that is not a repeat of the last plan."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._checks import FP8_DTYPE_NAMES, bad, release_label, tensor
+from ..errors import UnsupportedFeatureError
+from ..table import capabilities
+from ._layout import shape_of_rows
+
+__all__ = ["check_lens", "check_indices", "check_paged"]
+
+
+def check_lens(fn: str, lens: Any) -> None:
+    tensor(fn, "context_lens", lens, dims=(1, 2), dtypes=("int32",), what="an int32 lengths tensor")
+    if not lens.is_contiguous():
+        raise bad(fn, "context_lens", "a contiguous tensor (the kernels assert it)", lens,
+                  hint="pass context_lens.contiguous() and build the schedule from that same tensor")
+
+
+def check_indices(fn: str, indices: Any, rows: int, device: Any) -> None:
+    if not capabilities().paged_indices:
+        raise UnsupportedFeatureError(fn, "indices= (varlen paged MQA)", release_label())
+    tensor(fn, "indices", indices, dims=(1,), dtypes=("int32",), what="an int32 (rows,) tensor")
+    if indices.shape[0] != rows or not indices.is_contiguous() or indices.device != device:
+        raise bad(fn, "indices", f"a contiguous int32 ({rows},) tensor on {device}", indices)
+
+
+def check_paged(fn: str, q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, schedule: Any,
+                 max_len: Any, clean: Any, indices: Any) -> tuple[int, int, str]:
+    """Every argument check (the same on every call); returns (B, next_n, form)."""
+    caps = capabilities()
+    tensor(fn, "q", q, dims=(3, 4), dtypes=FP8_DTYPE_NAMES, what="an FP8 (B, next_n, H, D) or (N, H, D) tensor")
+    check_lens(fn, lens)
+    tensor(fn, "block_table", block_table, dims=(2,), dtypes=("int32",), what="an int32 (rows, max_blocks) tensor")
+    tensor(fn, "schedule_meta", schedule, dims=(2,), dtypes=("int32",), what="the int32 schedule")
+    tensor(fn, "kv_cache", kv_cache, dims=(4,), dtypes=("uint8", "int8") + FP8_DTYPE_NAMES,
+           what="a uint8 (num_blocks, block_kv, 1, D + 4) cache")
+    tensor(fn, "weights", weights, dims=(2,), dtypes=("float32",))
+    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len <= 0:
+        raise bad(fn, "max_context_len", "a positive int", max_len)
+    if not isinstance(clean, bool):
+        raise bad(fn, "clean_logits", "a bool", clean)
+    b, n, form = shape_of_rows(fn, q, lens)
+    rows = b * n
+    h, d = q.shape[-2], q.shape[-1]
+    if kv_cache.shape[2] != 1 or kv_cache.shape[3] != d + 4:
+        raise bad(fn, "kv_cache", f"(num_blocks, block_kv, 1, D + 4 = {d + 4}) packed FP8 values + float32 scale",
+                  kv_cache)
+    if tuple(weights.shape) != (rows, h):
+        raise bad(fn, "weights", f"shape (B*next_n, H) = ({rows}, {h})", weights)
+    if caps.paged_heads and h not in caps.paged_heads:
+        raise bad(fn, "q", f"a head count in {caps.paged_heads} on {caps.arch}", q)
+    if block_table.shape[0] not in (b, rows):
+        raise bad(fn, "block_table", f"one row per sequence ({b}) or per query row ({rows})", block_table)
+    block_kv = kv_cache.shape[1]
+    if max_len > block_table.shape[1] * block_kv:
+        raise bad(fn, "max_context_len", f"<= block_table.shape[1] * block_kv = {block_table.shape[1] * block_kv}",
+                  max_len)
+    if schedule.shape[1] != 2 or schedule.shape[0] < 2:
+        raise bad(fn, "schedule_meta", "an int32 (num_sms + 1, 2) schedule", schedule)
+    for name, t in (("kv_cache", kv_cache), ("weights", weights), ("context_lens", lens),
+                    ("block_table", block_table), ("schedule_meta", schedule)):
+        if t.device != q.device:
+            raise bad(fn, name, f"on {q.device} like q", t)
+    if indices is not None:
+        if n != 1 or form == "rows":
+            raise bad(fn, "indices", "varlen indices with one query row per token ((rows, 1, H, D) q, (rows, 1) "
+                      "lengths)", indices)
+        check_indices(fn, indices, rows, q.device)
+    return b, n, form

@@ -1,0 +1,169 @@
+"""Paged MQA logits (decode / MTP verify): the schedule builder and the logits call, with the repeat call's fast path."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .. import _env
+from .._calls import UpstreamCall
+from .._checks import bad, release_label, tensor, translate
+from ..errors import UnsupportedFeatureError
+from ..knobs import get_num_sms
+from ..table import capabilities
+from ._args import check_indices, check_lens
+from ._bind import native_metadata, no_diagnosis
+from ._capture import capture_state
+from ._layout import hint_key, launch_layout, lens_only, lens_recipe, make_launch_lens
+from ._plan import lookup_plan
+from ._ragged import is_float32
+from ._schedules import register
+from ._state import STATE
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["get_paged_mqa_logits_metadata", "fp8_paged_mqa_logits", "CALLS"]
+
+
+def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num_sms: int | None = None, *,
+                                  out: torch.Tensor | None = None,
+                                  indices: torch.Tensor | None = None) -> torch.Tensor:
+    """Build the paged-MQA schedule: int32 ``(num_sms + 1, 2)``.
+
+    - ``context_lens``: int32, contiguous, ``(B,)``, ``(B, next_n)`` or ``(B*next_n, 1)`` (see
+      :func:`fp8_paged_mqa_logits`); pass the very tensor you will launch with.
+    - ``block_kv``: KV tokens per cache block (64 for DeepSeek V3.2's index cache).
+    - ``num_sms``: defaults to :func:`dgcompat.get_num_sms`.
+    - ``out``: an existing contiguous int32 ``(num_sms + 1, 2)`` buffer to refresh in place (keeps its
+      address for CUDA graphs).
+    - ``indices``: int32 ``(B*next_n,)``, the sequence of each query row, for the varlen layout
+      (flat ``(rows, 1)`` lengths); only where the release has it.
+
+    The schedule is built for the launch layout dgcompat will use (see the module documentation).
+    """
+    fn = "get_paged_mqa_logits_metadata"
+    check_lens(fn, context_lens)
+    if isinstance(block_kv, bool) or not isinstance(block_kv, int) or block_kv <= 0:
+        raise bad(fn, "block_kv", "a positive int", block_kv)
+    if num_sms is None:
+        num_sms = get_num_sms()
+    elif isinstance(num_sms, bool) or not isinstance(num_sms, int) or num_sms <= 0:
+        raise bad(fn, "num_sms", "None or a positive int", num_sms)
+    if out is not None:
+        tensor(fn, "out", out, dims=(2,), dtypes=("int32",))
+        if tuple(out.shape) != (num_sms + 1, 2) or not out.is_contiguous() or out.device != context_lens.device:
+            raise bad(fn, "out", f"a contiguous int32 ({num_sms + 1}, 2) buffer on {context_lens.device}", out)
+    b, n, form = lens_only(context_lens)
+    if indices is not None:
+        if form == "rows":
+            raise bad(fn, "context_lens", "(rows,) or (rows, 1) lengths with indices=", context_lens)
+        check_indices(fn, indices, context_lens.shape[0], context_lens.device)
+        n = 1
+    if _env.debug() and context_lens.numel():
+        low = int(context_lens.min())
+        if low < 1:
+            raise bad(fn, "context_lens", "lengths >= 1 (the kernels require it)", f"a minimum of {low}")
+    caps = capabilities()
+    dims = caps.paged_context_lens
+    per_row = STATE.hints.get(hint_key(context_lens), (n, False))[1]
+    layout = launch_layout(dims, caps.paged_native_next_n, form, n, per_row, indices is not None)
+    recipe = lens_recipe(layout, form, b, n, dims)
+    launch_lens = make_launch_lens(context_lens, recipe)
+    schedule = native_metadata(fn, launch_lens, block_kv, num_sms, indices)
+    if out is not None:
+        out.copy_(schedule)
+        schedule = out
+    register(schedule, context_lens, recipe, launch_lens, block_kv, num_sms, indices)
+    return schedule
+
+
+def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor,
+                         context_lens: torch.Tensor, block_table: torch.Tensor, schedule_meta: torch.Tensor,
+                         max_context_len: int, *, clean_logits: bool = False,
+                         indices: torch.Tensor | None = None, logits_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Indexer logits over a paged FP8 KV cache, for ``next_n`` query rows per sequence.
+
+    - ``q``: float8_e4m3fn ``(B, next_n, H, D)`` or ``(N, H, D)``.
+    - ``kv_cache``: uint8 ``(num_blocks, block_kv, 1, D + 4)``: per block the FP8 values of its tokens,
+      then one float32 scale per token.
+    - ``weights``: float32 ``(B*next_n, H)``.
+    - ``context_lens``: int32, contiguous: ``(B,)`` (row ``j`` sees the sequence's first
+      ``ctx - next_n + j + 1`` positions), ``(B, next_n)`` (per-row lengths) or ``(B*next_n, 1)``.
+    - ``block_table``: int32 ``(B, max_blocks)`` (one row per sequence) or ``(B*next_n, max_blocks)``
+      (one row per query row; rows may differ); last stride 1 or a copy is made once per batch.
+    - ``schedule_meta``: int32 ``(num_sms + 1, 2)``, ideally from :func:`get_paged_mqa_logits_metadata`
+      on this ``context_lens``; any other schedule buffer of that shape is replaced by one dgcompat builds
+      from these lengths (see the module documentation).
+    - ``indices``: int32 ``(rows,)`` varlen row-to-sequence map (flat layout only), where the release has it.
+    - ``logits_dtype``: None or ``torch.float32`` (what every release returns); another dtype raises
+      :class:`~dgcompat.errors.UnsupportedFeatureError` (no paged function dgcompat launches takes one).
+    - Returns float32 ``(B*next_n, max_context_len)`` in query-row order. Positions at or past a row's
+      length are ``-inf`` with ``clean_logits=True``, unspecified otherwise. One-row results keep a
+      4-aligned row stride.
+
+    Raises :class:`~dgcompat.errors.ScheduleMismatchError` instead of launching a schedule dgcompat built
+    for other (or since rewritten) lengths.
+    """
+    p = STATE.last
+    if p is not None:
+        lr, lv, sr, sv, br, bv, same_meta, ml, cl, capturing, token, ix, launch, plain = p
+        if not (lr() is context_lens and context_lens._version == lv
+                and sr() is schedule_meta and schedule_meta._version == sv
+                and br() is block_table and (bv < 0 or block_table._version == bv)
+                and max_context_len == ml and clean_logits is cl and logits_dtype is None
+                and (indices is None if ix is None else ix[0]() is indices and indices._version == ix[1])
+                and same_meta(q, weights, kv_cache)
+                and (not capturing() if token is None else capture_state(q.device) == token)):
+            p = None
+    try:
+        if p is None:
+            if logits_dtype is not None:
+                return paged_logits_dtype(q, kv_cache, weights, context_lens, block_table, schedule_meta,
+                                           max_context_len, clean_logits, indices, logits_dtype)
+            launch, plain = lookup_plan(q, kv_cache, weights, context_lens, block_table, schedule_meta,
+                                         max_context_len, clean_logits, indices)[-2:]
+        if plain is not None:
+            paged, lens, table, sched, tensor_type, from_dlpack = plain
+            out = paged(q, kv_cache, weights, lens, table, sched, max_context_len)
+            return out if type(out) is tensor_type else from_dlpack(out)
+        return launch(q, kv_cache, weights, max_context_len, indices)
+    except Exception as exc:
+        translate("fp8_paged_mqa_logits", exc, no_diagnosis)
+
+
+def paged_logits_dtype(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, schedule: Any,
+                        max_len: Any, clean: Any, indices: Any, logits_dtype: Any) -> Any:
+    """A call that names ``logits_dtype`` (off the hot path): float32 is the default result, others are refused.
+
+    sgl-deep-gemm 0.0.1-0.2.3 have the parameter only on ``fp8_fp4_paged_mqa_logits``, not on the function
+    dgcompat launches there; 0.2.5, upstream 2.8 and the bundled copies have none.
+    """
+    fn = "fp8_paged_mqa_logits"
+    if not is_float32(fn, logits_dtype):
+        raise UnsupportedFeatureError(fn, f"logits_dtype={logits_dtype} (paged MQA logits are float32)",
+                                      release_label())
+    return fp8_paged_mqa_logits(q, kv_cache, weights, lens, block_table, schedule, max_len, clean_logits=clean,
+                                indices=indices)
+
+
+_PAGED_POSITIONAL = ("q", "kv_cache|fused_kv_cache", "weights", "context_lens", "block_table", "schedule_meta",
+                     "max_context_len")
+
+#: The upstream calls of the paged path (see :mod:`dgcompat._calls`).
+CALLS: tuple[UpstreamCall, ...] = (
+    # The fp8 name gets clean_logits=False at #7 only where it has no default (dgcompat masks itself);
+    # the fp8_fp4 name gets a (q, None) pair.
+    UpstreamCall("deep_gemm.fp8_paged_mqa_logits", "dgcompat.fp8_paged_mqa_logits", _PAGED_POSITIONAL,
+                 row_positional=(("clean_logits", "paged_clean_logits_arg", ("required",)),),
+                 uses_result=True, selected_by=("paged_mqa_logits", "fp8_paged_mqa_logits")),
+    UpstreamCall("deep_gemm.fp8_fp4_paged_mqa_logits", "dgcompat.fp8_paged_mqa_logits", _PAGED_POSITIONAL,
+                 uses_result=True, selected_by=("paged_mqa_logits", "fp8_fp4_paged_mqa_logits")),
+    UpstreamCall("deep_gemm.get_paged_mqa_logits_metadata", "dgcompat.get_paged_mqa_logits_metadata",
+                 ("context_lens", "block_kv", "num_sms"), uses_result=True),
+    # indices= (varlen) by keyword, only when the caller passes it and the release has it. The paged
+    # logits call passes it the same way (to whichever name paged_mqa_logits selects); the paged_indices
+    # row's surface claim checks both functions for the parameter.
+    UpstreamCall("deep_gemm.get_paged_mqa_logits_metadata", "dgcompat.get_paged_mqa_logits_metadata",
+                 ("context_lens", "block_kv", "num_sms"), ("indices",), uses_result=True,
+                 selected_by=("paged_indices", True)),
+)

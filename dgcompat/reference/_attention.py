@@ -1,0 +1,410 @@
+"""The indexer: MQA logits, paged MQA logits over the packed KV cache, and the paged schedule."""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from ..errors import BadArgumentError
+from ._common import (
+    CHUNK_ELEMENTS,
+    FP8,
+    FP8_MAX,
+    SPLIT_KV,
+    Balance,
+    align_up,
+    ceil_div,
+    describe,
+    need_device,
+    need_dtype,
+    need_float,
+    need_int,
+    need_int_tensor,
+    need_pair,
+    need_shape,
+    need_tensor,
+)
+from ._scales import cast_groups
+
+__all__ = ['fp8_mqa_logits', 'pack_kv_cache', 'unpack_kv_cache', 'fp8_paged_mqa_logits', 'get_paged_mqa_logits_metadata', 'paged_schedule_matches']
+
+
+# ---------------------------------------------------------------------------------------------
+# MQA logits (DeepSeek V3.2 indexer)
+
+
+def _head_reduce(scores: Tensor, weights: Tensor) -> Tensor:
+    """sum_h w[.., h] * relu(scores[.., h, :]) for scores (.., H, P), weights (.., H)."""
+    return (scores.relu_() * weights.unsqueeze(-1)).sum(dim=-2)
+
+
+def fp8_mqa_logits(
+    q: Tensor,
+    kv: Tuple[Tensor, Tensor],
+    weights: Tensor,
+    ks: Tensor,
+    ke: Tensor,
+    clean_logits: bool = False,
+    max_seqlen_k: Optional[int] = 0,
+) -> Tensor:
+    """Ragged (prefill) indexer logits, called like sgl-deep-gemm's ``fp8_mqa_logits`` (positionally).
+
+    ``q``: ``(Nq, H, D)`` float8_e4m3fn; ``kv = (k (Nk, D) float8_e4m3fn, k_scale (Nk,)
+    float32)``; ``weights``: ``(Nq, H)`` float32; ``ks``/``ke``: int32 ``(Nq,)``, query ``i``
+    sees keys ``[ks[i], ke[i])``.
+
+    ``logits[i, j] = k_scale[j] * sum_h weights[i, h] * relu(q[i, h] . k[j])`` in float32.
+
+    * ``max_seqlen_k`` None or 0: float32 ``(Nq, Nk)``; entries outside ``[ks[i], ke[i])`` are
+      ``-inf`` (with ``clean_logits=False`` the kernel leaves them unspecified).
+    * ``max_seqlen_k > 0`` (compressed layout): float32 ``(Nq, max_seqlen_k)`` whose column ``j``
+      holds key ``ks[i] + j`` for ``j < ke[i] - ks[i]``; other columns are ``-inf`` here and
+      unspecified in the kernel. ``clean_logits=True`` is rejected in this mode, as deep_gemm
+      does.
+
+    Row strides mirror the kernel's allocation (``align(Nk + 256, 8)`` for the full layout,
+    ``align(max_seqlen_k, 256)`` for the compressed one).
+    """
+    fn = "fp8_mqa_logits"
+    q = need_tensor(fn, "q", q)
+    need_dtype(fn, "q", q, (FP8,))
+    if q.dim() != 3:
+        raise BadArgumentError(fn, "q", "a 3-D (Nq, H, D) tensor", describe(q))
+    nq, h, dim = q.shape
+    device = q.device
+    k, k_scale = need_pair(fn, "kv", kv)
+    need_dtype(fn, "kv[0]", k, (FP8,))
+    if k.dim() != 2 or k.shape[1] != dim:
+        raise BadArgumentError(fn, "kv[0]", f"a 2-D (Nk, {dim}) tensor", describe(k))
+    nk = k.shape[0]
+    need_dtype(fn, "kv[1]", k_scale, (torch.float32,))
+    need_shape(fn, "kv[1]", k_scale, (nk,))
+    weights = need_tensor(fn, "weights", weights)
+    need_dtype(fn, "weights", weights, (torch.float32,))  # the releases take float32 weights only
+    need_shape(fn, "weights", weights, (nq, h))
+    ks = need_int_tensor(fn, "ks", ks)
+    ke = need_int_tensor(fn, "ke", ke)
+    need_shape(fn, "ks", ks, (nq,))
+    need_shape(fn, "ke", ke, (nq,))
+    for name, t in (("kv[0]", k), ("kv[1]", k_scale), ("weights", weights), ("ks", ks), ("ke", ke)):
+        need_device(fn, name, t, device)
+    if not isinstance(clean_logits, bool):
+        raise BadArgumentError(fn, "clean_logits", "a bool", describe(clean_logits))
+    compressed = 0
+    if max_seqlen_k is not None:
+        compressed = need_int(fn, "max_seqlen_k", max_seqlen_k)
+    if compressed and clean_logits:
+        raise BadArgumentError(fn, "clean_logits", "False when max_seqlen_k > 0", "True")
+
+    width = compressed if compressed else nk
+    stride = align_up(compressed, 256) if compressed else align_up(nk + 256, 8)
+    out = torch.full((nq, stride), float("-inf"), dtype=torch.float32, device=device)[:, :width]
+    if nq == 0 or width == 0 or nk == 0:
+        return out
+
+    k32 = k.to(torch.float32)
+    scale32 = k_scale.to(torch.float32)
+    w32 = weights.to(torch.float32)
+    start = ks.to(torch.int64)
+    end = ke.to(torch.int64)
+    cols = torch.arange(width, device=device)
+    chunk = max(1, CHUNK_ELEMENTS // max(1, h * nk))
+    for lo in range(0, nq, chunk):
+        hi = min(nq, lo + chunk)
+        scores = torch.matmul(q[lo:hi].to(torch.float32), k32.T)  # (c, H, Nk)
+        logits = _head_reduce(scores, w32[lo:hi]) * scale32  # (c, Nk)
+        s, e = start[lo:hi, None], end[lo:hi, None]
+        if compressed:
+            key = s + cols
+            valid = (cols < e - s) & (key >= 0) & (key < nk)
+            vals = logits.gather(1, key.clamp(0, nk - 1))
+        else:
+            valid = (cols >= s) & (cols < e)
+            vals = logits
+        out[lo:hi] = torch.where(valid, vals, float("-inf"))
+    return out
+
+
+def pack_kv_cache(k: Tensor) -> Tensor:
+    """Quantize a paged key cache into deep_gemm's fused FP8 layout.
+
+    ``k``: ``(num_blocks, block_kv, D)`` (or ``(num_blocks, block_kv, 1, D)``) float. Each token
+    gets ``sf = amax.clamp(1e-4) / 448``. Returns uint8 ``(num_blocks, block_kv, 1, D + 4)``:
+    per block, ``block_kv * D`` FP8 bytes (token ``t`` at ``[t*D, (t+1)*D)``) followed by
+    ``block_kv`` float32 scales (native byte order).
+    """
+    fn = "pack_kv_cache"
+    k = need_tensor(fn, "k", k)
+    need_float(fn, "k", k)
+    if k.dim() == 4 and k.shape[2] == 1:
+        k = k.squeeze(2)
+    if k.dim() != 3:
+        raise BadArgumentError(fn, "k", "a (num_blocks, block_kv, D) tensor", describe(k))
+    nb, bkv, dim = k.shape
+    k32 = k.to(torch.float32)
+    sf = k32.abs().amax(dim=2, keepdim=True).clamp(min=1e-4) / FP8_MAX
+    values = cast_groups(k32, sf)
+    fused = torch.empty((nb, bkv * (dim + 4)), dtype=torch.uint8, device=k.device)
+    fused[:, : bkv * dim] = values.reshape(nb, bkv * dim).view(torch.uint8)
+    fused[:, bkv * dim :] = sf.reshape(nb, bkv).contiguous().view(torch.uint8)
+    return fused.view(nb, bkv, 1, dim + 4)
+
+
+def unpack_kv_cache(kv_cache: Tensor) -> Tuple[Tensor, Tensor]:
+    """Split a fused paged cache into ``(fp8 (num_blocks, block_kv, D), float32 (num_blocks, block_kv))``.
+
+    ``kv_cache``: uint8 ``(num_blocks, block_kv, 1, D + 4)`` as built by :func:`pack_kv_cache`
+    (any strides; each block is read in its logical byte order).
+    """
+    fn = "unpack_kv_cache"
+    kv_cache = need_tensor(fn, "kv_cache", kv_cache)
+    need_dtype(fn, "kv_cache", kv_cache, (torch.uint8,))
+    if kv_cache.dim() != 4 or kv_cache.shape[2] != 1 or kv_cache.shape[3] <= 4:
+        raise BadArgumentError(fn, "kv_cache", "a (num_blocks, block_kv, 1, D + 4) tensor with D > 0", describe(kv_cache))
+    nb, bkv, _, width = kv_cache.shape
+    dim = width - 4
+    flat = kv_cache.reshape(nb, bkv * width)
+    values = flat[:, : bkv * dim].contiguous().view(FP8).view(nb, bkv, dim)
+    scales = flat[:, bkv * dim :].contiguous().view(torch.float32)
+    return values, scales
+
+
+def _row_lengths(fn: str, context_lens: Tensor, b: int, next_n: int) -> Tensor:
+    """Visible KV length of every query row (int64, (B*next_n,), clamped >= 0)."""
+    rows = b * next_n
+    ctx = context_lens.to(torch.int64)
+    if ctx.dim() == 1 and ctx.shape[0] == b:
+        j = torch.arange(next_n, device=ctx.device)
+        lens = ctx.unsqueeze(1) - next_n + j + 1
+    elif ctx.dim() == 2 and tuple(ctx.shape) == (b, next_n):
+        lens = ctx
+    elif ctx.dim() == 2 and tuple(ctx.shape) == (rows, 1):
+        lens = ctx
+    else:
+        raise BadArgumentError(
+            fn, "context_lens", f"shape ({b},), ({b}, {next_n}) or ({rows}, 1)", describe(context_lens)
+        )
+    return lens.reshape(rows).clamp(min=0)
+
+
+def fp8_paged_mqa_logits(
+    q: Tensor,
+    kv_cache: Tensor,
+    weights: Tensor,
+    context_lens: Tensor,
+    block_table: Tensor,
+    schedule_meta: Optional[Tensor],
+    max_context_len: int,
+    clean_logits: bool = False,
+    indices: Optional[Tensor] = None,
+) -> Tensor:
+    """Paged (decode / verify) indexer logits, called like sgl-deep-gemm's ``fp8_paged_mqa_logits``.
+
+    * ``q``: ``(B, next_n, H, D)`` float8_e4m3fn.
+    * ``kv_cache``: uint8 ``(num_blocks, block_kv, 1, D + 4)`` (see :func:`pack_kv_cache`).
+    * ``weights``: ``(B*next_n, H)`` float32.
+    * ``context_lens``: int32 ``(B,)`` (row ``j`` of sequence ``b`` sees positions
+      ``[0, ctx[b] - next_n + j + 1)``), ``(B, next_n)`` (row ``j`` sees ``[0, ctx[b, j])``) or
+      ``(B*next_n, 1)`` (one length per query row).
+    * ``block_table``: int32 ``(B, max_blocks)`` or ``(B*next_n, max_blocks)``; position ``p``
+      of a row lives in block ``block_table[row, p // block_kv]``, slot ``p % block_kv``.
+    * ``schedule_meta``: accepted and ignored (may be None).
+    * ``indices``: None, or int32 ``(B,)`` with ``next_n == 1`` (the varlen layout: the sequence of
+      each query row; it changes the kernels' work split, not the result).
+
+    Returns float32 ``(B*next_n, max_context_len)`` in row order ``b*next_n + j``:
+    ``k_scale[p] * sum_h weights[row, h] * relu(q[b, j, h] . k[p])`` for visible positions,
+    ``-inf`` elsewhere (unspecified in the kernel unless ``clean_logits=True``). The row stride is
+    ``align(max_context_len, 256)`` like the kernel's output.
+    """
+    fn = "fp8_paged_mqa_logits"
+    q = need_tensor(fn, "q", q)
+    need_dtype(fn, "q", q, (FP8,))
+    if q.dim() != 4:
+        raise BadArgumentError(fn, "q", "a 4-D (B, next_n, H, D) tensor", describe(q))
+    b, next_n, h, dim = q.shape
+    rows = b * next_n
+    device = q.device
+    kv_cache = need_tensor(fn, "kv_cache", kv_cache)
+    need_dtype(fn, "kv_cache", kv_cache, (torch.uint8,))
+    if kv_cache.dim() != 4 or kv_cache.shape[2] != 1 or kv_cache.shape[3] != dim + 4:
+        raise BadArgumentError(fn, "kv_cache", f"a (num_blocks, block_kv, 1, {dim + 4}) tensor", describe(kv_cache))
+    nb, bkv = kv_cache.shape[0], kv_cache.shape[1]
+    weights = need_tensor(fn, "weights", weights)
+    need_dtype(fn, "weights", weights, (torch.float32,))  # the releases take float32 weights only
+    need_shape(fn, "weights", weights, (rows, h))
+    context_lens = need_int_tensor(fn, "context_lens", context_lens)
+    block_table = need_int_tensor(fn, "block_table", block_table)
+    if block_table.dim() != 2 or block_table.shape[0] not in (b, rows):
+        raise BadArgumentError(fn, "block_table", f"a ({b}, max_blocks) or ({rows}, max_blocks) tensor", describe(block_table))
+    for name, t in (("kv_cache", kv_cache), ("weights", weights), ("context_lens", context_lens), ("block_table", block_table)):
+        need_device(fn, name, t, device)
+    need_int(fn, "max_context_len", max_context_len)
+    if not isinstance(clean_logits, bool):
+        raise BadArgumentError(fn, "clean_logits", "a bool", describe(clean_logits))
+    if schedule_meta is not None:
+        need_tensor(fn, "schedule_meta", schedule_meta)
+    if indices is not None:
+        _need_varlen(fn, indices, b, next_n, device)
+
+    lens = _row_lengths(fn, context_lens, b, next_n)
+    longest = int(lens.max()) if rows else 0
+    if longest > max_context_len:
+        raise BadArgumentError(fn, "max_context_len", f">= the longest visible length {longest}", repr(max_context_len))
+    n_cols = block_table.shape[1]
+    if longest > n_cols * bkv:
+        raise BadArgumentError(
+            fn, "block_table", f">= {ceil_div(longest, bkv)} columns for length {longest} (block_kv={bkv})", describe(block_table)
+        )
+
+    stride = align_up(max_context_len, SPLIT_KV)
+    out = torch.full((rows, stride), float("-inf"), dtype=torch.float32, device=device)[:, :max_context_len]
+    if rows == 0 or longest == 0:
+        return out
+
+    values, scales = unpack_kv_cache(kv_cache)
+    raw = values.view(torch.uint8)
+    bt_rows = block_table.shape[0]
+    per_bt = rows // bt_rows  # query rows sharing one block-table row
+    pos = torch.arange(longest, device=device)
+    row_valid = pos.unsqueeze(0) < lens.unsqueeze(1)  # (rows, P)
+    bt_valid = row_valid.view(bt_rows, per_bt, longest).any(dim=1)  # (bt_rows, P)
+    blocks = block_table.to(torch.int64)[:, (pos // bkv)]
+    blocks = torch.where(bt_valid, blocks, 0)
+    if bool(((blocks < 0) | (blocks >= nb)).any()):
+        raise BadArgumentError(fn, "block_table", f"block ids in [0, {nb}) for visible positions", "an out-of-range id")
+    slots = (pos % bkv).expand(bt_rows, longest)
+
+    qv = q.view(bt_rows, per_bt, h, dim)
+    wv = weights.view(bt_rows, per_bt, h).to(torch.float32)
+    chunk = max(1, CHUNK_ELEMENTS // max(1, per_bt * h * longest + longest * dim))
+    logits = torch.empty((bt_rows, per_bt, longest), dtype=torch.float32, device=device)
+    for lo in range(0, bt_rows, chunk):
+        hi = min(bt_rows, lo + chunk)
+        # gather raw bytes: integer indexing is available for uint8 on every backend
+        kk = raw[blocks[lo:hi], slots[lo:hi]].view(FP8).to(torch.float32)  # (c, P, D)
+        ss = scales[blocks[lo:hi], slots[lo:hi]]  # (c, P)
+        scores = torch.matmul(qv[lo:hi].to(torch.float32), kk.unsqueeze(1).transpose(-1, -2))  # (c, r, H, P)
+        logits[lo:hi] = _head_reduce(scores, wv[lo:hi]) * ss.unsqueeze(1)
+    out[:, :longest] = torch.where(row_valid, logits.view(rows, longest), float("-inf"))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# paged MQA schedule
+
+
+def _need_varlen(fn: str, indices: object, rows: int, next_n: int, device: torch.device) -> None:
+    ix = need_int_tensor(fn, "indices", indices)
+    if next_n != 1 or ix.dim() != 1 or ix.shape[0] != rows:
+        raise BadArgumentError(fn, "indices", f"an int32 ({rows},) tensor with next_n == 1", describe(ix))
+    need_device(fn, "indices", ix, device)
+
+
+def _schedule_lengths(fn: str, context_lens: object) -> Tuple[Tensor, int]:
+    """(per-sequence scheduled length (int64, (B,)), number of next_n atoms per sequence)."""
+    ctx = need_int_tensor(fn, "context_lens", context_lens)
+    if ctx.dim() == 1:
+        lens, next_n = ctx.to(torch.int64), 1
+    elif ctx.dim() == 2 and ctx.shape[1] >= 1:
+        lens, next_n = ctx[:, -1].to(torch.int64), ctx.shape[1]
+    else:
+        raise BadArgumentError(fn, "context_lens", "a 1-D (B,) or 2-D (B, n) tensor with n >= 1", describe(ctx))
+    if lens.numel() and bool((lens < 0).any()):
+        raise BadArgumentError(fn, "context_lens", "non-negative lengths", f"minimum {int(lens.min())}")
+    atom = 2 if next_n >= 2 else 1
+    return lens, ceil_div(next_n, atom)
+
+
+def get_paged_mqa_logits_metadata(
+    context_lens: Tensor, block_kv: int, num_sms: int, indices: Optional[Tensor] = None, *, balance: Balance = "tail"
+) -> Tensor:
+    """Per-SM work split of the SM90 paged MQA logits kernel.
+
+    ``context_lens``: int32 ``(B,)`` or ``(B, n)`` (only the last column is read, as in the
+    kernel). ``block_kv`` must divide :data:`SPLIT_KV` (256). Returns int32 ``(num_sms + 1, 2)``
+    on ``context_lens``' device: row ``s`` is the ``(q_atom_idx, kv_split_idx)`` where SM ``s``
+    starts, row ``num_sms`` the end ``(B * num_atoms, 0)``.
+
+    Algorithm (``smxx_paged_mqa_logits_metadata``, sgl-deep-gemm 0.0.1 - 0.1.3
+    ``scheduler/paged_mqa_logits.cuh``; ``sm90_paged_mqa_logits_metadata``, sgl-deep-gemm 0.1.4 -
+    0.2.5 ``scheduler/sm90_paged_mqa_logits.cuh`` and upstream DeepGEMM ``88965b0``+; upstream
+    ``v2.1.0`` ``impls/sm90_fp8_paged_mqa_logits.cuh`` for the 1-D form):
+
+    1. ``len[b]`` = ``ctx[b]`` (1-D) or ``ctx[b, n-1]`` (2-D); ``segs[b] = ceil(len[b] / 256)``.
+    2. Next-n atoms: ``atom = 2 if n >= 2 else 1``, ``num_atoms = ceil(n / atom)`` (1 for 1-D);
+       every atom of a sequence carries that sequence's ``segs`` units.
+    3. ``total = sum(segs) * num_atoms``; ``q, r = divmod(total, num_sms)``.
+    4. Start unit of SM ``s``: ``balance="tail"`` (0.1.4+ and upstream ``88965b0``+: the last
+       ``r`` SMs take one extra unit) ``s*q + max(0, s - (num_sms - r))``; ``balance="head"``
+       (0.0.1 - 0.1.3 and upstream ``v2.1.0`` - ``891d57b``: the first ``r`` SMs take it)
+       ``s*q + min(s, r)``.
+    5. Units are ordered by sequence, then atom, then split. For start ``w``: ``b`` = first
+       sequence with ``prefix_segs[b] * num_atoms > w``; ``off = w - prefix_segs[b-1] * num_atoms``;
+       row = ``(b * num_atoms + off // segs[b], off % segs[b])``; ``w == total`` gives the end row.
+
+    Not reproduced: the SM100 schedulers of sgl-deep-gemm 0.1.4+ (per-request, ``BLOCK_Q``-based)
+    and the varlen (``indices``) pairing (``indices`` is checked, and the plain split returned).
+    """
+    fn = "get_paged_mqa_logits_metadata"
+    lens, num_atoms = _schedule_lengths(fn, context_lens)
+    if indices is not None:
+        # The varlen work split (paired rows) is not reproduced; the plain split is a valid schedule.
+        _need_varlen(fn, indices, lens.shape[0], num_atoms, lens.device)
+    need_int(fn, "block_kv", block_kv, minimum=1)
+    if SPLIT_KV % block_kv != 0:
+        raise BadArgumentError(fn, "block_kv", f"a divisor of {SPLIT_KV}", repr(block_kv))
+    need_int(fn, "num_sms", num_sms, minimum=1)
+    if balance not in ("tail", "head"):
+        raise BadArgumentError(fn, "balance", "'tail' or 'head'", repr(balance))
+    device = lens.device
+    batch = lens.shape[0]
+    if batch == 0:
+        return torch.zeros((num_sms + 1, 2), dtype=torch.int32, device=device)
+    segs = (lens + SPLIT_KV - 1) // SPLIT_KV
+    prefix = torch.cumsum(segs, 0) * num_atoms  # inclusive, in units
+    total = int(prefix[-1])
+    q, r = divmod(total, num_sms)
+    s = torch.arange(num_sms + 1, dtype=torch.int64, device=device)
+    if balance == "tail":
+        starts = s * q + (s - (num_sms - r)).clamp(min=0)
+    else:
+        starts = s * q + s.clamp(max=r)
+    seq = torch.searchsorted(prefix.contiguous(), starts, right=True)
+    inside = seq < batch
+    seq_c = seq.clamp(max=batch - 1)
+    before = torch.where(seq_c > 0, prefix[(seq_c - 1).clamp(min=0)], 0)
+    seg_q = segs[seq_c].clamp(min=1)
+    off = starts - before
+    q_atom = torch.where(inside, seq_c * num_atoms + off // seg_q, batch * num_atoms)
+    kv_split = torch.where(inside, off % seg_q, 0)
+    return torch.stack([q_atom, kv_split], dim=1).to(torch.int32)
+
+
+def paged_schedule_matches(
+    schedule_meta: Tensor,
+    context_lens: Tensor,
+    block_kv: int,
+    num_sms: int,
+    *,
+    balance: Optional[Balance] = None,
+) -> bool:
+    """True when ``schedule_meta`` is the schedule of ``context_lens`` for ``num_sms`` SMs.
+
+    Recomputes :func:`get_paged_mqa_logits_metadata` and compares exactly (shape and values). With
+    ``balance=None`` either remainder placement is accepted (they differ between releases). A
+    mismatch means the launch could read past its work list and never finish.
+    """
+    fn = "paged_schedule_matches"
+    meta = need_tensor(fn, "schedule_meta", schedule_meta)
+    if tuple(meta.shape) != (num_sms + 1, 2) or meta.dtype.is_floating_point:
+        return False
+    got = meta.to(device="cpu", dtype=torch.int64)
+    options: Tuple[Balance, ...] = ("tail", "head") if balance is None else (balance,)
+    for option in options:
+        want = get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms, balance=option)
+        if torch.equal(want.to(device="cpu", dtype=torch.int64), got):
+            return True
+    return False
