@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from . import _backend, _binding, _device, detection, table
 from ._params import parameter_names
-from ._surface import NAMES, SUBMODULES
+from ._surface import DEEP_GEMM_MODULES, NAMES, SUBMODULES
 
 __all__ = ["resolve", "passthrough_names", "reset"]
 
@@ -24,7 +24,7 @@ def passthrough_names() -> list[str]:
 
 
 def resolve(name: str) -> Callable[..., Any]:
-    """The callable behind ``dgcompat.<name>`` on this install.
+    """The callable behind ``dgcompat.<name>`` on this install, for a deep_gemm function of the stable surface.
 
     Where the installed function already matches the stable contract (the table's
     :data:`~dgcompat.table.UPSTREAM_IDENTITY`) this is the upstream object itself (call it directly
@@ -32,8 +32,8 @@ def resolve(name: str) -> Callable[..., Any]:
     Binds (imports deep_gemm) if needed.
     """
     module = NAMES.get(name)
-    if module is None:
-        raise AttributeError(f"{name!r} is not part of dgcompat's stable surface")
+    if module is None or module not in DEEP_GEMM_MODULES:
+        raise AttributeError(f"{name!r} is not a deep_gemm function of dgcompat's stable surface")
     stable = getattr(importlib.import_module(f"dgcompat.{module}"), name)
     if not callable(stable) or isinstance(stable, type):
         return stable

@@ -7,7 +7,7 @@ it imports nothing.
 
 from __future__ import annotations
 
-__all__ = ["NAMES", "SUBMODULES", "NOT_DEEP_GEMM"]
+__all__ = ["NAMES", "SUBMODULES", "DEEP_GEMM_MODULES", "NOT_DEEP_GEMM"]
 
 _WARMUP = ("warmup", "WarmupSpec", "WarmupReport", "WarmupError", "DenseGemm", "GroupedGemm", "PagedIndexer",
            "MPolicy", "KernelEntry", "jit_cache_dir", "use_jit_cache_dir")
@@ -39,6 +39,10 @@ NAMES: dict[str, str] = {
 SUBMODULES: tuple[str, ...] = ("utils", "reference", "errors", "detection", "table", "knobs", "gemm", "moe",
                                "indexer", "scales", "testing", "jit_warmup")
 
-#: Stable names that are dgcompat's own (the surface around deep_gemm), never served as ``deep_gemm.<name>``.
-NOT_DEEP_GEMM = frozenset({"install_as_deep_gemm", "uninstall_as_deep_gemm", "installed_as_deep_gemm",
-                           "as_deep_gemm", "resolve", "reset", "passthrough_names"})
+#: The submodules whose names are deep_gemm's own (the adapters and the drop-in helpers): what
+#: ``deep_gemm.<name>`` serves under the install and what :func:`dgcompat.resolve` hands out.
+DEEP_GEMM_MODULES: tuple[str, ...] = ("knobs", "gemm", "moe", "indexer", "scales", "utils.math", "utils.layout",
+                                      "testing")
+
+#: Stable names that are dgcompat's own (detection, the table, warmup, the install): never ``deep_gemm.<name>``.
+NOT_DEEP_GEMM = frozenset(name for name, module in NAMES.items() if module not in DEEP_GEMM_MODULES)

@@ -1,1 +1,3 @@
+"""dgcompat's version: the one source (pyproject.toml reads it)."""
+
 __version__ = "0.1.0"

@@ -155,3 +155,78 @@ def test_one_copy_of_the_release_list_and_the_names() -> None:
         if 're.sub(r"[-_.]+"' in text or "canonicalize_name" in text:
             offenders.append(f"{rel}: normalizes distribution names itself (use dists.canonical)")
     assert offenders == []
+
+
+# --- the door: the other wing, the benchmarks and the docs use the runtime only through names meant for them ---
+
+#: The runtime's one declared internal interface for its tooling.
+TOOLING = "dgcompat._tooling"
+
+
+def _private_runtime_uses(source: str, where: str) -> list[str]:
+    """Private runtime names ``source`` uses: a private module path (``dgcompat._x``, ``dgcompat.indexer._y``)
+    other than the tooling interface, or an underscore attribute of a runtime module."""
+    tree = ast.parse(source, where)
+    aliases: dict[str, str] = {}  # local name -> runtime module path it stands for
+    found = []
+
+    def private(path: str) -> bool:
+        return path != TOOLING and not path.startswith(TOOLING + ".") and any(
+            part.startswith("_") and not part.startswith("__") for part in path.split(".")[1:])
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name == "dgcompat" or a.name.startswith("dgcompat."):
+                    if private(a.name):
+                        found.append(f"{where}:{node.lineno} imports {a.name}")
+                    aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else "dgcompat"
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and (
+                node.module == "dgcompat" or node.module.startswith("dgcompat.")):
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                if private(full):
+                    found.append(f"{where}:{node.lineno} imports {full}")
+                aliases[a.asname or a.name] = full
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+            full = f"{aliases[node.value.id]}.{node.attr}"
+            if private(full):
+                found.append(f"{where}:{node.lineno} uses {full}")
+    return found
+
+
+def _python_blocks(markdown: str) -> list[str]:
+    blocks, inside, current = [], False, []
+    for line in markdown.splitlines():
+        if line.strip().startswith("```"):
+            if inside:
+                blocks.append("\n".join(current))
+            inside, current = (not inside and line.strip() in ("```python", "```py")), []
+        elif inside:
+            current.append(line)
+    return blocks
+
+
+def test_the_tooling_uses_no_private_runtime_name() -> None:
+    offenders = []
+    for folder in (ROOT / "conformance" / WING, ROOT / "bench"):
+        for path in sorted(folder.rglob("*.py")):
+            offenders += _private_runtime_uses(path.read_text("utf-8"), str(path.relative_to(ROOT)))
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for i, block in enumerate(_python_blocks(doc.read_text("utf-8"))):
+            try:
+                offenders += _private_runtime_uses(block, f"{doc.relative_to(ROOT)} block {i}")
+            except SyntaxError:
+                continue  # a fragment, not a program
+    assert offenders == []
+
+
+def test_the_door_check_sees_private_names() -> None:
+    """Control: each way of reaching a private runtime name is found; the tooling interface and public names are not."""
+    code = ("import dgcompat\nfrom dgcompat import _binding, indexer, _tooling\nfrom dgcompat.indexer._state import STATE\n"
+            "import dgcompat._env as env\nindexer._B.clear()\n_tooling.load_backend()\ndgcompat.fp8_gemm_nt\n"
+            "from dgcompat.detection import release\n")
+    assert sorted(_private_runtime_uses(code, "probe")) == [
+        "probe:2 imports dgcompat._binding", "probe:3 imports dgcompat.indexer._state.STATE",
+        "probe:4 imports dgcompat._env", "probe:5 uses dgcompat.indexer._B"]

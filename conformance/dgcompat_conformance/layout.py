@@ -1,9 +1,14 @@
-"""The two wings at a glance: lines, modules and import floors (``python -m dgcompat_conformance.layout``).
+"""The two wings at a glance: lines, modules, import floors and the runtime's layers (``python -m dgcompat_conformance.layout``).
 
 An import floor is the length of the longest chain of intra-project imports ``a -> b -> c`` a
-module's top-level code sets off (counted in modules, the first one included); imports inside
-functions run later and are left out. Modules that import each other (a cycle) count as one floor
-and are listed. Everything is read from the source with :mod:`ast`; nothing is imported.
+module's top-level code sets off (counted in modules, the first one included). Modules that import
+each other (a cycle) count as one floor and are listed. Everything is read from the source with
+:mod:`ast`; of the runtime only its tooling interface is imported (for the name table).
+
+The layers count **every** import form (:func:`import_edges`): top-level, inside functions, string
+imports (``importlib.import_module("dgcompat.x")``) and the computed imports of the modules that
+declare the table they import from (:data:`COMPUTED`). The runtime's layer graph must have no
+cycle, and its depth (the longest chain) is printed.
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Wing", "wings", "module_imports", "read_wing", "render"]
+__all__ = ["Wing", "Edge", "wings", "module_imports", "import_edges", "read_wing", "runtime_layers", "COMPUTED",
+           "LAZY_DEPENDENCIES", "render"]
 
 _HERE = Path(__file__).resolve().parent
 
@@ -113,6 +119,127 @@ def module_imports(path: Path, name: str, known: set[str], *, top_level_only: bo
     return out
 
 
+@dataclass(frozen=True)
+class Edge:
+    """One import of a project module: ``target`` at ``line``, of kind ``top``, ``function`` (inside a function),
+    ``string`` (``import_module("literal")``) or ``computed`` (a name looked up in a declared table)."""
+
+    target: str
+    kind: str
+    line: int
+
+
+#: Optional dependencies a runtime function may import lazily (the runtime imports none of them at import time).
+LAZY_DEPENDENCIES = frozenset({"torch", "pynvml", "deep_gemm", "tvm_ffi"})
+
+
+def _runtime_tables() -> dict[str, tuple[str, ...]]:
+    """Module -> the runtime modules its computed imports may load (from the runtime's name table)."""
+    from dgcompat import _tooling as surface
+
+    deep_gemm = tuple(f"dgcompat.{m}" for m in surface.DEEP_GEMM_MODULES)
+    return {
+        # The facade's lazy attributes: every module of the name table and the public submodules.
+        "dgcompat": tuple(dict.fromkeys(f"dgcompat.{m}" for m in (*surface.NAMES.values(), *surface.SUBMODULES,
+                                                                  "_forward"))),
+        "dgcompat._install": (*deep_gemm, "dgcompat.utils"),  # the names it serves as deep_gemm's
+        "dgcompat._facade": deep_gemm,   # resolve(): the deep_gemm names only
+        "dgcompat._tooling": tuple(f"dgcompat.{m}" for m in ("gemm", "moe", "indexer", "scales", "knobs")),
+        "dgcompat._backend": (),  # deep_gemm's own modules by name (the real package, a vendored copy), no dgcompat one
+    }
+
+
+#: Modules whose ``import_module`` takes a computed name, and what it may load (see :func:`_runtime_tables`).
+COMPUTED: dict[str, tuple[str, ...]] = {}
+
+
+def _resolve(name: str, known: set[str]) -> str | None:
+    while name and name not in known:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def import_edges(path: Path, name: str, known: set[str]) -> list[Edge]:
+    """Every import of a project module (of ``known``) that module ``name`` at ``path`` makes, in any form."""
+    tree = ast.parse(path.read_text("utf-8"), str(path))
+    top = {id(n) for n in _top_level(tree)}
+    is_pkg = path.name == "__init__.py"
+    tables = COMPUTED or _runtime_tables()
+    edges: list[Edge] = []
+
+    def add(target: str | None, kind: str, line: int) -> None:
+        if target and target != name:
+            edges.append(Edge(target, kind, line))
+
+    in_function: set[int] = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            in_function.update(id(n) for n in ast.walk(fn))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            if id(node) not in top and id(node) not in in_function:
+                continue  # under TYPE_CHECKING
+            kind = "top" if id(node) in top else "function"
+            for target in _targets(node, name, is_pkg, known):
+                add(target, kind, node.lineno)
+        elif isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)):
+            func = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+            if func not in ("import_module", "__import__") or not node.args:
+                continue
+            arg = node.args[0]
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                add(_resolve(arg.value, known), "string", node.lineno)
+            elif name in tables:
+                for target in tables[name]:
+                    add(_resolve(target, known), "computed", node.lineno)
+            elif name.split(".")[0] in {k.split(".")[0] for k in known}:
+                # A computed name in a module that declares no table: unknown, reported as such.
+                edges.append(Edge("<undeclared computed import>", "computed", node.lineno))
+    return edges
+
+
+def _targets(node: ast.Import | ast.ImportFrom, name: str, is_pkg: bool, known: set[str]) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [t for t in (_resolve(a.name, known) for a in node.names) if t]
+    if node.level:
+        base_parts = name.split(".")
+        drop = node.level - (1 if is_pkg else 0)
+        base_parts = base_parts[: len(base_parts) - drop] if drop else base_parts
+        base = ".".join(base_parts + ([node.module] if node.module else []))
+    else:
+        base = node.module or ""
+    out = []
+    for a in node.names:
+        full = f"{base}.{a.name}"
+        target = _resolve(full if full in known else base, known)
+        if target:
+            out.append(target)
+    return out
+
+
+def runtime_layers(runtime: Wing) -> tuple[dict[str, list[Edge]], list[list[str]], int, list[str]]:
+    """The runtime's graph counting every import form: (edges per module, cycles, depth, the longest chain).
+
+    ``__main__`` (the command launcher, executed and never imported) and the start-up hook
+    (``_startup/sitecustomize.py``, run by ``site`` as ``sitecustomize``) are not modules of the graph.
+    """
+    known = set(runtime.modules)
+    graph: dict[str, list[Edge]] = {}
+    for module, path in runtime.modules.items():
+        if module in ("dgcompat.__main__", "dgcompat._startup.sitecustomize"):
+            continue
+        graph[module] = [e for e in import_edges(path, module, known) if e.target in known]
+    simple = {m: {e.target for e in es} for m, es in graph.items()}
+    comp = _components(simple)
+    groups: dict[int, list[str]] = {}
+    for m, c in comp.items():
+        groups.setdefault(c, []).append(m)
+    cycles = sorted(sorted(g) for g in groups.values() if len(g) > 1)
+    sub = Wing("layers", runtime.root, {m: p for m, p in runtime.modules.items() if m in graph}, simple)
+    depth, chain = sub.floor(simple)
+    return graph, cycles, depth, chain
+
+
 def read_wing(name: str, root: Path, package: str) -> Wing:
     """Every module of ``package`` (its folder is ``root / package``)."""
     wing = Wing(name, root / package)
@@ -189,6 +316,9 @@ def render() -> str:
         lines.append("  import cycles: " + ("; ".join(" <-> ".join(c) for c in cycles) if cycles else "none"))
     back = sorted({f"{m} -> {t}" for m, ts in runtime.imports.items() for t in ts if t in tooling.modules})
     lines.append("runtime -> certification imports: " + (", ".join(back) if back else "none"))
+    _graph, cycles, depth, chain = runtime_layers(runtime)
+    lines.append(f"runtime layers, every import form counted: depth {depth}: {' -> '.join(chain)}")
+    lines.append("  cycles: " + ("; ".join(" <-> ".join(c) for c in cycles) if cycles else "none"))
     return "\n".join(lines)
 
 
