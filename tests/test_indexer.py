@@ -745,3 +745,126 @@ def test_repeat_call_on_the_plain_launch_translates_upstream_failures(fake_relea
     for _ in range(2):
         with pytest.raises(dgcompat.KernelError, match="something the kernel refuses"):
             dgcompat.fp8_paged_mqa_logits(i["q"], i["kv"], i["w"], lens, i["bt"], sched, i["max_len"])
+
+
+# --- lengths that are views of one persistent buffer (one buffer sized for the largest batch) ------------
+
+class _ViewBuffers:
+    """An engine's persistent buffers sized for the largest batch; each batch size launches views of them."""
+
+    def __init__(self, max_b: int, n: int, form: str, max_blocks: int) -> None:
+        self.n, self.form = n, form
+        rows = max_b * n
+        lens_shape = {"seq": (max_b,), "rows": (max_b, n), "flat": (rows, 1)}[form]
+        self.lens = torch.ones(lens_shape, dtype=torch.int32)
+        self.bt = torch.zeros(max_b, max_blocks, dtype=torch.int32)
+        self.max_len = max_blocks * BKV
+
+    def lens_view(self, b: int) -> torch.Tensor:
+        return self.lens[: b * self.n] if self.form == "flat" else self.lens[:b]
+
+    def write(self, batch: dict[str, Any]) -> None:
+        """Write a batch of ``b`` sequences into the first rows of the buffers (the other rows stay as they are)."""
+        b = batch["q"].shape[0]
+        self.lens_view(b).copy_(_lens(batch["ctx"], self.n, self.form))
+        self.bt[:b].zero_()
+        self.bt[:b, :batch["bt"].shape[1]].copy_(batch["bt"])
+
+    def launch(self, batch: dict[str, Any], sched: torch.Tensor) -> torch.Tensor:
+        b = batch["q"].shape[0]
+        return dgcompat.fp8_paged_mqa_logits(batch["q"], batch["kv"], batch["w"], self.lens_view(b), self.bt[:b],
+                                             sched, self.max_len, clean_logits=True)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("n", [1, 2, 4])
+@pytest.mark.parametrize("form", ["seq", "rows", "flat"])
+def test_lengths_views_of_a_persistent_buffer_eager(fake_release: Callable[[str], Any], family: str, n: int,
+                                                    form: str) -> None:
+    # Schedule built from buf[:B]; the buffer's other rows written for another batch size: the rows this call
+    # reads did not change, and the call must launch (correctly), every time, as must a call after its own
+    # rows were rewritten without a refresh (dgcompat derives the schedule from the launch lengths).
+    mod = fake_release(family)
+    batches = _batches(3, n, 3, seed=200 + n)
+    other = _batches(5, n, 1, seed=300 + n)[0]
+    kv = max((x["kv"] for x in (*batches, other)), key=lambda t: t.shape[0])
+    for x in (*batches, other):
+        x["kv"] = kv
+    buf = _ViewBuffers(8, n, form, 300 // BKV + 1)
+    buf.write(batches[0])
+    sched = dgcompat.get_paged_mqa_logits_metadata(buf.lens_view(3), BKV, 8)
+    out = buf.launch(batches[0], sched)
+    torch.testing.assert_close(out, _expect(batches[0], n, buf.max_len), rtol=1e-4, atol=1e-3)
+    # Another batch size's rows (3..7 of the same storage) are written: rows 0..2 are unchanged.
+    rows = 3 * n if form == "flat" else 3
+    buf.lens[rows:].fill_(7)
+    buf.bt[3:].fill_(1)
+    for _ in range(2):
+        launches = len(mod.LAUNCHES)
+        out = buf.launch(batches[0], sched)
+        assert len(mod.LAUNCHES) == launches + 1
+        torch.testing.assert_close(out, _expect(batches[0], n, buf.max_len), rtol=1e-4, atol=1e-3)
+    # The call's own rows rewritten, schedule not refreshed: still the new batch's logits (derived schedule).
+    buf.write(batches[1])
+    torch.testing.assert_close(buf.launch(batches[1], sched), _expect(batches[1], n, buf.max_len),
+                               rtol=1e-4, atol=1e-3)
+    # A larger batch over the same storage, with its own schedule, then the small one again.
+    buf.write(other)
+    sched5 = dgcompat.get_paged_mqa_logits_metadata(buf.lens_view(5), BKV, 8)
+    torch.testing.assert_close(buf.launch(other, sched5), _expect(other, n, buf.max_len), rtol=1e-4, atol=1e-3)
+    buf.write(batches[2])
+    torch.testing.assert_close(buf.launch(batches[2], sched), _expect(batches[2], n, buf.max_len),
+                               rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("n", [1, 2, 4])
+@pytest.mark.parametrize("form", ["seq", "rows", "flat"])
+def test_lengths_views_of_a_persistent_buffer_replay(fake_release: Callable[[str], Any], family: str, n: int,
+                                                     form: str) -> None:
+    # Graphs for several batch sizes captured over views of one buffer, then replayed with new inputs
+    # written into the buffer (each replay writes only its own rows; the other graphs' rows change too).
+    from dgcompat_conformance.gpu.graphsim import Graph
+
+    mod = fake_release(family)
+    sizes = (1, 3, 6)
+    buf = _ViewBuffers(8, n, form, 300 // BKV + 1)
+    kv = R.pack_kv_cache(torch.randn(8 * (300 // BKV + 1), BKV, D, generator=torch.Generator().manual_seed(1)))
+    state: dict[int, dict[str, Any]] = {}
+    for b in sizes:
+        first = _batch(b, n, seed=400 + b)
+        first["kv"] = kv
+        static = {"q": first["q"].clone(), "w": first["w"].clone(), "kv": kv}
+        buf.write(first)
+        sched = torch.zeros(9, 2, dtype=torch.int32)
+        dgcompat.get_paged_mqa_logits_metadata(buf.lens_view(b), BKV, 8, out=sched)
+        buf.launch(static | {"bt": first["bt"]}, sched)  # eager warm-up on the same buffers
+        graph = Graph()
+        with graph.capture(mod):
+            out = buf.launch(static | {"bt": first["bt"]}, sched)
+        torch.testing.assert_close(out, _expect(first, n, buf.max_len), rtol=1e-4, atol=1e-3)
+        state[b] = {"graph": graph, "out": out, "static": static, "sched": sched}
+    for step in range(3):
+        for b in sizes:
+            batch = _batch(b, n, seed=500 + 10 * step + b)
+            batch["kv"] = kv
+            s = state[b]
+            s["static"]["q"].copy_(batch["q"])
+            s["static"]["w"].copy_(batch["w"])
+            buf.write(batch)  # rows of this batch size only; the schedule buffer is not refreshed
+            s["graph"].replay()
+            torch.testing.assert_close(s["out"], _expect(batch, n, buf.max_len), rtol=1e-4, atol=1e-3,
+                                       msg=lambda m: f"replay of batch size {b}, step {step}: {m}")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_really_stale_schedule_says_why_it_is_not_rebuilt(fake_release: Callable[[str], Any],
+                                                            family: str) -> None:
+    fake_release(family)
+    i = _inputs(2, 1, [64, 100])
+    lens = i["ctx"].view(-1, 1).contiguous()
+    sched = dgcompat.get_paged_mqa_logits_metadata(lens, BKV, 4)
+    lens.copy_(torch.tensor([[30], [20]], dtype=torch.int32))
+    for _ in range(2):
+        with pytest.raises(dgcompat.ScheduleMismatchError, match="does not rebuild it here"):
+            dgcompat.fp8_paged_mqa_logits(i["q"], i["kv"], i["w"], lens, i["bt"], sched, i["max_len"])

@@ -25,8 +25,12 @@ builder and the launch use them, so the schedule is always built from the very t
    are in the buffer at that replay. Whatever else dgcompat derives from your tensors (per-row
    lengths, a block table repeated per row) is computed the same way.
 3. A schedule dgcompat built for this ``context_lens`` that is still untouched while the lengths
-   were written (or that was built for another lengths tensor) is an engine bug: that call raises
-   :class:`~dgcompat.errors.ScheduleMismatchError` and launches nothing.
+   were written is an engine bug: that call raises :class:`~dgcompat.errors.ScheduleMismatchError`
+   and launches nothing (rebuilding it silently would leave the stale buffer to whatever else reads
+   it). Lengths that are a view of a larger buffer (``buffer[:B]``, the engines' persistent buffers)
+   are the exception: torch keeps one version counter per storage, so a write to the buffer's other
+   rows cannot be told apart cheaply from one to the viewed rows, and dgcompat derives the schedule
+   from the launch lengths instead (rule 2), which is always right.
 
 Derived tensors are cached per batch (identity and version counter of lengths, schedule and block
 table), so all layers of a step share one metadata call. Entries made outside a capture are never

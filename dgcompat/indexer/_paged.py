@@ -102,7 +102,8 @@ def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch
       4-aligned row stride.
 
     Raises :class:`~dgcompat.errors.ScheduleMismatchError` instead of launching a schedule dgcompat built
-    for other (or since rewritten) lengths.
+    for these lengths that was not refreshed after they were rewritten (where ``context_lens`` is a view of
+    a larger buffer, the schedule is derived from the launch lengths instead: see :mod:`dgcompat.indexer`).
     """
     p = STATE.last
     if p is not None:

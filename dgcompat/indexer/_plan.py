@@ -36,7 +36,7 @@ from ._cache import cached
 from ._capture import capture_state
 from ._guards import same_metadata
 from ._layout import hint_key, launch_layout, lens_recipe, make_launch_lens, row_lengths
-from ._schedules import mem_key, root_of, version_key
+from ._schedules import mem_key, owns_storage, root_of, version_key
 from ._state import STATE
 
 __all__ = ["make_plan", "make_launcher", "launch_table", "mask_rows", "lookup_plan"]
@@ -68,12 +68,19 @@ def make_plan(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, 
             and rec.lens_key == lens_key[0]:
         # A schedule dgcompat built for these lengths, untouched since: the lengths must be too.
         if rec.lens_version != lens._version:
-            raise ScheduleMismatchError(
-                f"{fn}(): context_lens was modified after schedule_meta was built from it "
-                f"[deep_gemm {release_label()}]; launching the stale schedule could hang the GPU. Refresh it with "
-                f"get_paged_mqa_logits_metadata(context_lens, block_kv, out=schedule_meta)")
-        trusted = (not debug and token is None and rec.recipe == recipe and rec.block_kv == block_kv
-                   and rec.num_sms == num_sms and rec.indices_key == ix_key)
+            if owns_storage(lens):
+                raise ScheduleMismatchError(
+                    f"{fn}(): context_lens was modified after schedule_meta was built from it "
+                    f"[deep_gemm {release_label()}]; launching the stale schedule could hang the GPU. dgcompat "
+                    f"does not rebuild it here: the stale buffer is the one your step holds, and whatever else "
+                    f"reads it (a raw deep_gemm call, a graph captured from one) would launch it as is. Refresh it "
+                    f"with get_paged_mqa_logits_metadata(context_lens, block_kv, out=schedule_meta)")
+            # A view of a larger buffer: torch keeps one version counter per storage, so a write to other rows
+            # (another batch size, graph or micro-batch) looks the same as one to these; the schedule is derived
+            # from the very lengths the launch reads (always right) instead of trusted.
+        else:
+            trusted = (not debug and token is None and rec.recipe == recipe and rec.block_kv == block_kv
+                       and rec.num_sms == num_sms and rec.indices_key == ix_key)
 
     if trusted:
         launch_lens, launch_schedule = rec.launch_lens, schedule  # type: ignore[union-attr]

@@ -8,7 +8,7 @@ from typing import Any
 
 from ._state import STATE
 
-__all__ = ["ScheduleRecord", "root_of", "mem_key", "register", "forget", "version_key"]
+__all__ = ["ScheduleRecord", "root_of", "mem_key", "owns_storage", "register", "forget", "version_key"]
 
 
 @dataclass
@@ -34,6 +34,12 @@ def root_of(t: Any) -> Any:
 def mem_key(t: Any) -> tuple[Any, ...]:
     """Identity of a tensor's memory and layout (views of one buffer compare equal)."""
     return (id(root_of(t)), t.data_ptr(), tuple(t.shape), tuple(t.stride()))
+
+
+def owns_storage(t: Any) -> bool:
+    """Whether ``t`` is all of its storage, so that its version counter counts only writes to its own elements
+    (a view of a larger buffer shares the counter with the buffer's other elements)."""
+    return bool(t.storage_offset() == 0 and t.untyped_storage().nbytes() == t.numel() * t.element_size())
 
 
 def forget(key: int) -> None:

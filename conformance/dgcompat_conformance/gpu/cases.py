@@ -850,6 +850,98 @@ for _n in (1, 2, 4):
                   f"{REPLAY_MAX_CTX}", tolerance=TOL_LOGITS, timeout=240.0)(_make_replay())
 
 
+#: Batch sizes captured over views of one persistent buffer sized for the largest (buffer[:B]).
+VIEW_BATCHES = (1, 8, 32)
+
+
+def _views_case(c: Checks, next_n: int) -> None:
+    """Every lengths form: one lengths buffer and one table buffer sized for the largest batch, each batch size
+    launching views ``buffer[:B]`` of them, eagerly and under graphs captured per batch size."""
+    import torch
+
+    import dgcompat
+
+    for form in _FORMS:
+        pairs = {b: _replay_pair(3000 + 31 * b + next_n, b, next_n) for b in VIEW_BATCHES}
+        top = max(VIEW_BATCHES)
+        lens_buf = torch.ones({"seq": (top,), "rows": (top, next_n), "flat": (top * next_n, 1)}[form],
+                              dtype=torch.int32, device=DEVICE)
+        width = pairs[top][0].block_table.shape[1]
+        bt_buf = torch.zeros((top, width), dtype=torch.int32, device=DEVICE)
+
+        def rows(b: int) -> Any:
+            return lens_buf[: b * next_n] if form == "flat" else lens_buf[:b]
+
+        def write(b: int, p: _Paged) -> None:
+            rows(b).copy_(_lens_form(p, form))
+            bt_buf[:b].copy_(p.block_table)
+
+        # Eager: the schedule built from buffer[:B], then the buffer's other rows written (another batch size).
+        b, (first, _second) = 8, pairs[8]
+        write(b, first)
+        sched = dgcompat.get_paged_mqa_logits_metadata(rows(b), BLOCK_KV)
+        other = pairs[top][0]
+        tail = lens_buf.view(-1)[rows(b).numel():]
+        tail.copy_(_lens_form(other, form).reshape(-1)[rows(b).numel():])
+        try:
+            out = dgcompat.fp8_paged_mqa_logits(first.q, first.kv, first.w, rows(b), bt_buf[:b], sched, first.max_len)
+            _sync()
+            c.diff(f"{form}: eager after other rows were written", out[_valid(first)], _paged_ref(first)[_valid(first)])
+        except Exception as exc:  # noqa: BLE001 - recorded as the failure it is
+            c.exact(f"{form}: eager after other rows were written launches", False,
+                    f"raised {type(exc).__name__}: {str(exc)[:200]}")
+        # Under replay: a graph per batch size over views of the same buffers, replayed with new inputs.
+        graphs: dict[int, tuple[Any, Any, Any, Any]] = {}
+        schedules: dict[int, Any] = {}
+        for b, (first, _second) in pairs.items():
+            write(b, first)
+            sched = torch.zeros((dgcompat.get_num_sms() + 1, 2), dtype=torch.int32, device=DEVICE)
+            dgcompat.get_paged_mqa_logits_metadata(rows(b), BLOCK_KV, out=sched)
+            q, w = first.q.clone(), first.w.clone()
+            view, table = rows(b), bt_buf[:b]
+
+            def launch(q: Any = q, w: Any = w, kv: Any = first.kv, view: Any = view, table: Any = table,
+                       sched: Any = sched, max_len: int = first.max_len) -> Any:
+                return dgcompat.fp8_paged_mqa_logits(q, kv, w, view, table, sched, max_len)
+            graph = _Graph()
+            graphs[b] = (graph, graph.capture(launch), q, w)
+            schedules[b] = sched
+        _sync()
+        for step, pick in enumerate((1, 0)):  # the second batch of each size, then the first again
+            for b, pair in pairs.items():
+                p = pair[pick]
+                graph, out, q, w = graphs[b]
+                q.copy_(p.q)
+                w.copy_(p.w)
+                write(b, p)  # this batch size's rows only; the schedule buffers are not refreshed
+                graph.replay()
+                _sync()
+                c.diff(f"{form}: replay B={b} step {step}", out[_valid(p)], _paged_ref(p)[_valid(p)])
+        # Eager again on the most recently written rows, with the schedule built long before (many writes since).
+        b = VIEW_BATCHES[0]
+        p = pairs[b][0]
+        write(b, p)
+        out = dgcompat.fp8_paged_mqa_logits(p.q, p.kv, p.w, rows(b), bt_buf[:b], schedules[b], p.max_len)
+        _sync()
+        c.diff(f"{form}: eager B={b} after the replays", out[_valid(p)], _paged_ref(p)[_valid(p)])
+        del graphs, pairs
+        if DEVICE == "cuda":
+            torch.cuda.empty_cache()
+
+
+for _n in (1, 2, 4):
+    def _make_views(next_n: int = _n) -> Callable[[Checks], None]:
+        def body(c: Checks) -> None:
+            _views_case(c, next_n)
+        return body
+    _case(f"paged_views_n{_n}",
+          f"context_lens and block table as views buffer[:B] of one persistent buffer sized for the largest batch "
+          f"(next_n={_n}, every lengths form): a schedule built from buffer[:8] still launches (correctly) after the "
+          f"buffer's other rows are written; graphs captured per batch size B in {list(VIEW_BATCHES)} over views "
+          f"of the same buffers, replayed with new inputs written into each size's rows (schedules not refreshed): "
+          f"every replay against the reference", tolerance=TOL_LOGITS, timeout=240.0)(_make_views())
+
+
 @_case("paged_replay_stale", "lengths rewritten with much longer ones and no schedule refreshed, then replay "
        "(the pattern seen to hang the kernel): the replay must finish (watchdog) and be correct, since the "
        "schedule is recomputed inside the graph", tolerance=TOL_LOGITS, timeout=120.0)
