@@ -27,7 +27,7 @@ Variables of earlier releases that no longer do anything are listed in :data:`RE
 from __future__ import annotations
 
 import os
-from typing import Literal, NamedTuple
+from typing import Callable, Literal, Mapping, NamedTuple
 
 from .errors import ConfigurationError
 
@@ -67,13 +67,13 @@ RETIRED: dict[str, str] = {
 }
 
 
-def _raw(name: str) -> str:
-    return os.environ.get(name, "").strip()
+def _raw(name: str, environ: Mapping[str, str] | None) -> str:
+    return (os.environ if environ is None else environ).get(name, "").strip()
 
 
-def backend() -> Backend:
+def backend(environ: Mapping[str, str] | None = None) -> Backend:
     """``DGCOMPAT_BACKEND``: ``"auto"`` when unset."""
-    raw = _raw("DGCOMPAT_BACKEND")
+    raw = _raw("DGCOMPAT_BACKEND", environ)
     if not raw:
         return "auto"
     found = _BACKENDS.get(raw.lower())
@@ -87,7 +87,7 @@ def backend_or_raw() -> str:
 
     For detection, which must describe the install whatever the variable says; binding validates.
     """
-    raw = _raw("DGCOMPAT_BACKEND").lower()
+    raw = _raw("DGCOMPAT_BACKEND", None).lower()
     return _BACKENDS.get(raw, raw) if raw else "auto"
 
 
@@ -98,9 +98,9 @@ def _arch_name(raw: str) -> str | None:
     return text if text in ARCHES else None
 
 
-def arch() -> str | None:
+def arch(environ: Mapping[str, str] | None = None) -> str | None:
     """``DGCOMPAT_ARCH`` as ``smXY`` (``"9.0"`` and ``"90"`` mean ``sm90``), or None when unset."""
-    raw = _raw("DGCOMPAT_ARCH")
+    raw = _raw("DGCOMPAT_ARCH", environ)
     if not raw:
         return None
     name = _arch_name(raw)
@@ -109,8 +109,8 @@ def arch() -> str | None:
     return name
 
 
-def _switch(name: str) -> bool:
-    raw = _raw(name)
+def _switch(name: str, environ: Mapping[str, str] | None) -> bool:
+    raw = _raw(name, environ)
     if not raw:
         return False
     value = SWITCH_VALUES.get(raw.lower())
@@ -119,19 +119,19 @@ def _switch(name: str) -> bool:
     return value
 
 
-def debug() -> bool:
+def debug(environ: Mapping[str, str] | None = None) -> bool:
     """``DGCOMPAT_DEBUG=1``. Read when a stable function is bound, so set it before the first call."""
-    return _switch("DGCOMPAT_DEBUG")
+    return _switch("DGCOMPAT_DEBUG", environ)
 
 
-def allow_torch_mismatch() -> bool:
+def allow_torch_mismatch(environ: Mapping[str, str] | None = None) -> bool:
     """``DGCOMPAT_ALLOW_TORCH_MISMATCH=1``."""
-    return _switch("DGCOMPAT_ALLOW_TORCH_MISMATCH")
+    return _switch("DGCOMPAT_ALLOW_TORCH_MISMATCH", environ)
 
 
-def install() -> bool:
+def install(environ: Mapping[str, str] | None = None) -> bool:
     """``DGCOMPAT_INSTALL=1``: the start-up hook of ``python -m dgcompat run`` installs dgcompat as deep_gemm."""
-    return _switch("DGCOMPAT_INSTALL")
+    return _switch("DGCOMPAT_INSTALL", environ)
 
 
 class EnvRow(NamedTuple):
@@ -143,15 +143,20 @@ class EnvRow(NamedTuple):
     accepted: tuple[str, ...]
 
 
-def env_report() -> list[EnvRow]:
-    """Every ``DGCOMPAT_*`` variable dgcompat reads, its value, and whether it is accepted (never raises)."""
-    readers = {"DGCOMPAT_BACKEND": backend, "DGCOMPAT_ARCH": arch, "DGCOMPAT_DEBUG": debug,
-               "DGCOMPAT_ALLOW_TORCH_MISMATCH": allow_torch_mismatch, "DGCOMPAT_INSTALL": install}
+def env_report(environ: Mapping[str, str] | None = None) -> list[EnvRow]:
+    """Every ``DGCOMPAT_*`` variable dgcompat reads, its value, and whether it is accepted (never raises).
+
+    ``environ``: the environment to judge (default: this process's).
+    """
+    readers: dict[str, Callable[[Mapping[str, str] | None], object]] = {
+        "DGCOMPAT_BACKEND": backend, "DGCOMPAT_ARCH": arch, "DGCOMPAT_DEBUG": debug,
+        "DGCOMPAT_ALLOW_TORCH_MISMATCH": allow_torch_mismatch, "DGCOMPAT_INSTALL": install}
+    source = os.environ if environ is None else environ
     rows = []
     for name, accepted in VARIABLES.items():
-        value = os.environ.get(name)
+        value = source.get(name)
         try:
-            readers[name]()
+            readers[name](environ)
             ok = True
         except ConfigurationError:
             ok = False

@@ -13,6 +13,12 @@ workers, ``torchrun`` ranks, ``vllm serve``/``python -m sglang.launch_server``) 
 with no change to engine code. ``--print-env`` prints the two variables as ``export`` lines
 instead, for service files and container images. The hook does nothing in interpreters started
 with ``-S``, ``-I`` or ``-E`` (they skip ``sitecustomize`` or ``PYTHONPATH``).
+
+Before anything runs, every ``DGCOMPAT_*`` variable the hook and the runtime read is checked: an
+unknown value is a usage error (exit 2) naming it, so an engine never starts silently without the
+install. Start-up hooks of other dgcompat installs on ``PYTHONPATH`` (a virtualenv inside an image
+that has one) are replaced by this one; tools that start children which must not get the install
+take :func:`hookless_env`.
 """
 
 from __future__ import annotations
@@ -23,7 +29,9 @@ import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
-__all__ = ["HOOK_DIR", "launch_env", "main"]
+from ._env import env_report
+
+__all__ = ["HOOK_DIR", "is_hook_dir", "launch_env", "hookless_env", "main"]
 
 #: the folder holding the start-up hook (``sitecustomize.py``).
 HOOK_DIR = Path(__file__).resolve().parent / "_startup"
@@ -31,13 +39,44 @@ HOOK_DIR = Path(__file__).resolve().parent / "_startup"
 _USAGE = "usage: python -m dgcompat run [--print-env] -- COMMAND [ARG...]\n"
 
 
+def is_hook_dir(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is the start-up hook folder of a dgcompat install (``.../dgcompat/_startup``), this one's
+    or another's. The hook itself applies the same rule when it looks for the ``sitecustomize`` it shadows."""
+    folder = Path(path)
+    return (folder.name == "_startup" and folder.parent.name == "dgcompat" and (folder / "sitecustomize.py").is_file()
+            and (folder.parent / "__init__.py").is_file())
+
+
+def _without_hooks(pythonpath: str) -> list[str]:
+    return [p for p in pythonpath.split(os.pathsep) if p and not is_hook_dir(p)]
+
+
 def launch_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """``environ`` plus the hook folder first on ``PYTHONPATH`` and ``DGCOMPAT_INSTALL=1``."""
+    """``environ`` plus this install's hook folder first on ``PYTHONPATH`` (any other dgcompat hook folder
+    removed) and ``DGCOMPAT_INSTALL=1``."""
     env = dict(environ)
-    parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != HOOK_DIR]
-    env["PYTHONPATH"] = os.pathsep.join([str(HOOK_DIR), *parts])
+    env["PYTHONPATH"] = os.pathsep.join([str(HOOK_DIR), *_without_hooks(env.get("PYTHONPATH", ""))])
     env["DGCOMPAT_INSTALL"] = "1"
     return env
+
+
+def hookless_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` without the install: no ``DGCOMPAT_INSTALL`` and no dgcompat hook folder on ``PYTHONPATH``
+    (for tools whose children import a deep_gemm of their own choosing)."""
+    env = dict(environ)
+    env.pop("DGCOMPAT_INSTALL", None)
+    parts = _without_hooks(env.get("PYTHONPATH", ""))
+    if parts:
+        env["PYTHONPATH"] = os.pathsep.join(parts)
+    else:
+        env.pop("PYTHONPATH", None)
+    return env
+
+
+def _environment_problems(env: Mapping[str, str]) -> list[str]:
+    """One line per ``DGCOMPAT_*`` variable of ``env`` that dgcompat would refuse."""
+    return [f"{row.name}={row.value!r} is not understood; accepted values: {', '.join(row.accepted)} (or unset)"
+            for row in env_report(env) if not row.ok]
 
 
 def main(argv: Sequence[str]) -> int:
@@ -55,6 +94,12 @@ def main(argv: Sequence[str]) -> int:
     if args and args[0] == "--":
         args.pop(0)
     env = launch_env(os.environ)
+    problems = _environment_problems(env)
+    if problems:
+        for line in problems:
+            sys.stderr.write(f"dgcompat run: environment variable {line}\n")
+        sys.stderr.write("dgcompat run: nothing was started; fix the variable(s) above\n")
+        return 2
     if print_env:
         for key in ("PYTHONPATH", "DGCOMPAT_INSTALL"):
             print(f"export {key}={shlex.quote(env[key])}")

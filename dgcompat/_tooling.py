@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator
 
 from . import _backend, _elf, _env
 from ._calls import UpstreamCall
-from ._launch import launch_env
+from ._launch import hookless_env, is_hook_dir, launch_env
 from ._launch import main as run_command
 from ._surface import DEEP_GEMM_MODULES, NAMES, SUBMODULES
 from .detection import Release
@@ -29,7 +29,7 @@ from .table import _effective
 __all__ = [
     "UpstreamCall", "ADAPTERS", "all_calls", "load_backend", "loaded_backend", "backend_name", "expected_torch",
     "effective_release", "env_report", "retired_variables", "allow_torch_mismatch", "read_dynamic_bytes",
-    "launch_env", "run_command", "unit_mx_scales", "same_metadata", "capture_probe", "indexer_state",
+    "launch_env", "hookless_env", "is_hook_dir", "run_command", "unit_mx_scales", "same_metadata", "capture_probe", "indexer_state",
     "last_paged_plan", "rebind_indexer", "simulated_capture", "NAMES", "SUBMODULES", "DEEP_GEMM_MODULES",
 ]
 

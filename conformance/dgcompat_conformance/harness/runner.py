@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from dgcompat._tooling import hookless_env
+
 from .._paths import with_import_path
 from ..certificate import CertificateError
 from . import certificate
@@ -47,8 +49,15 @@ class RunOptions:
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a child: this one, with the package importable and one thread per child."""
-    env = dict(os.environ)
+    """The environment of a child: this one, with the package importable and one thread per child.
+
+    Without the install hook (a child that inherited ``python -m dgcompat run``'s variables would bind
+    dgcompat before it has put its release on ``sys.path``) and without the runtime's settings, which
+    the child makes itself for the subject it certifies.
+    """
+    env = hookless_env(os.environ)
+    for var in ("DGCOMPAT_BACKEND", "DGCOMPAT_ARCH", "DGCOMPAT_DEBUG", "DGCOMPAT_ALLOW_TORCH_MISMATCH"):
+        env.pop(var, None)
     extra = dict(extra or {})
     # Extra import paths (e.g. a test's adapter module) come first, then both wings.
     extra_path = extra.pop("PYTHONPATH", "")
@@ -57,7 +66,6 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env.setdefault(var, "1")
     env.setdefault("PYTHONHASHSEED", "0")
-    env.pop("DGCOMPAT_BACKEND", None)
     env.update(extra)
     return env
 

@@ -1,0 +1,181 @@
+"""The install hook in real start-ups: bad settings, the user's own sitecustomize, two dgcompat installs,
+a refused import retried, and tools whose children must not inherit the install."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dgcompat import _launch
+
+from .conftest import write_dist
+from .test_dropin import FAKE_FILES
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _env(site: Path, *extra_paths: Path, **variables: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DGCOMPAT_")}
+    env["PYTHONPATH"] = os.pathsep.join([*map(str, extra_paths), str(site), str(ROOT), str(ROOT / "conformance")])
+    env.update(DGCOMPAT_ALLOW_TORCH_MISMATCH="1", DGCOMPAT_ARCH="sm90")
+    env.update(variables)
+    return env
+
+
+def _user_hook(tmp_path: Path) -> Path:
+    """A user's own sitecustomize: appends ``user <pid>`` to a file each time it runs."""
+    folder = tmp_path / "user"
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(
+        f"import os\nwith open({str(tmp_path / 'ran.txt')!r}, 'a') as f:\n    f.write(f'user {{os.getpid()}}\\n')\n")
+    return folder
+
+
+def _runs(tmp_path: Path) -> list[str]:
+    """The processes the user's sitecustomize ran in, one line per run."""
+    return (tmp_path / "ran.txt").read_text().splitlines()
+
+
+def _site(tmp_path: Path) -> Path:
+    site = tmp_path / "site"
+    write_dist(site, "sgl-deep-gemm", "0.1.4", FAKE_FILES)
+    return site
+
+
+PROBE = "import deep_gemm, sys; print(type(deep_gemm).__name__)"
+
+
+def _launch_run(env: dict[str, str], *command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "dgcompat", "run", "--", *command], capture_output=True, text=True,
+                          env=env, timeout=240)
+
+
+@pytest.mark.parametrize("variable, value", [("DGCOMPAT_BACKEND", "refrence"), ("DGCOMPAT_DEBUG", "2"),
+                                             ("DGCOMPAT_ARCH", "sm999"), ("DGCOMPAT_ALLOW_TORCH_MISMATCH", "yes please")])
+def test_a_bad_setting_stops_the_launcher_before_the_engine_runs(tmp_path: Path, variable: str, value: str) -> None:
+    site = _site(tmp_path)
+    marker = tmp_path / "engine-ran"
+    proc = _launch_run(_env(site, **{variable: value}), sys.executable, "-c", f"open({str(marker)!r}, 'w')")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert variable in proc.stderr and repr(value) in proc.stderr and "Traceback" not in proc.stderr
+    assert not marker.exists(), "the engine ran"
+
+
+@pytest.mark.parametrize("variable, value", [("DGCOMPAT_BACKEND", "refrence"), ("DGCOMPAT_INSTALL", "maybe")])
+def test_a_bad_setting_in_a_child_stops_that_child_loudly(tmp_path: Path, variable: str, value: str) -> None:
+    # The launcher checked its own environment; a child started with another one is stopped by the hook.
+    site = _site(tmp_path)
+    env = _launch.launch_env(_env(site, _user_hook(tmp_path)))
+    env[variable] = value
+    proc = subprocess.run([sys.executable, "-c", "print('engine ran')"], capture_output=True, text=True, env=env,
+                          timeout=240)
+    assert proc.returncode == 2 and "engine ran" not in proc.stdout, proc.stdout + proc.stderr
+    assert variable in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("value, installed", [("1", True), ("true", True), ("yes", True), (" 1", True), ("ON", True),
+                                              ("0", False), ("false", False), ("no", False)])
+def test_the_install_switch_takes_the_usual_spellings(tmp_path: Path, value: str, installed: bool) -> None:
+    site = _site(tmp_path)
+    env = _launch.launch_env(_env(site, _user_hook(tmp_path)))
+    env["DGCOMPAT_INSTALL"] = value
+    proc = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == ("_Facade" if installed else "module")
+    assert len(_runs(tmp_path)) == 1  # the user's sitecustomize, exactly once
+
+
+def test_the_users_sitecustomize_runs_exactly_once_under_the_launcher(tmp_path: Path) -> None:
+    site = _site(tmp_path)
+    proc = _launch_run(_env(site, _user_hook(tmp_path)), sys.executable, "-c", PROBE)
+    assert proc.returncode == 0 and proc.stdout.strip() == "_Facade", proc.stderr[-2000:]
+    # Once in the launcher's interpreter, once in the engine's (exec keeps the process id): once per interpreter.
+    assert len(_runs(tmp_path)) == 2
+
+
+def test_two_dgcompat_hooks_on_the_path_neither_recurse_nor_install_twice(tmp_path: Path) -> None:
+    # A virtualenv inside a container image that has a dgcompat of its own: both hook folders on PYTHONPATH.
+    other = tmp_path / "image" / "dgcompat"
+    shutil.copytree(_launch.HOOK_DIR, other / "_startup")
+    (other / "__init__.py").write_text("")
+    assert _launch.is_hook_dir(other / "_startup") and _launch.is_hook_dir(_launch.HOOK_DIR)
+    site = _site(tmp_path)
+    env = _launch.launch_env(_env(site, _user_hook(tmp_path)))
+    for order in ([str(other / "_startup"), env["PYTHONPATH"]], [env["PYTHONPATH"], str(other / "_startup")]):
+        (tmp_path / "ran.txt").unlink(missing_ok=True)
+        variant = dict(env, PYTHONPATH=os.pathsep.join(order))
+        proc = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=variant,
+                              timeout=240)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert proc.stdout.strip() == "_Facade" and "RecursionError" not in proc.stderr
+        assert len(_runs(tmp_path)) == 1
+    # The launcher itself drops the other install's hook folder.
+    launched = _launch.launch_env({"PYTHONPATH": os.pathsep.join([str(other / "_startup"), "/x"])})
+    assert launched["PYTHONPATH"].split(os.pathsep) == [str(_launch.HOOK_DIR), "/x"]
+
+
+def test_hookless_env_removes_the_install() -> None:
+    env = _launch.launch_env({"PYTHONPATH": "/a", "OTHER": "1"})
+    assert _launch.hookless_env(env) == {"PYTHONPATH": "/a", "OTHER": "1"}
+    assert _launch.hookless_env(_launch.launch_env({})) == {}
+
+
+def test_a_refused_import_is_retried_under_the_install_as_without_it(tmp_path: Path) -> None:
+    # Refused once (torch mismatch), then allowed and reset: the same rule with and without the install.
+    site = tmp_path / "site"
+    write_dist(site, "sgl-deep-gemm", "0.2.5", FAKE_FILES)  # built for another torch than this one
+    code = (
+        "import os, sys, dgcompat\n"
+        "if sys.argv[1] == 'install':\n    dgcompat.install_as_deep_gemm()\n"
+        "from dgcompat import errors\n"
+        "rel = dgcompat.release()\n"
+        "if rel.torch_ok is not False: print('torch-matches'); sys.exit(0)\n"
+        # Under the install the engine's `import deep_gemm` comes first: refused inside it, the facade stays.
+        "dg = __import__('deep_gemm') if sys.argv[1] == 'install' else dgcompat\n"
+        "try:\n    dg.get_num_sms(); print('not refused')\n"
+        "except (errors.IncompatibleBuildError, AttributeError): print('refused')\n"
+        "os.environ['DGCOMPAT_ALLOW_TORCH_MISMATCH'] = '1'\ndgcompat.reset()\n"
+        "print(dg.get_num_sms())\n"
+        "print(dgcompat.get_num_sms())\n"
+    )
+    for mode in ("install", "plain"):
+        env = _env(site)
+        env.pop("DGCOMPAT_ALLOW_TORCH_MISMATCH")
+        proc = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True, env=env,
+                              timeout=240)
+        if proc.stdout.strip() == "torch-matches":
+            pytest.skip("this machine's torch happens to match 0.2.5's")
+        assert proc.returncode == 0, (mode, proc.stdout, proc.stderr[-3000:])
+        assert proc.stdout.split() == ["refused", "132", "132"], (mode, proc.stdout)
+
+
+def test_conformance_children_do_not_inherit_the_install(tmp_path: Path) -> None:
+    from dgcompat_conformance.harness.runner import child_env
+
+    saved = dict(os.environ)
+    try:
+        os.environ.update(_launch.launch_env(os.environ))
+        os.environ["DGCOMPAT_BACKEND"] = "reference"
+        env = child_env()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    assert "DGCOMPAT_INSTALL" not in env and "DGCOMPAT_BACKEND" not in env
+    assert not any(_launch.is_hook_dir(p) for p in env["PYTHONPATH"].split(os.pathsep))
+
+
+@pytest.mark.wheels
+def test_conform_a_release_from_an_engine_environment_with_the_hook_baked_in(tmp_path: Path) -> None:
+    # An engine container where `python -m dgcompat run --print-env` was baked in: the CPU tier of a release
+    # still certifies it (its children must not bind the hook's dgcompat before the release is on sys.path).
+    env = _launch.launch_env({k: v for k, v in os.environ.items() if not k.startswith("DGCOMPAT_")})
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(ROOT), str(ROOT / "conformance")])
+    proc = subprocess.run([sys.executable, "-m", "dgcompat", "conform", "--release", "0.1.4", "--out",
+                           str(tmp_path / "c"), "-k", "gemm"], capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "PASS" in proc.stdout
