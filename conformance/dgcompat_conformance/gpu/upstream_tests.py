@@ -140,7 +140,7 @@ class Result:
 
 def mode_env(mode: str, site: Path, jit_dir: Path) -> dict[str, str]:
     """The child environment of ``mode``: the wheel's folder first; for ``dgcompat`` the launcher's variables too."""
-    from .runner import release_env
+    from .install import release_env
 
     env = release_env(site, jit_dir)
     env.pop("DGCOMPAT_INSTALL", None)
@@ -200,7 +200,7 @@ def run_function(test: TestFunction, folder: Path, mode: str, env: dict[str, str
 
 def install_wheel(release: str, wheel_dirs: Sequence[Path], work: Path) -> Path:
     """Install ``sgl-deep-gemm==release`` (and its pinned apache-tvm-ffi) into ``work/site`` with pip --target."""
-    from .runner import find_wheel, install_release, tvm_ffi_pin
+    from .install import find_wheel, install_release, tvm_ffi_pin
 
     wheel = find_wheel(wheel_dirs, "sgl-deep-gemm", release)
     if wheel is None:
