@@ -679,8 +679,8 @@ class TestCli:
     def test_errors(self, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
         assert cli.main([str(tmp_path / "missing.whl")]) == 2
         assert "error" in capsys.readouterr().err
-        with pytest.raises(SystemExit):
-            cli.main([])
+        assert cli.main([]) == 2  # a usage error, returned like the others (no SystemExit from main)
+        assert "SOURCE or --diff A B is required" in capsys.readouterr().err
 
 
 def test_no_torch_import() -> None:

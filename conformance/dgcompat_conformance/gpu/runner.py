@@ -71,7 +71,17 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .. import certificate
-from .._args import positive_int, positive_seconds
+from .._args import (
+    output_file,
+    output_folder,
+    parse,
+    positive_int,
+    positive_seconds,
+    readable_folder,
+    release_version,
+    usage_error,
+    version_text,
+)
 from ..certificate import SCHEMA, CertificateError
 from ..results import results_dir
 from . import abi as _abi
@@ -118,18 +128,18 @@ def _steps() -> Steps:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m dgcompat_conformance.gpu.runner", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--wheels", type=Path, action="append", default=[],
+    p.add_argument("--wheels", type=readable_folder, action="append", default=[],
                    help="folder holding sgl-deep-gemm and apache-tvm-ffi wheels (repeatable, searched recursively in "
                         "the order given; default ~/.cache/dgcompat/wheels)")
     p.add_argument("--releases", nargs="*", default=[],
                    help="releases to certify with every case (space- or comma-separated)")
     p.add_argument("--abi-only", nargs="*", default=[], help="releases to give an ABI verdict only")
-    p.add_argument("--folder", type=Path, default=None,
+    p.add_argument("--folder", type=readable_folder, default=None,
                    help="certify a plain deep_gemm package folder (no wheel), e.g. vLLM's vendored copy")
     p.add_argument("--release-id", default=None, help="with --folder: the release id of the certificate (vllm-0.33.0)")
-    p.add_argument("--built-for-torch", default=None,
+    p.add_argument("--built-for-torch", type=version_text, default=None,
                    help="with --folder: the torch the build was made for (default: known ids, e.g. vllm-0.33.0)")
-    p.add_argument("--site", type=Path, action="append", default=[],
+    p.add_argument("--site", type=readable_folder, action="append", default=[],
                    help="certify the bundled deep_gemm in a site folder (deep_gemm/ next to its kernel wheel's "
                         "dist-info, e.g. sglang_kernel-0.4.2.dist-info); repeatable")
     p.add_argument("--cases", default="", help="comma-separated case ids (default: all)")
@@ -140,14 +150,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--release-timeout", type=positive_seconds, default=None,
                    help="seconds one subject may take (same rule as --deadline, per subject)")
     p.add_argument("--timeout-scale", type=positive_seconds, default=1.0, help="multiply every case deadline")
-    p.add_argument("--work", type=Path, default=None,
+    p.add_argument("--work", type=output_folder, default=None,
                    help="install and JIT-cache folders, kept (default: a temporary folder removed at the end)")
-    p.add_argument("--out", type=Path, default=None,
+    p.add_argument("--out", type=output_folder, default=None,
                    help="certificate folder (default: $DGCOMPAT_RESULTS/gpu, else ~/.cache/dgcompat/results/gpu)")
     p.add_argument("--publish", action="store_true",
                    help="after the run, copy its certificates into the shipped certificate folder and regenerate "
                         "--docs (each file written is printed)")
-    p.add_argument("--docs", type=Path, default=DEFAULT_DOCS,
+    p.add_argument("--docs", type=output_file, default=DEFAULT_DOCS,
                    help="the generated compatibility table (written by --publish and --table only)")
     p.add_argument("--table", action="store_true",
                    help="only regenerate --docs from the shipped certificates (prints the file written)")
@@ -161,34 +171,33 @@ def _split(values: Sequence[str]) -> list[str]:
 
 def _subjects(opts: argparse.Namespace) -> list[Subject] | str:
     """The subjects the options name, or why they are not valid (a message)."""
-    from packaging.version import InvalidVersion, Version
-
     subjects = [Subject("wheel", v) for v in _split(opts.releases)]
     subjects += [Subject("wheel", v, abi_only=True) for v in _split(opts.abi_only)]
     for s in subjects:
         try:
-            Version(s.release)
-        except InvalidVersion:
-            return f"{s.release!r} is not a release version (e.g. 0.1.4)"
+            release_version(s.release)
+        except argparse.ArgumentTypeError as exc:
+            return f"argument {'--abi-only' if s.abi_only else '--releases'}: {exc}"
     if opts.folder is not None:
         if not opts.release_id or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", opts.release_id):
-            return "--folder needs --release-id ID (letters, digits, . _ -), e.g. vllm-0.33.0"
+            return ("argument --release-id: --folder needs an id of letters, digits, . _ - (e.g. vllm-0.33.0), got "
+                    f"{opts.release_id!r}")
         if not (opts.folder / "__init__.py").is_file():
-            return f"--folder {opts.folder}: not a deep_gemm package folder (no __init__.py)"
+            return f"argument --folder: expected a deep_gemm package folder, got '{opts.folder}' (no __init__.py)"
         subjects.append(Subject("folder", opts.release_id, opts.folder, built_for_torch=opts.built_for_torch))
     for site in opts.site:
         if not (site / "deep_gemm" / "__init__.py").is_file():
-            return f"--site {site}: no deep_gemm/__init__.py in it"
+            return f"argument --site: expected a site folder holding deep_gemm/, got '{site}' (no deep_gemm/__init__.py)"
         try:
             found = detect_site(site.resolve())
             release_id = bundle_release_id(found)
         except RuntimeError as exc:
-            return f"--site {site}: {exc}"
+            return f"argument --site: '{site}': {exc}"
         subjects.append(Subject("site", release_id, site, detected=found))
     ids = [s.release for s in subjects]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:
-        return f"subjects named twice: {', '.join(dup)}"
+        return f"expected each subject once, got {', '.join(dup)} twice"
     if not subjects:
         return "nothing to do: give --releases, --abi-only, --folder or --site (or --table)"
     return subjects
@@ -207,7 +216,10 @@ def _summary_table(certs: Sequence[dict[str, Any]], paths: dict[str, str]) -> st
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    opts = _parser().parse_args(argv)
+    parser = _parser()
+    opts = parse(parser, argv)
+    if isinstance(opts, int):
+        return opts
     if opts.list:
         for case in CASES.values():
             print(f"{case.id:<28} {case.timeout:5.0f}s  {case.summary}")
@@ -220,13 +232,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     case_ids = [c for c in opts.cases.split(",") if c] or list(CASES)
     unknown = [c for c in case_ids if c not in CASES]
     if unknown:
-        print(f"unknown cases: {unknown}", file=sys.stderr)
-        return 2
+        return usage_error(parser, f"argument --cases: expected case ids (see --list), got "
+                                   f"{', '.join(map(repr, unknown))}")
     started = time.monotonic()
     subjects = _subjects(opts)
     if isinstance(subjects, str):
-        print(subjects, file=sys.stderr)
-        return 2
+        return usage_error(parser, subjects)
     wheel_dirs = opts.wheels or [Path.home() / ".cache" / "dgcompat" / "wheels"]
     run_deadline = None if opts.deadline is None else started + opts.deadline
     with contextlib.ExitStack() as stack:
