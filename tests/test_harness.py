@@ -757,7 +757,8 @@ def test_conform_rejects_bad_numbers_and_unwritable_out(tmp_path: Path, capsys: 
     blocker.write_text("not a folder")
     assert main(["--release", "0.1.4", "--out", str(blocker / "certs")]) == 2
     err = capsys.readouterr().err
-    assert "cannot write certificates into" in err and "Traceback" not in err
+    assert "argument --out: expected a folder to write into" in err and "a-file is a file" in err
+    assert "Traceback" not in err and not (blocker / "certs").exists()
 
 
 def test_latest_is_dispatched_once_with_its_options(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -800,20 +801,21 @@ def test_committed_certificates_of_both_tiers_are_sound() -> None:
 def test_gpu_certificates_are_checked_like_cpu_ones(tmp_path: Path) -> None:
     from dgcompat_conformance import certificate
     from dgcompat_conformance.certificate import COMMITTED, CertificateError
-    from dgcompat_conformance.gpu import runner
+    from dgcompat_conformance.gpu.certify import write_certificate
+    from dgcompat_conformance.gpu.table import load_certificates
 
     doc = json.loads((COMMITTED / "gpu-0.1.4.json").read_text())
     assert certificate.check(doc) == []
-    assert runner.write_certificate(doc, tmp_path).name == "gpu-0.1.4.json"
-    assert [c["release"] for c in runner.load_certificates(tmp_path)] == ["0.1.4"]
+    assert write_certificate(doc, tmp_path).name == "gpu-0.1.4.json"
+    assert [c["release"] for c in load_certificates(tmp_path)] == ["0.1.4"]
     tampered = dict(doc, summary=dict(doc["summary"], passed=99))
     assert any("does not equal" in p for p in certificate.check(tampered))
     with pytest.raises(CertificateError, match="unsound"):
-        runner.write_certificate(tampered, tmp_path / "other")
+        write_certificate(tampered, tmp_path / "other")
     assert not (tmp_path / "other").exists()
     (tmp_path / "gpu-0.1.5.json").write_text(json.dumps(dict(doc, release="0.1.5", tests=doc["tests"][:-1])))
     with pytest.raises(CertificateError, match="gpu-0.1.5.json"):
-        runner.load_certificates(tmp_path)
+        load_certificates(tmp_path)
     bad_outcome = dict(doc, tests=[dict(doc["tests"][0], outcome="maybe"), *doc["tests"][1:]])
     assert any("outcome 'maybe'" in p for p in certificate.check(bad_outcome))
     assert any("contradicts" in p for p in certificate.check(dict(doc, verdict="certified", tests=[],
@@ -824,7 +826,7 @@ def test_gpu_certificates_are_checked_like_cpu_ones(tmp_path: Path) -> None:
 def test_gpu_runner_reads_wheels_through_the_cache_rules() -> None:
     """The GPU runner finds wheels by parsed name and reads the tvm-ffi pin from metadata, as recorded on the H200."""
     from dgcompat_conformance.certificate import committed
-    from dgcompat_conformance.gpu.runner import find_wheel, tvm_ffi_pin
+    from dgcompat_conformance.gpu.install import find_wheel, tvm_ffi_pin
 
     folder = Path.home() / ".cache" / "dgcompat" / "wheels"
     checked = 0

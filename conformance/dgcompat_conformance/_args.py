@@ -1,10 +1,35 @@
-"""Argument types the commands share: a usage error (exit 2) instead of a nonsensical run."""
+"""Argument checks the commands share: a usage error (exit 2) naming the argument instead of a nonsensical run.
+
+Each check is an :mod:`argparse` type: it returns the value read, or raises
+:class:`argparse.ArgumentTypeError` saying what was expected and what came, which argparse
+prints as ``PROG: error: argument --NAME: ...`` after the usage line and exits with status 2.
+None of them writes anything: an output folder is only checked to be creatable. :func:`parse`
+and :func:`usage_error` give a command's ``main(argv)`` the same status 2 as a return value.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Callable, Sequence, TypeVar
+from urllib.parse import urlsplit
 
-__all__ = ["positive_int", "positive_seconds"]
+from packaging.version import InvalidVersion, Version
+
+from .harness.releases import SGL_DEEP_GEMM, ReleaseSpec, parse_release, release_problem, spec_from_wheel
+
+__all__ = ["positive_int", "positive_seconds", "readable_folder", "readable_file", "readable_path", "output_folder",
+           "output_file", "release_version", "release_spec", "wheel_spec", "release_source", "index_url",
+           "version_text", "typed", "parse", "usage_error"]
+
+T = TypeVar("T")
+
+
+def _bad(expected: str, text: str, why: str) -> argparse.ArgumentTypeError:
+    return argparse.ArgumentTypeError(f"expected {expected}, got {text!r} ({why})")
 
 
 def positive_int(text: str) -> int:
@@ -12,9 +37,9 @@ def positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        raise _bad("a whole number >= 1", text, "not a whole number") from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a positive number")
+        raise _bad("a whole number >= 1", text, "not a positive number")
     return value
 
 
@@ -23,7 +48,183 @@ def positive_seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text} is not a positive, finite number of seconds")
+        raise _bad("a number of seconds > 0", text, "not a number") from None
+    if not value > 0 or not math.isfinite(value):
+        raise _bad("a number of seconds > 0", text, "not a positive, finite number of seconds")
     return value
+
+
+def _missing(path: Path) -> str:
+    return "a link to nothing" if path.is_symlink() else "no such path"
+
+
+def readable_folder(text: str) -> Path:
+    """An existing folder this process may list and read."""
+    path = Path(text).expanduser()
+    if not path.exists():
+        raise _bad("a readable folder", text, _missing(path))
+    if not path.is_dir():
+        raise _bad("a readable folder", text, "a file")
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise _bad("a readable folder", text, "not readable")
+    return path
+
+
+def readable_file(text: str) -> Path:
+    """An existing file this process may read."""
+    path = Path(text).expanduser()
+    if not path.exists():
+        raise _bad("a readable file", text, _missing(path))
+    if path.is_dir():
+        raise _bad("a readable file", text, "a folder")
+    if not os.access(path, os.R_OK):
+        raise _bad("a readable file", text, "not readable")
+    return path
+
+
+def readable_path(text: str) -> Path:
+    """An existing file or folder this process may read."""
+    path = Path(text).expanduser()
+    if not path.exists():
+        raise _bad("a readable file or folder", text, _missing(path))
+    if not os.access(path, os.R_OK | (os.X_OK if path.is_dir() else 0)):
+        raise _bad("a readable file or folder", text, "not readable")
+    return path
+
+
+def _creatable_in(path: Path) -> str | None:
+    """Why nothing can be created at ``path`` (its nearest existing ancestor decides), or None."""
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        if parent.is_symlink():
+            return f"{parent} is a link to nothing"
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{parent} is a file"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"{parent} is not writable"
+    return None
+
+
+def output_folder(text: str) -> Path:
+    """A folder to write into: an existing writable folder, or one that can be created (it is not created here)."""
+    path = Path(text).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise _bad("a folder to write into", text, "a file")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise _bad("a folder to write into", text, "not writable")
+        return path
+    if path.is_symlink():
+        raise _bad("a folder to write into", text, "a link to nothing")
+    why = _creatable_in(path)
+    if why is not None:
+        raise _bad("a folder to write into", text, why)
+    return path
+
+
+def output_file(text: str) -> Path:
+    """A file to write: not a folder, in an existing writable folder (an existing file must be writable)."""
+    path = Path(text).expanduser()
+    if path.is_dir():
+        raise _bad("a file to write", text, "a folder")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise _bad("a file to write", text, "not writable")
+    parent = path.parent
+    if not parent.exists():
+        raise _bad("a file to write", text, f"its folder {parent} does not exist")
+    if not parent.is_dir():
+        raise _bad("a file to write", text, f"{parent} is a file")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise _bad("a file to write", text, f"its folder {parent} is not writable")
+    return path
+
+
+def release_version(text: str) -> str:
+    """An sgl-deep-gemm version: a published one or one newer than all (:func:`~.harness.releases.release_problem`)."""
+    problem = release_problem(SGL_DEEP_GEMM, text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+def release_spec(text: str) -> ReleaseSpec:
+    """A release the CPU tier certifies (``0.1.4``, ``sgl-kernel==0.3.21``, ``vllm-0.33.0``) that the wing knows."""
+    try:
+        spec = parse_release(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    problem = release_problem(spec.dist, spec.version)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return spec
+
+
+def wheel_spec(text: str) -> ReleaseSpec:
+    """A readable wheel file of a distribution that holds deep_gemm (named as :func:`spec_from_wheel` reads it)."""
+    path = readable_file(text)
+    try:
+        return spec_from_wheel(path)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def release_source(text: str) -> str:
+    """A release to read: an existing readable file or folder, else an sgl-deep-gemm version (:func:`release_version`)."""
+    path = Path(text).expanduser()
+    if path.exists() or path.is_symlink():
+        readable_path(text)
+        return text
+    try:
+        Version(text)
+    except InvalidVersion:
+        raise _bad("a wheel file, a deep_gemm folder or an sgl-deep-gemm version", text,
+                   "no such path, and not a version") from None
+    return release_version(text)
+
+
+def index_url(text: str) -> str:
+    """A package index address: ``http(s)://host/...`` or ``file:///folder``."""
+    parts = urlsplit(text)
+    if parts.scheme in ("http", "https") and parts.netloc:
+        return text
+    if parts.scheme == "file" and parts.path:
+        return text
+    raise _bad("an index address (https://host/simple or file:///folder)", text, "no http, https or file address")
+
+
+def version_text(text: str) -> str:
+    """A version number as PEP 440 reads it (``2.14.0``, ``2.11.0+cu130``)."""
+    try:
+        Version(text)
+    except InvalidVersion:
+        raise _bad("a version such as 2.14.0", text, "not a version") from None
+    return text
+
+
+def typed(read: Callable[[str], T]) -> Callable[[str], T]:
+    """``read`` as an argparse type: its ValueError becomes the usage error's message."""
+
+    def check(text: str) -> T:
+        try:
+            return read(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    check.__name__ = getattr(read, "__name__", "value")
+    return check
+
+
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace | int:
+    """``parser.parse_args(argv)``, or the status argparse exits with (2 for a usage error, 0 after ``--help``)."""
+    try:
+        return parser.parse_args(None if argv is None else list(argv))
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
+
+
+def usage_error(parser: argparse.ArgumentParser, message: str) -> int:
+    """Print the usage line and ``PROG: error: message`` to stderr, as argparse does; return 2."""
+    parser.print_usage(sys.stderr)
+    print(f"{parser.prog}: error: {message}", file=sys.stderr)
+    return 2

@@ -67,10 +67,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _table(argv: list[str]) -> int:
     from dgcompat.table import ROWS
 
+    from ._args import parse
+
     parser = argparse.ArgumentParser(prog="dgcompat table")
     parser.add_argument("--markdown", action="store_true", help="render as a Markdown table")
     parser.add_argument("--json", action="store_true")
-    opts = parser.parse_args(argv)
+    opts = parse(parser, argv)
+    if isinstance(opts, int):
+        return opts
     if opts.json:
         print(json.dumps([_row_dict(r) for r in ROWS], indent=2, default=str))
         return 0

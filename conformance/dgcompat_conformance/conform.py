@@ -22,9 +22,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ._args import positive_int, positive_seconds
+from ._args import (
+    output_folder,
+    parse,
+    positive_int,
+    positive_seconds,
+    readable_path,
+    release_spec,
+    usage_error,
+    wheel_spec,
+)
 from .harness import certificate
-from .harness.releases import BUNDLED_RELEASES, ReleaseSpec, all_releases, parse_release, spec_from_wheel
+from .harness.releases import BUNDLED_RELEASES, ReleaseSpec, all_releases
 from .harness.runner import RunOptions, run_installed, run_many
 from .results import results_dir
 
@@ -38,9 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Wheels are cached in $DGCOMPAT_CACHE/wheels (default ~/.cache/dgcompat/wheels).",
     )
     what = p.add_argument_group("what to certify (default: the installed deep_gemm)")
-    what.add_argument("--release", action="append", default=[], metavar="V",
+    what.add_argument("--release", action="append", default=[], metavar="V", type=release_spec,
                       help="a published release on the CPU tier: 0.1.4, sgl-kernel==0.3.21, ... (repeatable)")
-    what.add_argument("--wheel", action="append", default=[], type=Path, metavar="FILE",
+    what.add_argument("--wheel", action="append", default=[], type=wheel_spec, metavar="FILE",
                       help="a wheel file on the CPU tier (repeatable)")
     what.add_argument("--all", action="store_true", help="every published sgl-deep-gemm release")
     what.add_argument("--bundled", action="store_true",
@@ -53,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="with the installed deep_gemm: use the stand-ins even when a GPU is present")
     what.add_argument("--list", action="store_true", help="list the releases the CPU tier knows and exit")
     run = p.add_argument_group("how")
-    run.add_argument("--out", type=Path, default=None,
+    run.add_argument("--out", type=output_folder, default=None,
                      help="certificate folder (default: $DGCOMPAT_RESULTS/conform, else ~/.cache/dgcompat/results/conform)")
     run.add_argument("--jobs", "-j", type=positive_int, default=None,
                      help="releases run in parallel (default: CPU count, max 4)")
@@ -62,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--arch", default="sm90", choices=("sm90", "sm100", "sm120"), help="architecture the stand-ins emulate")
     run.add_argument("--examples", type=positive_int, default=None, help="hypothesis examples per property test")
     run.add_argument("-k", dest="keyword", default=None, help="only tests matching this pytest -k expression")
-    run.add_argument("--tests", type=Path, action="append", default=None,
+    run.add_argument("--tests", type=readable_path, action="append", default=None,
                      help="run these test files instead of the suite (harness development)")
     run.add_argument("--subject", default=None,
                      help="module the suite certifies instead of dgcompat (harness development)")
@@ -79,8 +88,8 @@ def _selected(args: argparse.Namespace) -> list[ReleaseSpec]:
         specs += all_releases(bundled=args.bundled)
     elif args.bundled:
         specs += [ReleaseSpec(d, v) for d, v in BUNDLED_RELEASES]
-    specs += [parse_release(r) for r in args.release]
-    specs += [spec_from_wheel(w) for w in args.wheel]
+    specs += args.release
+    specs += args.wheel
     seen: set[str] = set()
     unique = []
     for s in specs:
@@ -122,10 +131,9 @@ def main(argv: list[str]) -> int:
 
         return intake.main_latest([a for a in argv if a != "--latest"])
     parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
+    args = parse(parser, argv)
+    if isinstance(args, int):
+        return args
     if args.list:
         for s in all_releases(bundled=True):
             print(f"{s.id:<28} {s}")
@@ -136,17 +144,12 @@ def main(argv: list[str]) -> int:
               f"{'is' if len(missing) == 1 else 'are'} not installed: pip install 'dgcompat[conform]'",
               file=sys.stderr)
         return 2
-    try:
-        specs = _selected(args)
-    except ValueError as exc:
-        print(f"dgcompat conform: {exc}", file=sys.stderr)
-        return 2
+    specs = _selected(args)
     if args.out is None:
         args.out = results_dir("conform")
     unwritable = _writable(args.out)
     if unwritable is not None:
-        print(f"dgcompat conform: error: {unwritable}", file=sys.stderr)
-        return 2
+        return usage_error(parser, f"argument --out: {unwritable}")
     jobs = args.jobs or max(1, min(4, os.cpu_count() or 1))
     opts = RunOptions(out_dir=args.out, timeout=args.timeout, arch=args.arch, tests=args.tests,
                       subject=args.subject, keyword=args.keyword, examples=args.examples,

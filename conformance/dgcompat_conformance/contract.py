@@ -26,12 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
-from dgcompat.detection import Release
+from dgcompat.detection import UPSTREAM_NAMES, Release
 from dgcompat.table import Capabilities, compute, lookup
 
-from .dists import canonical
+from ._args import parse, release_source, typed, usage_error
+from .harness.releases import KNOWN_DISTS, VENDORED_FACTS, parse_release, release_problem
 from .surface import SurfaceError, resolve_wheel
 from .surface._sources import read_wheel
 from .surface.native import host_assert_texts
@@ -118,6 +119,8 @@ def contract_of(source: str | Path, *, download: bool = False) -> NativeContract
     if path.is_dir():
         name, data = _choose(_read_folder(path))
         label = str(path)
+    elif path.exists() and path.suffix != ".whl":
+        raise SurfaceError(f"{source}: expected a .whl file or a deep_gemm folder")
     else:
         wheel = path if path.suffix == ".whl" else resolve_wheel(str(source), download=download)
         files = read_wheel(wheel)
@@ -128,21 +131,29 @@ def contract_of(source: str | Path, *, download: bool = False) -> NativeContract
     return NativeContract(label, name, host_assert_texts(data))
 
 
+#: The distributions a contract's table release may name (upstream DeepGEMM too).
+RELEASE_DISTS: tuple[str, ...] = (*KNOWN_DISTS, *UPSTREAM_NAMES)
+
+
 def release_for(text: str) -> Release:
-    """``0.2.5`` (sgl-deep-gemm), ``sglang-kernel==0.4.2``, ``deep-gemm==2.8.1`` or ``vllm-0.33.0`` -> a Release."""
+    """``0.2.5`` (sgl-deep-gemm), ``sglang-kernel==0.4.2``, ``deep-gemm==2.8.1`` or ``vllm-0.33.0`` -> a Release.
+
+    A ValueError names what was expected: an unknown distribution, or a release the wing does not
+    know (:func:`~dgcompat_conformance.harness.releases.release_problem`), is never read as another one.
+    """
     from dgcompat.detection import KERNEL_WHEELS
 
-    if text.startswith("vllm-"):
-        return Release("deep-gemm", Version("2.8.1"), "vendored", "stable-abi", None, None, None, None, None, True,
-                       owner=f"vllm {text[5:]}")
-    dist, _, version = text.rpartition("==") if "==" in text else ("sgl-deep-gemm", "", text)
-    dist = canonical(dist)
-    try:
-        v = Version(version)
-    except InvalidVersion as exc:
-        raise ValueError(f"{text!r} does not name a release (give V, dist==V or vllm-V)") from exc
+    spec = parse_release(text, dists=RELEASE_DISTS)
+    problem = release_problem(spec.dist, spec.version)
+    if problem is not None:
+        raise ValueError(problem)
+    if spec.vendored:
+        facts = VENDORED_FACTS[spec.id]
+        return Release("deep-gemm", Version(facts.deep_gemm), "vendored", "stable-abi", None, None, None, None, None,
+                       True, owner=f"{spec.dist} {spec.version}")
+    dist = spec.dist
     source = "sgl-deep-gemm" if dist == "sgl-deep-gemm" else "bundled" if dist in KERNEL_WHEELS else "upstream"
-    return Release(dist, v, source, "unknown", None, None, None, None, None, True)
+    return Release(dist, Version(spec.version), source, "unknown", None, None, None, None, None, True)
 
 
 def _caps(rel: Release) -> dict[str, Capabilities]:
@@ -232,19 +243,34 @@ def latest_findings(baseline: str, newest: str) -> Findings:
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the native-contract report of two releases; exit 1 when a change needs review."""
     p = argparse.ArgumentParser(prog="python -m dgcompat_conformance.contract", description=__doc__.split("\n\n")[0])
-    p.add_argument("before", help="version in the wheel cache, wheel file or deep_gemm folder")
-    p.add_argument("after", help="version in the wheel cache, wheel file or deep_gemm folder")
-    p.add_argument("--before-release", help="release the table is read for (default: from BEFORE)")
-    p.add_argument("--after-release", help="release the table is read for (default: from AFTER)")
+    p.add_argument("before", type=release_source, help="version in the wheel cache, wheel file or deep_gemm folder")
+    p.add_argument("after", type=release_source, help="version in the wheel cache, wheel file or deep_gemm folder")
+    p.add_argument("--before-release", type=typed(release_for),
+                   help="release the table is read for (default: from BEFORE)")
+    p.add_argument("--after-release", type=typed(release_for),
+                   help="release the table is read for (default: from AFTER)")
     p.add_argument("--json", action="store_true")
-    ns = p.parse_args(list(argv) if argv is not None else None)
-    try:
-        before, after = contract_of(ns.before), contract_of(ns.after)
-        rel_before = release_for(ns.before_release or ns.before)
-        rel_after = release_for(ns.after_release or ns.after)
-    except (SurfaceError, OSError, ValueError) as exc:
-        print(f"contract: error: {exc}", file=sys.stderr)
-        return 2
+    ns = parse(p, argv)
+    if isinstance(ns, int):
+        return ns
+    contracts: list[NativeContract] = []
+    for name, source in (("before", ns.before), ("after", ns.after)):
+        try:
+            contracts.append(contract_of(source))
+        except (SurfaceError, OSError, ValueError) as exc:
+            return usage_error(p, f"argument {name}: {exc}")
+    before, after = contracts
+    releases: list[Release] = []
+    for name, source, given in (("before", ns.before, ns.before_release), ("after", ns.after, ns.after_release)):
+        if given is not None:
+            releases.append(given)
+            continue
+        try:
+            releases.append(release_for(source))
+        except ValueError as exc:
+            return usage_error(p, f"argument {name}: {source!r} names no release the table can be read for "
+                                  f"({exc}); give --{name}-release V, dist==V or vllm-V")
+    rel_before, rel_after = releases
     changes = compare(before, after, rel_before, rel_after)
     if ns.json:
         doc: dict[str, Any] = {"before": before.release, "after": after.release,

@@ -12,6 +12,8 @@ import json
 import os
 from typing import Any, NamedTuple, Sequence
 
+from ._args import parse
+
 __all__ = ["main", "collect", "abi_check", "environment_report"]
 
 
@@ -215,7 +217,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dgcompat doctor", description=__doc__)
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--no-abi", action="store_true", help="skip the child-process ABI check")
-    opts = parser.parse_args(list(argv) if argv is not None else None)
+    opts = parse(parser, argv)
+    if isinstance(opts, int):
+        return opts
     data = collect(run_abi=not opts.no_abi)
     print(json.dumps(data, indent=2, default=str) if opts.json else _render(data))
     return 0 if data["works"] else 1

@@ -11,13 +11,15 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from dgcompat._tooling import expected_torch
 from dgcompat.detection import EXPECTED_TORCH, KERNEL_FLOOR_WITH_SGL_DEEP_GEMM, Release
 
+from ._args import parse, readable_folder, usage_error
 from .certificate import COMMITTED, Certificate, CertificateError, load_folder
 from .dists import BUNDLED_RELEASES, DEEP_GEMM_DISTS, SGL_DEEP_GEMM, SGL_DEEP_GEMM_RELEASES, canonical
+from .harness.releases import release_problem
 
 __all__ = ["main", "suggest", "certificates", "pin_lines", "render_compatibility"]
 
@@ -157,12 +159,6 @@ def render_compatibility(folder: Path | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _usage(parser: argparse.ArgumentParser, message: str) -> int:
-    parser.print_usage(sys.stderr)
-    print(f"{parser.prog}: error: {message}", file=sys.stderr)
-    return 2
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """``dgcompat pin``; 0 on success, 2 for a usage error or an unsound certificate."""
     parser = argparse.ArgumentParser(prog="dgcompat pin", description=__doc__)
@@ -170,12 +166,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dist", default=SGL, help="distribution of --release (default sgl-deep-gemm)")
     parser.add_argument("--list", action="store_true", help="every release with its torch pairing")
     parser.add_argument("--docs", action="store_true", help="print docs/compatibility.md from the certificates")
-    parser.add_argument("--certificates", type=Path, metavar="DIR",
+    parser.add_argument("--certificates", type=readable_folder, metavar="DIR",
                         help="certificate folder (default: the certificates shipped with dgcompat_conformance)")
-    try:
-        opts = parser.parse_args(list(argv) if argv is not None else None)
-    except SystemExit as exc:
-        return int(exc.code or 0)
+    opts = parse(parser, argv)
+    if isinstance(opts, int):
+        return opts
     try:
         if opts.docs:
             print(render_compatibility(opts.certificates), end="")
@@ -186,11 +181,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if opts.release:
             if canonical(opts.dist) not in DEEP_GEMM_DISTS:
-                return _usage(parser, f"--dist {opts.dist!r}: expected one of {', '.join(DEEP_GEMM_DISTS)}")
-            try:
-                version = Version(opts.release)
-            except InvalidVersion:
-                return _usage(parser, f"--release {opts.release!r} is not a release version (e.g. 0.1.4)")
+                return usage_error(parser, f"argument --dist: expected one of {', '.join(DEEP_GEMM_DISTS)}, got "
+                                           f"{opts.dist!r}")
+            problem = release_problem(opts.dist, opts.release)
+            if problem is not None:
+                return usage_error(parser, f"argument --release: {problem}")
+            version = Version(opts.release)
             print("\n".join(pin_lines(opts.dist, version, opts.certificates)))
             return 0
         from dgcompat.detection import release

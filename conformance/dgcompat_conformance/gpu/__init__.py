@@ -4,11 +4,18 @@
   see the tensors it was given), run in a child process; ``dgcompat doctor`` can use it too.
 - :mod:`.cases` holds the cases, each runnable alone as ``python -m dgcompat_conformance.gpu.cases CASE_ID``;
   every case goes through dgcompat and is compared with :mod:`dgcompat.reference` on the GPU tensors.
-- :mod:`.runner` installs one release per isolated folder, runs the ABI check and then one child per
-  case under a watchdog, and writes ``conformance/dgcompat_conformance/certificates/gpu-<release>.json`` plus the table in
-  ``docs/compatibility-gpu.md``.
+- :mod:`.subject` says what a subject is (a wheel release, a plain folder, a bundled site) and names it;
+  :mod:`.install` puts one into its own folder and asks detection what it is; :mod:`.machine` probes
+  this machine (torch, CUDA, driver, device); :mod:`.deadline` bounds a run and stops it (signals,
+  killing the children's process groups); :mod:`.output` prints the runner's lines.
+- :mod:`.certify` certifies one subject: install, identity, ABI check, then one child per case under a
+  watchdog, into its certificate.
+- :mod:`.table` renders ``docs/compatibility-gpu.md`` from the certificates and publishes them into
+  ``conformance/dgcompat_conformance/certificates/``.
+- :mod:`.runner` is the command line, ``python -m dgcompat_conformance.gpu.runner``: it certifies
+  several subjects side by side and writes ``gpu-<release>.json`` for each.
 """
 
 from __future__ import annotations
 
-__all__ = ["abi", "cases", "runner"]
+__all__ = ["abi", "cases", "certify", "deadline", "install", "machine", "output", "runner", "subject", "table"]

@@ -31,7 +31,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-__all__ = ["Case", "CASES", "run_case", "main", "calc_diff"]
+__all__ = ["Case", "CASES", "run_case", "main", "calc_diff", "expected_signal"]
 
 # Numerics tolerances. The reference computes in float32 from the very FP8/BF16 inputs the kernel
 # gets, so what remains is accumulation order and the BF16 rounding of the output.
@@ -419,6 +419,94 @@ def _grouped_masked_bf16(c: Checks) -> None:
     ref = torch.zeros((g, _M_MAX, GEMM_N), device=DEVICE, dtype=torch.bfloat16)
     reference.m_grouped_bf16_gemm_nt_masked(a, b, ref, masked_m, _EXPECTED_M)
     _check_masked(c, d, ref, masked_m)
+
+
+def expected_signal(masked_m: Any, m_max: int, block_m: int, threshold: int, size: int) -> list[int]:
+    """The signal the bundled DeepGEMM fork leaves after an overlapped masked GEMM (zeros before).
+
+    Each finished ``(block_m x block_n)`` output tile of group ``g`` adds 1, after its store, to
+    ``signal[g * ceil(M_max / block_m) + m_block]``; ``threshold = ceil(N / block_n)`` tiles make one
+    block row. Only the block rows ``m_block < ceil(masked_m[g] / block_m)`` run, so those read
+    ``threshold`` and every other entry stays 0 (sgl-project/DeepGEMM ``sm90_fp8_gemm_1d2d.cuh``,
+    ``enable_overlap``; its tests' ``check_signal``).
+    """
+    rows = -(-m_max // block_m)
+    out = [0] * size
+    for g, valid in enumerate(int(v) for v in masked_m):
+        for block in range(-(-valid // block_m)):
+            out[g * rows + block] = threshold
+    return out
+
+
+def _first_differences(got: list[int], want: list[int], limit: int = 6) -> str:
+    bad = [(i, g, w) for i, (g, w) in enumerate(zip(got, want)) if g != w]
+    return ", ".join(f"[{i}] {g} (want {w})" for i, g, w in bad[:limit]) + (f", ... {len(bad)} in all" if bad else "")
+
+
+@_case("grouped_masked_fp8_overlap", f"m_grouped_fp8_gemm_nt_masked(overlap=MaskedOverlap(signal, num_sms=n-4)), "
+       f"masked_m={_MASKED_M}, M_max={_M_MAX}, N={GEMM_N}, K={GEMM_K}, int32 zero signal of G*M_max entries. Where "
+       "capability masked_overlap (the bundled copies): d equals the call without overlap and the reference over "
+       "valid rows; it returns (block_m, threshold), two positive ints; the signal reads threshold = ceil(N/block_n) "
+       "at g*ceil(M_max/block_m)+i for every block row i < ceil(masked_m[g]/block_m) that ran (one add per finished "
+       "block_n tile) and 0 everywhere else; get_num_sms() afterwards equals before. Elsewhere: "
+       "UnsupportedFeatureError naming overlap, d and the signal untouched, the SM count unchanged (xfail)",
+       tolerance=TOL_FP8_GEMM, timeout=240.0)
+def _grouped_masked_fp8_overlap(c: Checks) -> None:
+    import torch
+
+    import dgcompat
+    from dgcompat import reference
+    from dgcompat.errors import UnsupportedFeatureError
+
+    gen = _gen(7)
+    g = len(_MASKED_M)
+    masked_m = torch.tensor(_MASKED_M, dtype=torch.int32, device=DEVICE)
+    a = _fp8_rows(_randn((g, _M_MAX, GEMM_K), gen))
+    b = _fp8_grouped_b(_randn((g, GEMM_N, GEMM_K), gen))
+    signal = torch.zeros(g * _M_MAX, dtype=torch.int32, device=DEVICE)  # enough for any block_m
+    before = dgcompat.get_num_sms()
+    overlap = dgcompat.MaskedOverlap(signal, num_sms=max(1, before - 4))
+    if not dgcompat.capabilities().masked_overlap:
+        d = torch.full((g, _M_MAX, GEMM_N), 7.0, device=DEVICE, dtype=torch.bfloat16)
+        untouched = d.clone()
+        refusal: Exception | None = None
+        try:
+            dgcompat.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, _EXPECTED_M, overlap=overlap)
+        except UnsupportedFeatureError as exc:
+            refusal = exc
+        _sync()
+        c.exact("refused with UnsupportedFeatureError", refusal is not None,
+                "" if refusal is not None else "the overlapped call returned")
+        c.exact("the refusal names overlap", "overlap" in str(refusal), str(refusal)[:200])
+        c.exact("d untouched", bool(torch.equal(d, untouched)))
+        c.exact("signal untouched", int(torch.count_nonzero(signal)) == 0)
+        c.exact("get_num_sms() unchanged", dgcompat.get_num_sms() == before, f"{dgcompat.get_num_sms()} vs {before}")
+        if refusal is not None and not c.failed():
+            raise ExpectedFailure(f"{_capability_cause('masked_overlap')}; dgcompat raised UnsupportedFeatureError: "
+                                  f"{refusal}")
+        return
+    plain = torch.zeros((g, _M_MAX, GEMM_N), device=DEVICE, dtype=torch.bfloat16)
+    dgcompat.m_grouped_fp8_gemm_nt_masked(a, b, plain, masked_m, _EXPECTED_M)
+    d = torch.zeros((g, _M_MAX, GEMM_N), device=DEVICE, dtype=torch.bfloat16)
+    ret = dgcompat.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, _EXPECTED_M, overlap=overlap)
+    _sync()
+    after = dgcompat.get_num_sms()
+    pair_ok = (isinstance(ret, tuple) and len(ret) == 2 and all(type(x) is int and x > 0 for x in ret))
+    c.exact("returns (block_m, threshold), two positive ints", pair_ok, repr(ret)[:80])
+    c.exact("get_num_sms() afterwards equals before", after == before, f"{after} vs {before}")
+    valid = torch.arange(_M_MAX, device=DEVICE).unsqueeze(0) < masked_m.unsqueeze(1)
+    c.diff("valid rows equal the call without overlap", d[valid], plain[valid])
+    ref = torch.zeros((g, _M_MAX, GEMM_N), device=DEVICE, dtype=torch.bfloat16)
+    reference.m_grouped_fp8_gemm_nt_masked(a, b, ref, masked_m, _EXPECTED_M)
+    c.diff("valid rows against the reference", d[valid], ref[valid])
+    if pair_ok and ret is not None:
+        block_m, threshold = ret
+        rows = -(-_M_MAX // block_m)
+        c.exact("the signal holds every block row", g * rows <= signal.numel(), f"{g} x {rows} > {signal.numel()}")
+        got = [int(v) for v in signal.cpu().tolist()]
+        want = expected_signal(_MASKED_M, _M_MAX, block_m, threshold, signal.numel())
+        c.exact(f"signal = {threshold} for each of the {sum(1 for v in want if v)} block rows that ran, 0 elsewhere",
+                got == want, _first_differences(got, want))
 
 
 # --- MQA logits (ragged, prefill) ----------------------------------------------------------------

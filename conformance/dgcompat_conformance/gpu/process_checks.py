@@ -16,11 +16,14 @@ summary line; the exit status is 1 if any check failed.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
+
+from .._args import parse
 
 __all__ = ["CHECKS", "main"]
 
@@ -147,7 +150,16 @@ CHECKS: dict[str, Callable[[], dict[str, Any]]] = {
 }
 
 
-def main() -> int:
+def _parser() -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(prog="python -m dgcompat_conformance.gpu.process_checks",
+                                   description=__doc__.split("\n\n")[0] if __doc__ else None)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run every check (it takes no arguments: anything given is a usage error); 1 if one failed."""
+    opts = parse(_parser(), argv)
+    if isinstance(opts, int):
+        return opts
     failed = 0
     for name, check in CHECKS.items():
         try:

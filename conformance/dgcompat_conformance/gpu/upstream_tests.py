@@ -44,6 +44,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from .._args import (
+    output_file,
+    output_folder,
+    parse,
+    positive_int,
+    positive_seconds,
+    readable_file,
+    readable_folder,
+    release_version,
+    usage_error,
+)
+
 __all__ = ["TestFunction", "discover", "run_function", "main", "DEFAULT_FILES", "MODES"]
 
 #: the single-GPU files sgl-project/DeepGEMM's wheel gate (``sgl_deep_gemm/run_tests.sh``) runs.
@@ -140,10 +152,9 @@ class Result:
 
 def mode_env(mode: str, site: Path, jit_dir: Path) -> dict[str, str]:
     """The child environment of ``mode``: the wheel's folder first; for ``dgcompat`` the launcher's variables too."""
-    from .runner import release_env
+    from .install import release_env
 
     env = release_env(site, jit_dir)
-    env.pop("DGCOMPAT_INSTALL", None)
     if mode == "dgcompat":
         from dgcompat._tooling import launch_env
 
@@ -200,7 +211,7 @@ def run_function(test: TestFunction, folder: Path, mode: str, env: dict[str, str
 
 def install_wheel(release: str, wheel_dirs: Sequence[Path], work: Path) -> Path:
     """Install ``sgl-deep-gemm==release`` (and its pinned apache-tvm-ffi) into ``work/site`` with pip --target."""
-    from .runner import find_wheel, install_release, tvm_ffi_pin
+    from .install import find_wheel, install_release, tvm_ffi_pin
 
     wheel = find_wheel(wheel_dirs, "sgl-deep-gemm", release)
     if wheel is None:
@@ -236,31 +247,38 @@ def render(rows: list[tuple[TestFunction, dict[str, Result]]]) -> str:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m dgcompat_conformance.gpu.upstream_tests", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--tests", type=Path, help="folder holding the DeepGEMM test files")
+    p.add_argument("--tests", type=readable_folder, help="folder holding the DeepGEMM test files")
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--site", type=Path, help="a folder the wheel is already installed in (pip --target)")
-    where.add_argument("--wheels", type=Path, action="append", help="folder(s) holding the wheels (with --release)")
-    p.add_argument("--release", default="0.1.4", help="the sgl-deep-gemm release to install from --wheels")
-    p.add_argument("--files", nargs="*", default=list(DEFAULT_FILES), help="test files to run (default: %(default)s)")
+    where.add_argument("--site", type=readable_folder, help="a folder the wheel is already installed in (pip --target)")
+    where.add_argument("--wheels", type=readable_folder, action="append",
+                       help="folder(s) holding the wheels (with --release)")
+    p.add_argument("--release", default="0.1.4", type=release_version,
+                   help="the sgl-deep-gemm release to install from --wheels")
+    p.add_argument("--files", nargs="*", default=None,
+                   help=f"test files to run (default: {' '.join(DEFAULT_FILES)}, those the folder has)")
     p.add_argument("-k", dest="only", default="", help="run only functions whose id contains this text")
     p.add_argument("--modes", nargs="*", default=list(MODES), choices=MODES)
-    p.add_argument("--timeout", type=float, default=1200.0, help="seconds per function and mode")
-    p.add_argument("--jobs", type=int, default=1, help="test functions run at the same time (one GPU is shared)")
-    p.add_argument("--work", type=Path, default=None, help="install and JIT-cache folder (default: a temp folder)")
-    p.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
+    p.add_argument("--timeout", type=positive_seconds, default=1200.0, help="seconds per function and mode")
+    p.add_argument("--jobs", type=positive_int, default=1, help="test functions run at the same time (one GPU is shared)")
+    p.add_argument("--work", type=output_folder, default=None, help="install and JIT-cache folder (default: a temp folder)")
+    p.add_argument("--out", type=output_file, default=None, help="write the results as JSON here")
     p.add_argument("--list", action="store_true", help="list the functions and exit")
-    p.add_argument("--table-from", type=Path, nargs="+", default=None, metavar="JSON",
+    p.add_argument("--table-from", type=readable_file, nargs="+", default=None, metavar="JSON",
                    help="print one table from the --out files of earlier (e.g. per-file) runs and exit")
     return p
 
 
 def _load_rows(paths: Sequence[Path]) -> list[tuple[TestFunction, dict[str, Result]]]:
+    """The rows of earlier runs' ``--out`` files; ValueError names a file that is not one."""
     rows = []
     for path in paths:
-        for rec in json.loads(path.read_text())["results"]:
-            file, function = rec["id"].split("::", 1)
-            res = {m: Result(**rec[m]) for m in MODES if m in rec}
-            rows.append((TestFunction(file, function, int(rec.get("seed", 0))), res))
+        try:
+            for rec in json.loads(path.read_text())["results"]:
+                file, function = rec["id"].split("::", 1)
+                res = {m: Result(**rec[m]) for m in MODES if m in rec}
+                rows.append((TestFunction(file, function, int(rec.get("seed", 0))), res))
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"{path} is not the --out file of a run ({type(exc).__name__}: {exc})") from None
     return rows
 
 
@@ -274,25 +292,47 @@ def _summary(rows: list[tuple[TestFunction, dict[str, Result]]], modes: Sequence
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    opts = _parser().parse_args(argv)
+    parser = _parser()
+    opts = parse(parser, argv)
+    if isinstance(opts, int):
+        return opts
     if opts.table_from:
-        merged = _load_rows(opts.table_from)
+        try:
+            merged = _load_rows(opts.table_from)
+        except ValueError as exc:
+            return usage_error(parser, f"argument --table-from: {exc}")
         print(render(merged))
         regressions, line = _summary(merged, MODES)
         print("\n" + line)
         return 1 if regressions else 0
     if opts.tests is None or (opts.site is None and not opts.wheels):
-        print("give --tests DIR and --site DIR or --wheels DIR (or --table-from JSON...)", file=sys.stderr)
-        return 2
+        return usage_error(parser, "give --tests DIR and --site DIR or --wheels DIR (or --table-from JSON...)")
     folder = opts.tests.resolve()
+    if opts.files is None:
+        opts.files = list(DEFAULT_FILES)
+    else:
+        absent = [f for f in opts.files if not (folder / f).is_file()]
+        if absent:
+            return usage_error(parser, f"argument --files: expected test files in {folder}, got "
+                                       f"{', '.join(map(repr, absent))} (not there)")
     tests = [t for t in discover(folder, opts.files) if opts.only in t.id]
     if opts.list:
         for t in tests:
             print(f"{t.id}  (seed {t.seed})")
         return 0
     if not tests:
-        print(f"no test functions in {folder} ({', '.join(opts.files)})", file=sys.stderr)
-        return 2
+        return usage_error(parser, f"argument --tests: no test functions in {folder} ({', '.join(opts.files)})")
+    if opts.site is None:
+        from ..wheelcache import CacheError
+        from .install import find_wheel
+
+        try:
+            wheel = find_wheel(opts.wheels, "sgl-deep-gemm", opts.release)
+        except CacheError as exc:
+            return usage_error(parser, f"argument --wheels: {exc}")
+        if wheel is None:
+            return usage_error(parser, f"argument --release: no sgl-deep-gemm {opts.release} wheel under --wheels "
+                                       f"{', '.join(map(str, opts.wheels))}")
     work = opts.work or Path(tempfile.mkdtemp(prefix="dgcompat-upstream-"))
     site = opts.site.resolve() if opts.site else install_wheel(opts.release, opts.wheels, work)
     # One JIT cache for both modes: the same build compiles the same kernels, so the second run reuses them.

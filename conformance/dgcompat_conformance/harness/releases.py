@@ -9,10 +9,14 @@ the expected-failure file ``conformance/dgcompat_conformance/xfails/<id>.txt`` a
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
+
+from dgcompat._tooling import expected_torch
+from dgcompat.detection import UPSTREAM_NAMES
 
 from ..dists import BUNDLED_RELEASES, KERNEL_DISTS, SGL_DEEP_GEMM, SGL_DEEP_GEMM_RELEASES, canonical
 from ..wheelcache import CacheError, parse_name
@@ -25,7 +29,9 @@ __all__ = [
     "VENDORED_RELEASES",
     "VENDORED_FACTS",
     "all_releases",
+    "KNOWN_DISTS",
     "parse_release",
+    "release_problem",
     "spec_from_wheel",
 ]
 
@@ -49,7 +55,8 @@ class VendoredFacts:
 #: _C_extension.abi3.so imports 85 C-shim functions, the newest from torch 2.10).
 VENDORED_FACTS: dict[str, VendoredFacts] = {"vllm-0.33.0": VendoredFacts("2.8.1", ">=2.10", "2.14.0")}
 
-_KNOWN_DISTS = (SGL_DEEP_GEMM, *KERNEL_DISTS, *VENDORED_PATHS)
+#: The distributions whose wheels the CPU tier certifies (``parse_release``'s default).
+KNOWN_DISTS: tuple[str, ...] = (SGL_DEEP_GEMM, *KERNEL_DISTS, *VENDORED_PATHS)
 
 
 @dataclass(frozen=True)
@@ -102,23 +109,67 @@ def _checked_version(text: str, where: str) -> str:
     try:
         Version(text)
     except InvalidVersion as exc:
-        raise ValueError(f"{where}: {text!r} is not a release version") from exc
+        raise ValueError(f"{where}: expected a release version such as 0.1.4, got {text!r}") from exc
     return text
 
 
-def parse_release(text: str) -> ReleaseSpec:
-    """Read ``0.1.4``, ``sgl-deep-gemm==0.1.4``, ``sgl-kernel-0.3.21`` or ``sglang-kernel==0.4.2``."""
+def parse_release(text: str, *, dists: Collection[str] = KNOWN_DISTS) -> ReleaseSpec:
+    """Read ``0.1.4``, ``sgl-deep-gemm==0.1.4``, ``sgl-kernel-0.3.21`` or ``sglang-kernel==0.4.2``.
+
+    The distribution must be one of ``dists``; a ValueError says what was expected and what came.
+    """
     text = text.strip()
     m = re.fullmatch(r"([A-Za-z][A-Za-z0-9_.-]*?)\s*(?:==|-|\s)\s*(\d[0-9A-Za-z.+!]*)", text)
     if m and not text[0].isdigit():
         dist, version = _norm(m.group(1)), m.group(2)
-        if dist not in _KNOWN_DISTS:
-            raise ValueError(f"unknown distribution {m.group(1)!r}: expected sgl-deep-gemm, sgl-kernel, sglang-kernel "
-                             f"or vllm")
+        if dist not in dists:
+            raise ValueError(f"expected a distribution among {_one_of(dists)}, got {m.group(1)!r} (unknown)")
         return ReleaseSpec(dist, _checked_version(version, text))
     if re.fullmatch(r"\d[0-9A-Za-z.+!]*", text):
         return ReleaseSpec(SGL_DEEP_GEMM, _checked_version(text, text))
-    raise ValueError(f"cannot read a release from {text!r}: give a version such as 0.1.4 or dist==version")
+    raise ValueError(f"expected a release such as 0.1.4 or dist==version, got {text!r}")
+
+
+def _one_of(names: Collection[str]) -> str:
+    names = list(names)
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def release_problem(dist: str, version: str) -> str | None:
+    """Why ``dist==version`` is not a release the wing knows (None when it is one).
+
+    sgl-deep-gemm: a published release (:data:`SGL_DEEP_GEMM_RELEASES` lists every one), or one
+    newer than all of them (a release dgcompat does not know yet, which ``dgcompat conform
+    --latest`` is there to judge); a version between published ones is a typo. Upstream DeepGEMM:
+    any version (dgcompat reads the nearest older behaviour for one it has no rows for). A kernel
+    wheel: one whose bundled copy dgcompat knows (it has a torch pairing,
+    :data:`dgcompat.detection.EXPECTED_TORCH`). An engine wheel: one whose vendored copy is
+    described in :data:`VENDORED_FACTS`.
+    """
+    dist = _norm(dist)
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        return f"expected a release version such as 0.1.4, got {version!r} (not a version)"
+    if dist in UPSTREAM_NAMES:
+        return None
+    if dist == SGL_DEEP_GEMM:
+        newest = Version(SGL_DEEP_GEMM_RELEASES[-1])
+        if v > newest or any(v == Version(k) for k in SGL_DEEP_GEMM_RELEASES):
+            return None
+        return (f"expected a published {dist} release ({SGL_DEEP_GEMM_RELEASES[0]} ... {newest}, `dgcompat conform "
+                f"--list`) or one newer than {newest}, got {version!r} (no such release)")
+    if dist in KERNEL_DISTS:
+        if expected_torch(dist, v) is not None:
+            return None
+        bundles = ", ".join(ver for d, ver in BUNDLED_RELEASES if d == dist)
+        return f"expected a {dist} release whose bundled deep_gemm dgcompat knows (such as {bundles}), got {version!r}"
+    if dist in VENDORED_PATHS:
+        if f"{dist}-{v}" in VENDORED_FACTS:
+            return None
+        known_ids = ", ".join(k.split("-", 1)[1] for k in VENDORED_FACTS if k.startswith(f"{dist}-"))
+        return f"expected a {dist} release whose vendored deep_gemm dgcompat knows ({known_ids}), got {version!r}"
+    return f"expected a distribution among {_one_of((*KNOWN_DISTS, *UPSTREAM_NAMES))}, got {dist!r} (unknown)"
 
 
 def spec_from_wheel(path: str | Path) -> ReleaseSpec:
@@ -128,7 +179,7 @@ def spec_from_wheel(path: str | Path) -> ReleaseSpec:
         dist, version = parse_name(p.name)
     except CacheError as exc:
         raise ValueError(str(exc)) from exc
-    if dist not in _KNOWN_DISTS:
+    if dist not in KNOWN_DISTS:
         raise ValueError(f"{p.name} is a {dist} wheel: only sgl-deep-gemm, sgl-kernel, sglang-kernel and vllm hold "
                          f"deep_gemm")
     return ReleaseSpec(dist, str(version), p.resolve())

@@ -18,7 +18,7 @@ from packaging.version import InvalidVersion, Version
 
 from dgcompat.detection import KNOWN_SGL_DEEP_GEMM
 
-from .._args import positive_seconds
+from .._args import index_url, output_folder, parse, positive_seconds, readable_folder, release_version
 from ..certificate import COMMITTED, SUITE_OUTCOMES, CertificateError, file_name, load, load_folder
 from ..results import results_dir
 from ..surface import SurfaceError, extract
@@ -322,11 +322,14 @@ def build_latest_parser() -> argparse.ArgumentParser:
                     "certified release mapped onto the capability table, table and call checks, CPU tier.",
         epilog="Exit status: 0 safe, 3 safe with new rows needed, 1 breaking, 2 could not decide.",
     )
-    p.add_argument("--version", metavar="V", help="judge this release instead of asking the index")
-    p.add_argument("--baseline", metavar="V", help="compare against this release instead of the newest certified")
-    p.add_argument("--index-url", metavar="URL", help="package index to ask (default: pip's configuration)")
-    p.add_argument("--certificates", type=Path, metavar="DIR", help="certificate folder (default: conformance/dgcompat_conformance/certificates)")
-    p.add_argument("--out", type=Path, default=None,
+    p.add_argument("--version", metavar="V", type=release_version, help="judge this release instead of asking the index")
+    p.add_argument("--baseline", metavar="V", type=release_version,
+                   help="compare against this release instead of the newest certified")
+    p.add_argument("--index-url", metavar="URL", type=index_url,
+                   help="package index to ask (default: pip's configuration)")
+    p.add_argument("--certificates", type=readable_folder, metavar="DIR",
+                   help="certificate folder (default: conformance/dgcompat_conformance/certificates)")
+    p.add_argument("--out", type=output_folder, default=None,
                    help="where the CPU tier writes its certificate (default: $DGCOMPAT_RESULTS/conform)")
     p.add_argument("--no-cpu-tier", action="store_true", help="skip the CPU tier (surface checks only)")
     p.add_argument("--arch", default="sm90", choices=("sm90", "sm100", "sm120"), help="architecture the table is read for")
@@ -344,10 +347,9 @@ def main_latest(argv: Sequence[str] | None = None) -> int:
     if args[:1] == ["conform"]:
         args = args[1:]
     parser = build_latest_parser()
-    try:
-        ns = parser.parse_args(args)
-    except SystemExit as exc:
-        return int(exc.code or 0)
+    ns = parse(parser, args)
+    if isinstance(ns, int):
+        return ns
     try:
         result = latest(version=ns.version, baseline=ns.baseline, index_url=ns.index_url, cpu_tier=not ns.no_cpu_tier,
                         out_dir=ns.out, certificates=ns.certificates, arch=ns.arch, timeout=ns.timeout,

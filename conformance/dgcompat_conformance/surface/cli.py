@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .._args import output_file, parse, release_source, usage_error
 from . import SurfaceError, changes_to_json, diff, extract, render_changes, to_json
 
 __all__ = ["main", "build_parser"]
@@ -32,9 +33,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="dgcompat surface",
         description="Extract the static API surface of a deep_gemm release, or diff two releases.",
     )
-    parser.add_argument("source", nargs="?", help="wheel file, folder with deep_gemm/, or sgl-deep-gemm version")
-    parser.add_argument("--out", metavar="FILE", help="write the JSON to FILE instead of stdout")
-    parser.add_argument("--diff", nargs=2, metavar=("A", "B"), help="list the changes from A to B")
+    parser.add_argument("source", nargs="?", type=release_source,
+                        help="wheel file, folder with deep_gemm/, or sgl-deep-gemm version")
+    parser.add_argument("--out", metavar="FILE", type=output_file, help="write the JSON to FILE instead of stdout")
+    parser.add_argument("--diff", nargs=2, metavar=("A", "B"), type=release_source,
+                        help="list the changes from A to B")
     parser.add_argument("--json", action="store_true", help="with --diff: print the changes as JSON")
     parser.add_argument("--all", action="store_true", help="with --diff: compare every name, not only engine-relevant ones")
     parser.add_argument("--no-rows", action="store_true",
@@ -43,12 +46,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _load(source: str, cache: bool) -> dict[str, Any]:
+class _BadSource(Exception):
+    """A source that names no surface: the argument it came from, and why."""
+
+
+def _load(source: str, cache: bool, argument: str) -> dict[str, Any]:
     path = Path(source)
-    if path.is_file() and path.suffix == ".json":
-        doc: dict[str, Any] = json.loads(path.read_text("utf-8"))
-        return doc
-    return extract(source, cache=cache)
+    try:
+        if path.is_file() and path.suffix == ".json":
+            doc = json.loads(path.read_text("utf-8"))
+            if not isinstance(doc, dict) or "python" not in doc:
+                raise SurfaceError(f"{source}: not a surface JSON file (written by `dgcompat surface SOURCE --out`)")
+            return doc
+        return extract(source, cache=cache)
+    except (SurfaceError, OSError, ValueError) as exc:
+        raise _BadSource(f"argument {argument}: {exc}") from exc
 
 
 def _mapped_diff(a: dict[str, Any], b: dict[str, Any], *, all_symbols: bool, as_json: bool) -> str:
@@ -74,30 +86,40 @@ def main(argv: list[str]) -> int:
     if args[:1] == ["surface"]:
         args = args[1:]
     parser = build_parser()
-    ns = parser.parse_args(args)
+    ns = parse(parser, args)
+    if isinstance(ns, int):
+        return ns
     cache = not ns.no_cache
+    if ns.diff and ns.source is not None:
+        return usage_error(parser, "give either SOURCE or --diff A B, not both")
+    if not ns.diff and ns.source is None:
+        return usage_error(parser, "SOURCE or --diff A B is required")
+    if ns.diff and ns.out:
+        return usage_error(parser, "--out FILE is for SOURCE; --diff prints its changes")
     try:
         if ns.diff:
-            if ns.source is not None:
-                parser.error("give either SOURCE or --diff A B, not both")
-            a, b = (_load(s, cache) for s in ns.diff)
+            a, b = (_load(s, cache, name) for s, name in zip(ns.diff, ("--diff A", "--diff B")))
             if ns.no_rows:
                 changes = diff(a, b, all_symbols=ns.all)
                 sys.stdout.write(changes_to_json(changes, a, b) if ns.json else render_changes(changes, a, b))
                 return 0
             sys.stdout.write(_mapped_diff(a, b, all_symbols=ns.all, as_json=ns.json))
             return 0
-        if ns.source is None:
-            parser.error("SOURCE or --diff A B is required")
-        text = to_json(_load(ns.source, cache))
-        if ns.out:
-            Path(ns.out).write_text(text, "utf-8")
-        else:
-            sys.stdout.write(text)
-        return 0
+        text = to_json(_load(ns.source, cache, "source"))
+    except _BadSource as exc:
+        return usage_error(parser, str(exc))
     except (SurfaceError, OSError, ValueError) as exc:
         print(f"dgcompat surface: error: {exc}", file=sys.stderr)
         return 2
+    try:
+        if ns.out:
+            ns.out.write_text(text, "utf-8")
+        else:
+            sys.stdout.write(text)
+    except OSError as exc:
+        print(f"dgcompat surface: error: cannot write {ns.out}: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
