@@ -20,7 +20,7 @@ from . import _binding, _env
 from ._calls import UpstreamCall
 from ._checks import bad, contiguous, k_major, pair, release_label, same_device, tensor, translate, unsupported
 from ._params import RELEASE_DEFAULT, Param, bind_call
-from .errors import BadArgumentError, DgcompatError
+from .errors import DgcompatError, UnsupportedFeatureError
 from .knobs import get_mk_alignment_for_contiguous_layout, num_sms
 from .table import capabilities
 
@@ -129,6 +129,8 @@ def _bind_masked(calls: tuple[UpstreamCall, ...], params: tuple[Param, ...]) -> 
 
 
 _FP8_MASKED_CALLS = (_MASKED_FP8, _MASKED_FP8_ALIAS)
+_OVERLAP = "overlap (enable_overlap/max_block_n/signal)"
+_OVERLAP_HINT = "only the deep_gemm bundled in sgl-kernel / sglang-kernel<=0.4.2 has it, on SM90"
 _B = _binding.Slots(
     m_grouped_fp8_gemm_nt_contiguous=lambda: _bind_contiguous(_CONTIG_FP8, _FP8_CONTIG),
     m_grouped_fp8_gemm_nt_contiguous_full=lambda: _bind_contiguous(_CONTIG_FP8, _FP8_CONTIG + _EPILOGUE),
@@ -138,9 +140,8 @@ _B = _binding.Slots(
     m_grouped_fp8_gemm_nt_masked_full=lambda: _bind_masked(_FP8_MASKED_CALLS, _FP8_MASKED + _EPILOGUE),
     m_grouped_bf16_gemm_nt_masked=lambda: _bind_masked((_MASKED_BF16,), _BF16_MASKED),
     m_grouped_bf16_gemm_nt_masked_full=lambda: _bind_masked((_MASKED_BF16,), _BF16_MASKED + _EPILOGUE),
-    overlapped=lambda: _selected((_MASKED_OVERLAP,), "overlap (enable_overlap/max_block_n/signal)",
-                                 "m_grouped_fp8_gemm_nt_masked", _FP8_MASKED + _EPILOGUE,
-                                 "only the deep_gemm bundled in sgl-kernel / sglang-kernel<=0.4.2 has it"),
+    overlapped=lambda: _selected((_MASKED_OVERLAP,), _OVERLAP, "m_grouped_fp8_gemm_nt_masked",
+                                 _FP8_MASKED + _EPILOGUE, _OVERLAP_HINT),
 )
 
 
@@ -380,6 +381,8 @@ def _masked_overlap(a: Any, b: Any, d: Any, masked_m: Any, expected_m: Any, reci
     fn = "m_grouped_fp8_gemm_nt_masked"
     if not isinstance(overlap, MaskedOverlap):
         raise bad(fn, "overlap", "None or a dgcompat.MaskedOverlap", overlap)
+    if not capabilities().masked_overlap:  # refused before the SM count is touched
+        raise UnsupportedFeatureError(fn, _OVERLAP, release_label(), hint=_OVERLAP_HINT)
     try:
         impl = _B.bound("overlapped")
         if compiled_dims is None:
@@ -391,8 +394,9 @@ def _masked_overlap(a: Any, b: Any, d: Any, masked_m: Any, expected_m: Any, reci
     except Exception as exc:
         translate(fn, exc, _diagnose_masked, fn, a, b, d, masked_m, expected_m, True)
     if not isinstance(result, (tuple, list)) or len(result) != 2 or None in result:
-        raise BadArgumentError(fn, "overlap", "a launch that reports (block_m, threshold)", repr(result),
-                               release=release_label())
+        # The launch ran without signalling (the fork signals on SM90 only): what was asked is not available.
+        raise UnsupportedFeatureError(fn, _OVERLAP, release_label(),
+                                      hint=f"the launch reported {result!r} instead of (block_m, threshold)")
     return int(result[0]), int(result[1])
 
 

@@ -144,9 +144,12 @@ ROWS: tuple[Row, ...] = (
         "m_grouped_fp8_gemm_nt_masked|fp8_m_grouped_gemm_nt_masked"),
     Row("masked_gemm", ANY, "", "m_grouped_fp8_gemm_nt_masked", "m_grouped_fp8_gemm_nt_masked(...)", "-", "never",
         "presence", "m_grouped_fp8_gemm_nt_masked|fp8_m_grouped_gemm_nt_masked"),
-    Row("masked_overlap", BUNDLED, "", True,
+    # Per architecture: the fork's SM90 kernel (sm90_fp8_gemm_1d2d.cuh) writes the signal; elsewhere the
+    # launch ignores enable_overlap and returns (None, None).
+    Row("masked_overlap", BUNDLED, "", {"sm90": True, "sm100": False, "sm120": False, OTHER_ARCH: False},
         "(..., max_block_n=256, enable_overlap=False, signal=None) -> (int?, int?)",
-        "sgl-kernel's DeepGEMM fork added the overlapped (signal) masked GEMM", "bundles are unsupported"),
+        "sgl-kernel's DeepGEMM fork added the overlapped (signal) masked GEMM, signalling on SM90",
+        "bundles are unsupported"),
     Row("masked_overlap", ANY, "", False, "no enable_overlap/max_block_n/signal parameters",
         "no sgl-deep-gemm release has the overlapped masked GEMM", "a release adds it"),
     # Informative: the masked GEMM's stable form returns None (or (block_m, threshold) with overlap, whose

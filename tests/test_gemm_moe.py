@@ -192,3 +192,24 @@ def test_upstream_positions_are_accepted(fake_release: Callable[[str], Any], fam
     md = torch.zeros(2, 64, 128, dtype=torch.bfloat16)
     assert dgcompat.m_grouped_fp8_gemm_nt_masked(gq, gb, md, torch.ones(2, dtype=torch.int32), 1,
                                                  (1, 128, 128)) is None
+
+
+@pytest.mark.parametrize("family, arch", [("bundled", "sm100"), ("bundled", "sm120"), ("sgl-0.1.3", "sm90"),
+                                          ("sgl-0.2.5", "sm90")])
+def test_overlap_is_refused_before_anything_changes(fake_release: Callable[[str], Any],
+                                                    monkeypatch: pytest.MonkeyPatch, family: str, arch: str) -> None:
+    # Where no overlapped launch signals (no such parameters, or the bundled fork off SM90), the call is a typed
+    # refusal made before the SM count is touched or anything is launched, on every call.
+    mod = fake_release(family, arch)
+    g, m, n, k = 2, 64, 128, 128
+    aq = (torch.zeros(g, m, k).to(torch.float8_e4m3fn), torch.ones(g, m, 1))
+    bq = (torch.zeros(g, n, k).to(torch.float8_e4m3fn), torch.ones(g, 1, 1))
+    d = torch.zeros(g, m, n, dtype=torch.bfloat16)
+    signal = torch.zeros(4, dtype=torch.int32)
+    counts: list[int] = []
+    monkeypatch.setattr(mod, "set_num_sms", lambda n: counts.append(n))  # bound on first use: after this
+    for _ in range(2):
+        with pytest.raises(dgcompat.UnsupportedFeatureError, match="overlap"):
+            dgcompat.m_grouped_fp8_gemm_nt_masked(aq, bq, d, torch.tensor([1, 1], dtype=torch.int32), 1,
+                                                  overlap=dgcompat.MaskedOverlap(signal, num_sms=100))
+    assert counts == [] and int(signal.sum()) == 0 and int(d.float().abs().sum()) == 0
