@@ -91,6 +91,38 @@ def same_device(fn: str, ref_name: str, ref: Any, **others: Any) -> None:
             raise bad(fn, name, f"on {dev} like '{ref_name}'", t)
 
 
+def spelled(fn: str, name: str, value: Any, other: str, other_value: Any) -> Any:
+    """The argument of ``name`` given under that name or under ``other``, the name some releases give the same
+    parameter (at most one of the two; None when neither). Call it only when ``other_value`` is not None, or
+    when ``value`` is None and the parameter is required."""
+    if other_value is None:
+        return value
+    if value is not None:
+        raise bad(fn, name, f"given once: as {name} or as {other} (the same parameter), not both",
+                  f"{name} and {other}")
+    return other_value
+
+
+def check_recipe(fn: str, recipe: Any, name: str = "recipe", sizes: tuple[int, ...] = (2, 3)) -> None:
+    """``recipe`` (or ``recipe_a`` / ``recipe_b``: ``name``, 2-element) is None or a tuple of positive ints."""
+    if recipe is not None and (not isinstance(recipe, (tuple, list)) or len(recipe) not in sizes
+                               or not all(isinstance(v, int) and v > 0 for v in recipe)):
+        example = "(1, 128, 128)" if 3 in sizes else "(1, 128)"
+        raise bad(fn, name, f"None or a tuple of {' or '.join(map(str, sizes))} positive ints, e.g. {example}", recipe,
+                  hint=None if name == "recipe" else "the bundled copies' positional compiled_dims and "
+                  "disable_ue8m0_cast are keywords here: pass compiled_dims=... and disable_ue8m0_cast=...")
+
+
+def check_split_recipes(fn: str, recipe_a: Any, recipe_b: Any) -> None:
+    """``recipe_a`` / ``recipe_b`` are None or ``(gran_mn, gran_k)``; call only when one of them is not None.
+
+    Where an older release has other parameters in these positions (the bundled copies' ``compiled_dims``,
+    ``disable_ue8m0_cast``), a call written for it positionally is refused here instead of being misread.
+    """
+    check_recipe(fn, recipe_a, "recipe_a", (2,))
+    check_recipe(fn, recipe_b, "recipe_b", (2,))
+
+
 def unsupported(fn: str, what: str, *, hint: str | None = None) -> Callable[..., Any]:
     """A stand-in bound where the release lacks ``what``: every call raises UnsupportedFeatureError."""
     def refuse(*_args: Any, **_kw: Any) -> Any:

@@ -14,7 +14,17 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from . import _binding
 from ._calls import UpstreamCall
-from ._checks import bad, k_major, pair, release_label, same_device, tensor, translate
+from ._checks import (
+    bad,
+    check_recipe,
+    check_split_recipes,
+    k_major,
+    pair,
+    release_label,
+    same_device,
+    tensor,
+    translate,
+)
 from ._params import RELEASE_DEFAULT, Param, bind_call
 from .table import capabilities
 
@@ -64,19 +74,13 @@ _B = _binding.Slots(fp8_gemm_nt=lambda: _bind(_FP8, _FP8_PARAMS), fp8_gemm_nt_fu
                     bf16_gemm_nt_full=lambda: _bind(_BF16, _BF16_PARAMS + _TAIL))
 
 
-def _check_recipe(fn: str, recipe: Any) -> None:
-    if recipe is not None and (not isinstance(recipe, (tuple, list)) or len(recipe) not in (2, 3)
-                               or not all(isinstance(v, int) and v > 0 for v in recipe)):
-        raise bad(fn, "recipe", "None or a tuple of 2 or 3 positive ints, e.g. (1, 128, 128)", recipe)
-
-
 def _diagnose_fp8(a: Any, b: Any, d: Any, c: Any, recipe: Any) -> None:
     fn = "fp8_gemm_nt"
     a_data, a_sf = pair(fn, "a", a)
     b_data, b_sf = pair(fn, "b", b)
     _diagnose_common(fn, a_data, b_data, d, c)
     same_device(fn, "d", d, **{"a[1]": a_sf, "b[1]": b_sf})
-    _check_recipe(fn, recipe)
+    check_recipe(fn, recipe)
     m, k = a_data.shape
     n = b_data.shape[0]
     if a_sf.dim() != 2 or a_sf.shape[0] not in (m, -(-m // 128)):
@@ -132,6 +136,8 @@ def fp8_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, tor
     Parameters the installed release lacks are refused with UnsupportedFeatureError unless their value
     is the default (see docs/migration.md).
     """
+    if recipe_a is not None or recipe_b is not None:
+        check_split_recipes("fp8_gemm_nt", recipe_a, recipe_b)
     try:
         if compiled_dims is None:
             compiled_dims = _D.fp8_gemm_nt

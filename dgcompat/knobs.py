@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterator
 
 from . import _backend, _binding, _device
 from ._calls import UpstreamCall
-from ._checks import bad, translate
+from ._checks import bad, spelled, translate
 from .errors import DgcompatError
 from .table import capabilities
 
@@ -120,20 +120,28 @@ def num_sms(n: int | None) -> Iterator[None]:
         set_num_sms(previous)
 
 
-def set_pdl(enabled: bool = True) -> bool:
-    """Turn programmatic dependent launch on or off; True if the release has a switch and it was set.
+def set_pdl(enable: bool | None = None, *, new_enable_pdl: bool | None = None, enabled: bool | None = None) -> bool:
+    """Turn programmatic dependent launch on (``enable`` None or True) or off; True if the release has a switch
+    and it was set.
 
+    ``enable`` is sgl-deep-gemm's name (0.2.3+); ``new_enable_pdl`` (upstream 2.8) and ``enabled`` (dgcompat's
+    name before) are the same parameter, each accepted once.
     Uses ``deep_gemm.set_pdl`` (sgl-deep-gemm >= 0.1.4), the native ``_C.set_pdl`` where only that
     exists (0.1.1-0.1.3), and returns False where there is none (bundled copies, 0.0.1/0.1.0): the
     table's ``pdl`` row decides.
     Call it after the worker's CUDA device is set; dgcompat never calls it on its own.
     """
-    if not isinstance(enabled, bool):
-        raise bad("set_pdl", "enabled", "a bool", enabled)
+    if new_enable_pdl is not None or enabled is not None:
+        enable = spelled("set_pdl", "enable", enable, "new_enable_pdl", new_enable_pdl)
+        enable = spelled("set_pdl", "enable", enable, "enabled", enabled)
+    if enable is None:
+        enable = True
+    if not isinstance(enable, bool):
+        raise bad("set_pdl", "enable", "a bool", enable)
     setter = _B.bound("set_pdl")
     if setter is None:
         return False
-    setter(enabled)
+    setter(enable)
     return True
 
 

@@ -18,7 +18,19 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from . import _binding, _env
 from ._calls import UpstreamCall
-from ._checks import bad, contiguous, k_major, pair, release_label, same_device, tensor, translate, unsupported
+from ._checks import (
+    bad,
+    check_split_recipes,
+    contiguous,
+    k_major,
+    pair,
+    release_label,
+    same_device,
+    spelled,
+    tensor,
+    translate,
+    unsupported,
+)
 from ._params import RELEASE_DEFAULT, Param, bind_call
 from .errors import DgcompatError, UnsupportedFeatureError
 from .knobs import get_mk_alignment_for_contiguous_layout, num_sms
@@ -176,6 +188,14 @@ def _with_value_checks_masked(name: str, impl: Callable[..., Any]) -> Callable[.
     return checked
 
 
+def _layout_argument(fn: str, m_indices: Any, grouped_layout: Any) -> Any:
+    """The layout tensor, given as ``m_indices`` (the bundled copies' name) or ``grouped_layout`` (everyone else's)."""
+    value = spelled(fn, "m_indices", m_indices, "grouped_layout", grouped_layout)
+    if value is None:
+        raise bad(fn, "m_indices", "the int32 layout tensor (as m_indices or grouped_layout)", "nothing")
+    return value
+
+
 # --- diagnosis after an upstream rejection ---------------------------------------------------
 
 def _diagnose_contiguous(fn: str, a: Any, b: Any, d: Any, m_indices: Any, fp8: bool, psum: bool = False) -> None:
@@ -262,17 +282,19 @@ def _rows(a: Any) -> int:
 # --- the stable functions ---------------------------------------------------------------------
 
 def m_grouped_fp8_gemm_nt_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor],
-                                     d: torch.Tensor, m_indices: torch.Tensor, recipe: Recipe | None = None,
-                                     recipe_a: Recipe | None = None, recipe_b: Recipe | None = None,
-                                     compiled_dims: str | None = None, disable_ue8m0_cast: bool = False,
-                                     use_psum_layout: bool = False, ensure_zero_padding: bool = True,
-                                     expected_m_for_psum_layout: int | None = None, epilogue: Any = None) -> None:
+                                     d: torch.Tensor, m_indices: torch.Tensor | None = None,
+                                     recipe: Recipe | None = None, recipe_a: Recipe | None = None,
+                                     recipe_b: Recipe | None = None, compiled_dims: str | None = None,
+                                     disable_ue8m0_cast: bool = False, use_psum_layout: bool = False,
+                                     ensure_zero_padding: bool = True, expected_m_for_psum_layout: int | None = None,
+                                     epilogue: Any = None, *, grouped_layout: torch.Tensor | None = None) -> None:
     """Grouped FP8 GEMM over rows tagged by expert: ``d[i] = a[i] @ b[m_indices[i]].T``.
 
     - ``a``: ``(fp8 (M_total, K), sfa float32 (M_total, ceil(K/128)) or packed UE8M0)``; each expert's rows
       contiguous and padded to :func:`get_mk_alignment_for_contiguous_layout` (padding rows tagged -1).
     - ``b``: ``(fp8 (G, N, K), sfb float32 (G, ceil(N/128), ceil(K/128)))``.
-    - ``d``: bfloat16 ``(M_total, N)``; ``m_indices``: int32 ``(M_total,)`` expert id per row or -1.
+    - ``d``: bfloat16 ``(M_total, N)``; ``m_indices``: int32 ``(M_total,)`` expert id per row or -1 (required;
+      ``grouped_layout=``, its name in sgl-deep-gemm and upstream, is the same parameter).
     - ``use_psum_layout=True``: ``m_indices`` is instead int32 ``(G,)``, the end row of each group; group
       ``g`` owns rows ``[align(m_indices[g-1]), m_indices[g])`` (``align`` to the contiguous-layout
       alignment, group 0 starts at row 0); ``expected_m_for_psum_layout`` is its tuning hint;
@@ -282,6 +304,10 @@ def m_grouped_fp8_gemm_nt_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tu
       :func:`dgcompat.fp8_gemm_nt`; a parameter the release lacks is refused unless it has its default.
     An empty ``a`` (M_total == 0) is a no-op on every release.
     """
+    if grouped_layout is not None or m_indices is None:
+        m_indices = _layout_argument("m_grouped_fp8_gemm_nt_contiguous", m_indices, grouped_layout)
+    if recipe_a is not None or recipe_b is not None:
+        check_split_recipes("m_grouped_fp8_gemm_nt_contiguous", recipe_a, recipe_b)
     try:
         if compiled_dims is None:
             compiled_dims = _D.m_grouped_fp8_gemm_nt_contiguous
@@ -299,13 +325,16 @@ def m_grouped_fp8_gemm_nt_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tu
         _contiguous_failed("m_grouped_fp8_gemm_nt_contiguous", exc, a, b, d, m_indices, True, use_psum_layout)
 
 
-def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, m_indices: torch.Tensor,
-                                      compiled_dims: str | None = None, use_psum_layout: bool = False,
-                                      ensure_zero_padding: bool = True, expected_m_for_psum_layout: int | None = None,
-                                      epilogue: Any = None) -> None:
+def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor,
+                                      m_indices: torch.Tensor | None = None, compiled_dims: str | None = None,
+                                      use_psum_layout: bool = False, ensure_zero_padding: bool = True,
+                                      expected_m_for_psum_layout: int | None = None, epilogue: Any = None, *,
+                                      grouped_layout: torch.Tensor | None = None) -> None:
     """BF16 version of :func:`m_grouped_fp8_gemm_nt_contiguous`: ``a`` ``(M_total, K)``, ``b`` ``(G, N, K)``
     bfloat16, ``d`` ``(M_total, N)`` bfloat16, ``m_indices`` int32 ``(M_total,)`` (or ``(G,)`` end rows with
-    ``use_psum_layout=True``)."""
+    ``use_psum_layout=True``; ``grouped_layout=`` is the same parameter)."""
+    if grouped_layout is not None or m_indices is None:
+        m_indices = _layout_argument("m_grouped_bf16_gemm_nt_contiguous", m_indices, grouped_layout)
     try:
         if compiled_dims is None:
             compiled_dims = _D.m_grouped_bf16_gemm_nt_contiguous
@@ -342,6 +371,8 @@ def m_grouped_fp8_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[
       launch: they mean ``overlap=MaskedOverlap(signal, max_block_n=max_block_n)``. Without
       ``enable_overlap`` the other two change nothing, as upstream.
     """
+    if recipe_a is not None or recipe_b is not None:
+        check_split_recipes("m_grouped_fp8_gemm_nt_masked", recipe_a, recipe_b)
     if overlap is not None or enable_overlap:
         return _masked_overlap(a, b, d, masked_m, expected_m, recipe, recipe_a, recipe_b, compiled_dims,
                                disable_ue8m0_cast, epilogue,

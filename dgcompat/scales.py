@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from . import _binding, _math
 from ._calls import UpstreamCall
-from ._checks import as_torch, bad, tensor, translate
+from ._checks import as_torch, bad, release_label, spelled, tensor, translate
+from ._params import Param, bind
 from .table import capabilities
 
 if TYPE_CHECKING:
@@ -31,13 +32,15 @@ __all__ = [
 #: The upstream calls of this module (see :mod:`dgcompat._calls`).
 CALLS: tuple[UpstreamCall, ...] = (
     UpstreamCall("deep_gemm.transform_sf_into_required_layout", "dgcompat.transform_sf_into_required_layout",
-                 ("sf", "mn", "k", "recipe", "num_groups", "is_sfa", "disable_ue8m0_cast"), uses_result=True),
+                 ("sf", "mn", "k", "recipe", "num_groups", "is_sfa", "disable_ue8m0_cast"), uses_result=True,
+                 forwarded=("psum_layout",)),
     UpstreamCall("deep_gemm.get_mn_major_tma_aligned_tensor", "dgcompat.get_mn_major_tma_aligned_tensor", ("*",),
                  uses_result=True, passthrough=True,
                  alternatives=("deep_gemm.utils.layout.get_mn_major_tma_aligned_tensor",)),
     UpstreamCall("deep_gemm.get_mn_major_tma_aligned_packed_ue8m0_tensor",
                  "dgcompat.get_mn_major_tma_aligned_packed_ue8m0_tensor", ("*",), uses_result=True, passthrough=True,
-                 alternatives=("deep_gemm.utils.layout.get_mn_major_tma_aligned_packed_ue8m0_tensor",)),
+                 alternatives=("deep_gemm.utils.layout.get_mn_major_tma_aligned_packed_ue8m0_tensor",),
+                 forwarded=("psum_layout",)),
 )
 _TRANSFORM, _MN_MAJOR, _MN_MAJOR_PACKED = CALLS
 
@@ -102,6 +105,15 @@ def _bind_layout(call: UpstreamCall) -> Callable[..., Any]:
     return repaired
 
 
+def _bind_packed() -> Callable[..., Any]:
+    """The upstream packing function as ``f(sf, psum_layout)``, its result checked for collapsed strides."""
+    call = _bind_forwarding(_MN_MAJOR_PACKED)
+
+    def repaired(sf: Any, psum_layout: Any) -> Any:
+        return _repair_copy(sf, call(sf, psum_layout))
+    return repaired
+
+
 def _repair_copy(sf: Any, out: Any) -> Any:
     """Restore TMA strides on a scale deep_gemm allocated, never on the caller's own tensor.
 
@@ -119,19 +131,32 @@ def _check_sf(fn: str, sf: Any) -> None:
     tensor(fn, "sf", sf, dims=(2, 3), dtypes=("float32",), what="a float32 scale tensor")
 
 
-def get_mn_major_tma_aligned_tensor(sf: torch.Tensor) -> torch.Tensor:
-    """float32 ``(mn, k)`` / ``(g, mn, k)`` scales -> same values, MN-major, strides ``(1, aligned_mn)``."""
+def get_mn_major_tma_aligned_tensor(sf: torch.Tensor | None = None, *, a: torch.Tensor | None = None) -> torch.Tensor:
+    """float32 ``(mn, k)`` / ``(g, mn, k)`` scales -> same values, MN-major, strides ``(1, aligned_mn)``.
+
+    ``sf`` is required (``a=``, its name in the bundled schema, is the same parameter).
+    """
+    if sf is None or a is not None:
+        sf = _scale_argument("get_mn_major_tma_aligned_tensor", sf, a)
     try:
         return _B.get_mn_major_tma_aligned_tensor(sf)
     except Exception as exc:
         translate("get_mn_major_tma_aligned_tensor", exc, _check_sf, "get_mn_major_tma_aligned_tensor", sf)
 
 
-def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor) -> torch.Tensor:
+def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor | None = None, psum_layout: torch.Tensor | None = None,
+                                                 *, a: torch.Tensor | None = None) -> torch.Tensor:
     """float32 ``(mn, k)`` / ``(g, mn, k)`` power-of-two scales -> int32 ``(.., mn, ceil(k/4))``: four UE8M0
-    bytes per int32, MN-major, strides ``(1, aligned_mn)`` even when ``ceil(k/4) == 1``."""
+    bytes per int32, MN-major, strides ``(1, aligned_mn)`` even when ``ceil(k/4) == 1``.
+
+    ``sf`` is required (``a=``, its name in the bundled schema, is the same parameter). ``psum_layout``: the
+    psum-layout group ends of sgl-deep-gemm 0.2.0+ / upstream 2.8, forwarded where the release has the
+    parameter; elsewhere only None is accepted (:class:`~dgcompat.errors.UnsupportedFeatureError`).
+    """
+    if sf is None or a is not None:
+        sf = _scale_argument("get_mn_major_tma_aligned_packed_ue8m0_tensor", sf, a)
     try:
-        return _B.get_mn_major_tma_aligned_packed_ue8m0_tensor(sf)
+        return _B.get_mn_major_tma_aligned_packed_ue8m0_tensor(sf, psum_layout)
     except Exception as exc:
         translate("get_mn_major_tma_aligned_packed_ue8m0_tensor", exc, _check_sf,
                   "get_mn_major_tma_aligned_packed_ue8m0_tensor", sf)
@@ -139,7 +164,8 @@ def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor) -> torch.Tens
 
 def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe: Sequence[int],
                                       num_groups: int | None = None, is_sfa: bool | None = None,
-                                      disable_ue8m0_cast: bool = False) -> torch.Tensor:
+                                      disable_ue8m0_cast: bool = False,
+                                      psum_layout: torch.Tensor | None = None) -> torch.Tensor:
     """Bring scales into the layout the GEMMs of this release and architecture read.
 
     ``sf`` float32 ``(mn or ceil(mn/128), ceil(k/128))`` (``(num_groups, ...)`` when grouped); ``recipe``
@@ -147,7 +173,8 @@ def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe:
     MN-major TMA-aligned float32 per-row scales (SM90), or packed UE8M0 int32 (SM100). A scale that already
     has the required layout (e.g. a 128x128 block scale of ``b`` on SM90) comes back as the same tensor.
     ``disable_ue8m0_cast``: keep float32 where the architecture would pack UE8M0 (every release has it;
-    SM100 releases refuse it). The parameters are in upstream's positions.
+    SM100 releases refuse it). ``psum_layout``: as in :func:`get_mn_major_tma_aligned_packed_ue8m0_tensor`.
+    The parameters are in upstream's positions.
     """
     fn = "transform_sf_into_required_layout"
     # deep_gemm asserts this pairing in its own host code, except the bundled copies, whose plain-bool
@@ -156,7 +183,8 @@ def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe:
                                               or not isinstance(is_sfa, (bool, type(None)))):
         raise bad(fn, "is_sfa", "True or False with a 3-element recipe, None with a 2-element one", is_sfa)
     try:
-        return _B.transform_sf_into_required_layout(sf, mn, k, tuple(recipe), num_groups, is_sfa, disable_ue8m0_cast)
+        return _B.transform_sf_into_required_layout(sf, mn, k, tuple(recipe), num_groups, is_sfa, disable_ue8m0_cast,
+                                                    psum_layout)
     except Exception as exc:
         translate(fn, exc, _diagnose_transform, sf, recipe, num_groups, is_sfa)
 
@@ -172,27 +200,47 @@ def _diagnose_transform(sf: Any, recipe: Any, num_groups: Any, is_sfa: Any) -> N
         raise bad(fn, "num_groups", "the group count iff sf is 3-D", num_groups)
 
 
+#: The parameter only sgl-deep-gemm 0.2.0+ and upstream 2.8 have (see :mod:`dgcompat._params`).
+_PSUM_LAYOUT = Param("psum_layout", None, "no psum layout: the per-row layout, the only one a release without it has")
+
+
 def _bind_transform() -> Callable[..., Any]:
-    """``impl(sf, mn, k, recipe, num_groups, is_sfa, disable_ue8m0_cast)``: every release has these parameters
-    in these positions; the result is checked for collapsed strides."""
-    target = _binding.upstream(_TRANSFORM)
+    """``impl(sf, mn, k, recipe, num_groups, is_sfa, disable_ue8m0_cast, psum_layout)``: every release has the
+    first seven parameters in these positions; the result is checked for collapsed strides."""
+    call = _bind_forwarding(_TRANSFORM)
     if capabilities().transform_sf_is_sfa == "bool":
         # The bundled schema takes int[] and a plain bool: None must not reach it.
         def bundled(sf: Any, mn: int, k: int, recipe: tuple[int, ...], num_groups: Any, is_sfa: Any,
-                    disable_ue8m0_cast: bool) -> Any:
-            return _repair_copy(sf, target(sf, mn, k, list(recipe), num_groups, bool(is_sfa), disable_ue8m0_cast))
+                    disable_ue8m0_cast: bool, psum_layout: Any) -> Any:
+            return _repair_copy(sf, call(sf, mn, k, list(recipe), num_groups, bool(is_sfa), disable_ue8m0_cast,
+                                         psum_layout))
         return bundled
 
     def repaired(sf: Any, mn: int, k: int, recipe: tuple[int, ...], num_groups: Any, is_sfa: Any,
-                 disable_ue8m0_cast: bool) -> Any:
-        return _repair_copy(sf, target(sf, mn, k, recipe, num_groups, is_sfa, disable_ue8m0_cast))
+                 disable_ue8m0_cast: bool, psum_layout: Any) -> Any:
+        return _repair_copy(sf, call(sf, mn, k, recipe, num_groups, is_sfa, disable_ue8m0_cast, psum_layout))
     return repaired
+
+
+def _bind_forwarding(call: UpstreamCall) -> Callable[..., Any]:
+    """The upstream function of ``call``, taking ``psum_layout`` after its declared positional arguments."""
+    positional = call.positional if call.positional != ("*",) else ("sf",)
+    return bind(_binding.upstream(call), call.caller, positional + ("psum_layout",), len(positional), (_PSUM_LAYOUT,),
+                {}, release_label())
+
+
+def _scale_argument(fn: str, sf: Any, a: Any) -> Any:
+    """The scale tensor, given as ``sf`` or as ``a`` (the bundled schema's name)."""
+    value = spelled(fn, "sf", sf, "a", a)
+    if value is None:
+        raise bad(fn, "sf", "a float32 (mn, k) or (g, mn, k) scale tensor", "nothing")
+    return value
 
 
 _B = _binding.Slots(
     transform_sf_into_required_layout=_bind_transform,
     get_mn_major_tma_aligned_tensor=lambda: _bind_layout(_MN_MAJOR),
-    get_mn_major_tma_aligned_packed_ue8m0_tensor=lambda: _bind_layout(_MN_MAJOR_PACKED),
+    get_mn_major_tma_aligned_packed_ue8m0_tensor=lambda: _bind_packed(),
 )
 
 

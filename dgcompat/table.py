@@ -96,16 +96,16 @@ ROWS: tuple[Row, ...] = (
     Row("pdl", ANY, "", None, "absent", "bundled copies and sgl-deep-gemm<0.1.1 have no PDL switch",
         "bundles and 0.1.0 are unsupported", "presence", "set_pdl|_C.set_pdl", _PDL_PROBE),
     # --- dense + grouped GEMMs -----------------------------------------------------------------
-    # Read by resolve() (UPSTREAM_IDENTITY): only where the 4th parameter is named m_indices does the upstream
-    # function take the stable signature's keyword call.
+    # Informative: dgcompat passes the layout tensor by position and takes it under both names.
     Row("contiguous_layout_param", BUNDLED, "", "m_indices",
         "m_grouped_fp8_gemm_nt_contiguous(a, b, d, m_indices, ...)", "bundled schema keeps the old name",
-        "bundles are unsupported"),
+        "bundles are unsupported", informative=True),
     Row("contiguous_layout_param", REF, "", "m_indices", "dgcompat.reference: (a, b, d, m_indices, recipe=None)", "-",
-        "never"),
+        "never", informative=True),
     Row("contiguous_layout_param", ANY, "", "grouped_layout",
         "m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, grouped_layout, ...): keyword m_indices is a TypeError",
-        "upstream DeepGEMM 2.3 renamed m_indices to grouped_layout", "never (dgcompat passes it positionally)"),
+        "upstream DeepGEMM 2.3 renamed m_indices to grouped_layout", "never (dgcompat passes it positionally)",
+        informative=True),
     Row("ensure_zero_padding_position", SGL, ">=0.1.4", 10,
         "(a, b, d, grouped_layout, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, use_psum_layout, "
         "ensure_zero_padding, expected_m_for_psum_layout)",
@@ -497,9 +497,8 @@ UPSTREAM_IDENTITY: Mapping[str, tuple[str, Any] | None] = MappingProxyType({
     "get_num_sms": None,
     "set_num_sms": None,
     "m_grouped_bf16_gemm_nt_masked": None,
-    # The stable signature names the 4th parameter m_indices (and takes it by keyword).
-    "m_grouped_fp8_gemm_nt_contiguous": ("contiguous_layout_param", "m_indices"),
-    "m_grouped_bf16_gemm_nt_contiguous": ("contiguous_layout_param", "m_indices"),
+    # Not the grouped contiguous GEMMs: the stable functions take the layout tensor under both of its upstream
+    # names (m_indices, grouped_layout), which no release's function does.
     # Not the layout functions: dgcompat checks their results for collapsed strides on every release.
 })
 

@@ -316,7 +316,9 @@ def fp8_paged_mqa_logits(q, fused_kv_cache, weights, context_lens, block_table, 
 
 def transform_sf_into_required_layout(sf, mn, k, recipe, num_groups=None, is_sfa=False, disable_ue8m0_cast=False):
     assert isinstance(is_sfa, bool), "is_sfa must be a bool"
-    return _R.transform_sf_into_required_layout(sf, mn, k, tuple(recipe), num_groups=num_groups, is_sfa=is_sfa)
+    # The bundled schema's plain bool is read only with a 3-element recipe (no "must be absent" assertion).
+    return _R.transform_sf_into_required_layout(sf, mn, k, tuple(recipe), num_groups=num_groups,
+                                                is_sfa=is_sfa if len(recipe) == 3 else None)
 '''
 
 FAMILIES = {

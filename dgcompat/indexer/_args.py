@@ -48,6 +48,16 @@ def check_paged(fn: str, q: Any, kv_cache: Any, weights: Any, lens: Any, block_t
     if kv_cache.shape[2] != 1 or kv_cache.shape[3] != d + 4:
         raise bad(fn, "kv_cache", f"(num_blocks, block_kv, 1, D + 4 = {d + 4}) packed FP8 values + float32 scale",
                   kv_cache)
+    # The kernels read q, weights and each cache block densely (host asserts q.is_contiguous(),
+    # weights.is_contiguous(), kv_cache.stride(1) == D + 4, stride(3) == 1 and a 4-byte aligned block stride).
+    if not q.is_contiguous():
+        raise bad(fn, "q", "a contiguous tensor (the kernels assert it)", q, hint="pass q.contiguous()")
+    if not weights.is_contiguous():
+        raise bad(fn, "weights", "a contiguous tensor (the kernels assert it)", weights,
+                  hint="pass weights.contiguous()")
+    if kv_cache.stride(3) != 1 or kv_cache.stride(1) != d + 4 or kv_cache.stride(0) % 4:
+        raise bad(fn, "kv_cache", f"dense blocks: stride(1) == D + 4 = {d + 4}, stride(3) == 1 and a block stride "
+                  f"that is a multiple of 4", kv_cache)
     if tuple(weights.shape) != (rows, h):
         raise bad(fn, "weights", f"shape (B*next_n, H) = ({rows}, {h})", weights)
     if caps.paged_heads and h not in caps.paged_heads:

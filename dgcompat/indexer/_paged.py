@@ -25,9 +25,9 @@ if TYPE_CHECKING:
 __all__ = ["get_paged_mqa_logits_metadata", "fp8_paged_mqa_logits", "CALLS"]
 
 
-def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num_sms: int | None = None, *,
-                                  out: torch.Tensor | None = None,
-                                  indices: torch.Tensor | None = None) -> torch.Tensor:
+def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num_sms: int | None = None,
+                                  indices: torch.Tensor | None = None, *,
+                                  out: torch.Tensor | None = None) -> torch.Tensor:
     """Build the paged-MQA schedule: int32 ``(num_sms + 1, 2)``.
 
     - ``context_lens``: int32, contiguous, ``(B,)``, ``(B, next_n)`` or ``(B*next_n, 1)`` (see
@@ -79,8 +79,8 @@ def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num
 
 def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor,
                          context_lens: torch.Tensor, block_table: torch.Tensor, schedule_meta: torch.Tensor,
-                         max_context_len: int, *, clean_logits: bool = False,
-                         indices: torch.Tensor | None = None, logits_dtype: torch.dtype | None = None) -> torch.Tensor:
+                         max_context_len: int, clean_logits: bool = False, indices: torch.Tensor | None = None,
+                         logits_dtype: torch.dtype | None = None) -> torch.Tensor:
     """Indexer logits over a paged FP8 KV cache, for ``next_n`` query rows per sequence.
 
     - ``q``: float8_e4m3fn ``(B, next_n, H, D)`` or ``(N, H, D)``.

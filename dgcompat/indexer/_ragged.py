@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from .. import _binding
 from .._backend import load
 from .._calls import UpstreamCall
-from .._checks import FP8_DTYPE_NAMES, as_torch, bad, release_label, tensor, translate
+from .._checks import FP8_DTYPE_NAMES, as_torch, bad, release_label, spelled, tensor, translate
 from ..errors import UnsupportedFeatureError
 from ..table import capabilities
 from . import _sm100
@@ -173,17 +173,28 @@ def diagnose_mqa(q: Any, kv: Any, weights: Any, ks: Any, ke: Any, max_seqlen_k: 
     for name, t in (("kv[0]", k), ("kv[1]", k_sf), ("weights", weights), ("ks", ks), ("ke", ke)):
         if t.device != q.device:
             raise bad(fn, name, f"on {q.device} like q", t)
+    # The kernels read these densely (host asserts is_contiguous() on q, the keys, their scales and the
+    # bounds, weights.stride(1) == 1).
+    for name, t in (("q", q), ("kv[0]", k), ("kv[1]", k_sf), ("ks", ks), ("ke", ke)):
+        if not t.is_contiguous():
+            raise bad(fn, name, "a contiguous tensor (the kernels assert it)", t, hint=f"pass {name}.contiguous()")
+    if weights.stride(1) != 1 and weights.shape[1] != 1:
+        raise bad(fn, "weights", "rows with stride(1) == 1", weights, hint="pass weights.contiguous()")
     check_max_seqlen_k(fn, max_seqlen_k)
 
 
 def fp8_mqa_logits(q: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor], weights: torch.Tensor,
-                   ks: torch.Tensor, ke: torch.Tensor, *, clean_logits: bool = False,
-                   max_seqlen_k: int | None = None, logits_dtype: torch.dtype | None = None) -> torch.Tensor:
+                   ks: torch.Tensor | None = None, ke: torch.Tensor | None = None, clean_logits: bool = False,
+                   max_seqlen_k: int | None = None, logits_dtype: torch.dtype | None = None, *,
+                   cu_seq_len_k_start: torch.Tensor | None = None,
+                   cu_seq_len_k_end: torch.Tensor | None = None) -> torch.Tensor:
     """Indexer logits over ragged keys: ``out[i, j] = sum_h weights[i, h] * relu(q[i, h] . k[j] * k_scale[j])``.
 
     - ``q``: float8_e4m3fn ``(Nq, H, D)``; ``kv``: ``(k float8_e4m3fn (Nk, D), k_scale float32 (Nk,))``;
       ``weights``: float32 ``(Nq, H)``; ``ks``/``ke``: int32 ``(Nq,)``, query ``i`` sees keys ``[ks[i], ke[i])``
-      with ``0 <= ks[i]`` and ``ke[i] <= Nk``.
+      with ``0 <= ks[i]`` and ``ke[i] <= Nk`` (required; ``cu_seq_len_k_start`` / ``cu_seq_len_k_end``, their
+      names in the bundled copies and ``fp8_fp4_mqa_logits``, are the same parameters). The parameters sit in
+      the releases' positions (``clean_logits`` sixth, ``max_seqlen_k`` seventh).
     - Returns float32 ``(Nq, Nk)`` (or ``(Nq, max_seqlen_k)`` compressed, column ``j`` = key ``ks[i] + j``,
       when ``max_seqlen_k`` is given). Entries outside a query's range are ``-inf`` with ``clean_logits=True``
       (emulated where the release cannot do it, e.g. together with ``max_seqlen_k``), unspecified otherwise.
@@ -196,6 +207,8 @@ def fp8_mqa_logits(q: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor], weigh
       float32 everywhere, anything else an :class:`~dgcompat.errors.UnsupportedFeatureError`.
     - Head counts the kernels are not built for are zero-padded internally.
     """
+    if ks is None or ke is None or cu_seq_len_k_start is not None or cu_seq_len_k_end is not None:
+        ks, ke = key_ranges(ks, ke, cu_seq_len_k_start, cu_seq_len_k_end)
     if max_seqlen_k is not None:
         check_max_seqlen_k("fp8_mqa_logits", max_seqlen_k)
     if logits_dtype is not None:
@@ -204,6 +217,17 @@ def fp8_mqa_logits(q: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor], weigh
         return B.mqa(q, kv, weights, ks, ke, clean_logits, max_seqlen_k)
     except Exception as exc:
         translate("fp8_mqa_logits", exc, diagnose_mqa, q, kv, weights, ks, ke, max_seqlen_k)
+
+
+def key_ranges(ks: Any, ke: Any, start: Any, end: Any) -> tuple[Any, Any]:
+    """``(ks, ke)`` given under their names or as ``cu_seq_len_k_start`` / ``cu_seq_len_k_end``; both required."""
+    fn = "fp8_mqa_logits"
+    ks = spelled(fn, "ks", ks, "cu_seq_len_k_start", start)
+    ke = spelled(fn, "ke", ke, "cu_seq_len_k_end", end)
+    for name, value in (("ks", ks), ("ke", ke)):
+        if value is None:
+            raise bad(fn, name, "an int32 (Nq,) tensor of key bounds", "nothing")
+    return ks, ke
 
 
 def mqa_logits_as(q: Any, kv: Any, weights: Any, ks: Any, ke: Any, clean: bool, max_k: int | None,
