@@ -21,6 +21,7 @@ import timeit
 from typing import Any, Callable
 
 from .cases import Case, build_cases, calibration_cases, cycle
+from .stand_in import owner
 
 __all__ = ["time_statement", "measure", "main"]
 
@@ -34,8 +35,10 @@ _CONTRACT: dict[str, dict[str, tuple[bool, str]]] = {
                     "*": (False, "no alpha= / epilogue= parameter (0.2.0 / 0.2.5 add them)")},
     "bf16_gemm_nt": {"0.2.5": (True, "the same parameters in the same positions, returns None"),
                      "*": (False, "no alpha= / epilogue= parameter (0.2.0 / 0.2.5 add them)")},
-    "m_grouped_fp8_gemm_nt_contiguous": {"*": (False, "keyword m_indices= is a TypeError (grouped_layout)")},
-    "m_grouped_bf16_gemm_nt_contiguous": {"*": (False, "keyword m_indices= is a TypeError (grouped_layout)")},
+    "m_grouped_fp8_gemm_nt_contiguous": {"*": (False, "the stable function takes the layout as m_indices= and "
+                                                      "grouped_layout=; every release takes one of the two")},
+    "m_grouped_bf16_gemm_nt_contiguous": {"*": (False, "the stable function takes the layout as m_indices= and "
+                                                       "grouped_layout=; every release takes one of the two")},
     "m_grouped_fp8_gemm_nt_masked": {
         "0.1.4": (False, "only the fp8_m_grouped_* alias; returns the raw native result"),
         "*": (False, "no overlap= parameter (stable: UnsupportedFeatureError, upstream: TypeError)"),
@@ -166,8 +169,9 @@ def run(version: str, *, rounds: int, calls: int, alloc_calls: int, cpu: int | N
     from dgcompat import _tooling
 
     rel = dgcompat.release()
-    if str(rel.version) != version or rel.dist != "sgl-deep-gemm":
-        raise SystemExit(f"expected the sgl-deep-gemm {version} stand-in, found {rel.label}")
+    dist, dist_version = owner(version)
+    if str(rel.version) != dist_version or rel.dist != dist:
+        raise SystemExit(f"expected the {dist} {dist_version} stand-in, found {rel.label}")
     up = _tooling.load_backend()
     caps = dgcompat.capabilities()
     cases = build_cases(dgcompat, up)

@@ -7,9 +7,10 @@ every release has and the value that does exactly what a release without it does
 op schema or a pybind docstring), and :func:`bind` builds what a stable function calls:
 
 - the upstream function itself where its parameters sit in the stable positions (no extra frame);
-- otherwise an adapter that passes the parameters the release has by keyword, drops those whose value
-  is exactly the release's own behaviour, and raises :class:`~dgcompat.errors.UnsupportedFeatureError`
-  naming the parameter and the release for any other value.
+- otherwise an adapter, written for the release when it binds, that passes the parameters the release has
+  (by position where they follow in its own order, else by keyword), drops those whose value is exactly
+  the release's own behaviour, and raises :class:`~dgcompat.errors.UnsupportedFeatureError` naming the
+  parameter and the release for any other value.
 
 ``compiled_dims`` differs in its default (``''`` on sgl-deep-gemm's dense GEMMs, ``'nk'`` upstream): its
 stable default None means the release's own default, which :func:`parameter_default` reads at bind
@@ -49,10 +50,6 @@ class Param:
     name: str
     absent: Any
     why: str = ""
-
-
-def _same(value: Any, absent: Any) -> bool:
-    return bool(value is absent or (type(value) is type(absent) and value == absent))
 
 
 _DOC_SIGNATURE = re.compile(r"^\s*\w+\((.*)\)")
@@ -157,14 +154,15 @@ def _name_ok(declared: str, found: str) -> bool:
 
 
 def bind(fn: Callable[..., Any], caller: str, positional: tuple[str, ...], common: int,
-         params: tuple[Param, ...], defaults: dict[str, Any], release: str) -> Callable[..., Any]:
+         params: tuple[Param, ...], defaults: dict[str, Any], release: str,
+         keywords: tuple[str, ...] = ()) -> Callable[..., Any]:
     """What ``caller`` calls on this release, always by position with the arguments ``positional`` names.
 
     ``positional[:common]`` are taken in these positions by every release; ``params`` declares the rest
     (in ``positional`` order). ``defaults``: the value the stable function substitutes for each
     :data:`RELEASE_DEFAULT` parameter (read from ``fn``). Returns ``fn`` itself where its parameters sit
-    in these positions, else an adapter (see the module docstring); keywords the call site adds after
-    the positional arguments are passed through unchanged.
+    in these positions, else an adapter (see the module docstring); ``keywords``: the keyword arguments
+    the call site adds after the positional ones (passed through unchanged).
     """
     names = parameter_names(fn)
     tail = positional[common:]
@@ -173,19 +171,47 @@ def bind(fn: Callable[..., Any], caller: str, positional: tuple[str, ...], commo
         return fn
     have = frozenset(names or ())
     absent = {p.name: (defaults[p.name] if p.absent is RELEASE_DEFAULT else p.absent) for p in params}
-    fn_name = caller.removeprefix("dgcompat.")
+    return _adapter(fn, caller.removeprefix("dgcompat."), positional, common, names or (), have, absent, release,
+                    bool(keywords))
 
-    def forward(*args: Any, **extra: Any) -> Any:
-        for name, value in zip(tail, args[common:]):
-            if name in have:
-                extra[name] = value
-            elif not _same(value, absent[name]):
-                raise UnsupportedFeatureError(fn_name, f"{name}={value!r}", release,
-                                              hint=f"This release has no {name} parameter")
-        return fn(*args[:common], **extra)
 
+def _adapter(fn: Callable[..., Any], fn_name: str, positional: tuple[str, ...], common: int,
+             names: tuple[str, ...], have: frozenset[str], absent: dict[str, Any], release: str,
+             extra: bool) -> Callable[..., Any]:
+    """The adapter of :func:`bind`, written out for this release: one function whose body tests exactly the
+    parameters the release lacks (an identity test for None / True / False, else type and value) and calls
+    ``fn`` with the ones it has, by position where they follow the common ones in ``fn``'s own order, else
+    by keyword. Generated once, when the stable function binds (as :mod:`dataclasses` writes ``__init__``),
+    so a call pays one frame and those tests, not a loop over every parameter."""
+    tail = positional[common:]
+    args = [f"p{i}" for i in range(len(positional))]
+    env: dict[str, Any] = {"_fn": fn, "_refuse": _refuser(fn_name, release)}
+    body = []
+    present = [(i, n) for i, n in zip(range(common, len(positional)), tail) if n in have]
+    for i, name in zip(range(common, len(positional)), tail):
+        if name in have:
+            continue
+        value = absent[name]
+        env[f"_a{i}"] = value
+        same = f"p{i} is _a{i}" if value is None or value is True or value is False else \
+            f"(p{i} is _a{i} or (type(p{i}) is type(_a{i}) and p{i} == _a{i}))"
+        body.append(f"    if not ({same}):\n        _refuse({name!r}, p{i})")
+    by_position = [n for _, n in present] == list(names[common:common + len(present)])
+    passed = args[:common] + [f"p{i}" if by_position else f"{n}=p{i}" for i, n in present]
+    rest = ["**extra"] if extra else []  # keyword arguments of the call site, only where it makes some
+    body.append(f"    return _fn({', '.join(passed + rest)})")
+    source = f"def forward({', '.join(args + rest)}):\n" + "\n".join(body) + "\n"
+    exec(compile(source, f"<dgcompat adapter of {fn_name}>", "exec"), env)  # noqa: S102 - generated above
+    forward: Callable[..., Any] = env["forward"]
     forward.__name__ = f"{fn_name}_forward"
     return forward
+
+
+def _refuser(fn_name: str, release: str) -> Callable[[str, Any], None]:
+    def refuse(name: str, value: Any) -> None:
+        raise UnsupportedFeatureError(fn_name, f"{name}={value!r}", release,
+                                      hint=f"This release has no {name} parameter")
+    return refuse
 
 
 def release_default(fn: Any, name: str, fallback: Any) -> Any:
@@ -203,4 +229,4 @@ def bind_call(fn: Callable[..., Any], call: UpstreamCall, params: tuple[Param, .
     dims = release_default(fn, "compiled_dims", fallback)
     setattr(store, name, dims)
     return bind(fn, call.caller, call.positional + tuple(p.name for p in params), len(call.positional), params,
-                {"compiled_dims": dims}, release)
+                {"compiled_dims": dims}, release, call.keywords)
