@@ -18,9 +18,10 @@ from typing import Callable, Sequence
 
 import pytest
 
-from dgcompat_conformance import cli, conform, contract, doctor, pins
+from dgcompat_conformance import cli, conform, doctor, pins
 from dgcompat_conformance.gpu import process_checks, runner, upstream_tests
 from dgcompat_conformance.harness.releases import release_problem
+from dgcompat_conformance.intake import host_asserts as contract
 from dgcompat_conformance.intake import newest
 from dgcompat_conformance.surface import cli as surface_cli
 
@@ -207,7 +208,7 @@ def test_malformed_argument_is_a_usage_error(command: str, argv: list[str], opti
 
 
 @pytest.mark.parametrize("argv", [
-    ["-m", "dgcompat_conformance.contract", "LIB", "LIB", "--before-release", "0.2.5", "--after-release",
+    ["-m", "dgcompat_conformance.intake.host_asserts", "LIB", "LIB", "--before-release", "0.2.5", "--after-release",
      "sglang-kernal==0.4.2"],
     ["-m", "dgcompat", "pin", "--release", "0.1.4", "--certificates", "FILE"],
     ["-m", "dgcompat_conformance.gpu.runner", "--table", "--docs", "DIR"],

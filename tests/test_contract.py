@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from dgcompat_conformance import contract, intake
+from dgcompat_conformance import intake
+from dgcompat_conformance.intake import host_asserts as contract
 from dgcompat_conformance.surface import SurfaceError
 from dgcompat_conformance.surface.native import host_assert_texts
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dgcompat_conformance.harness.contract_rules import rules_from_asserts
+from dgcompat_conformance.harness.indexer_rules import rules_from_asserts
 from dgcompat_conformance.harness.releases import parse_release
 
 WHEELS = Path.home() / ".cache" / "dgcompat" / "wheels"

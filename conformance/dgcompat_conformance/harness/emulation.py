@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .contract_rules import IndexerRules
+from .indexer_rules import IndexerRules
 
 __all__ = [
     "StandInHang",

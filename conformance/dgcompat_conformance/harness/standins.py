@@ -383,7 +383,7 @@ def install(workdir: Path, *, dist: str, version: str, arch: str = "sm90", ffi_r
         era = "torch-library"
     device_sms = 132 if arch == "sm90" else 148
     from ..surface.native import host_assert_texts
-    from .contract_rules import rules_from_asserts
+    from .indexer_rules import rules_from_asserts
 
     rules = rules_from_asserts(host_assert_texts(lib.read_bytes()))  # the binary's own indexer conditions
     profile = Profile(dist=dist, version=version, flavor=flavor, binding=era, arch=arch, device_sms=device_sms,

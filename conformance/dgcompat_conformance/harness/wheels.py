@@ -51,6 +51,10 @@ def fetch_wheel(spec: ReleaseSpec, *, directory: Path | None = None, timeout: fl
         if problem is not None:
             raise FetchError(f"wheel file {spec.wheel} is {problem}")
         return spec.wheel
+    if directory is None and spec.vendored:
+        engine = find_cached_wheel(spec)  # an engine wheel kept in $DGCOMPAT_CACHE/<dist>
+        if engine is not None and wheelcache.verify_zip(engine) is None:
+            return engine
     return wheelcache.fetch(spec.dist, spec.version, directory=directory, timeout=timeout)
 
 

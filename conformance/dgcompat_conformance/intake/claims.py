@@ -195,7 +195,7 @@ NOT_SURFACE_VISIBLE: Mapping[str, str] = {
                            "(per SM family)",
     "paged_heads": "architecture-dependent: the head counts the kernel templates are instantiated for",
     "paged_block_kv": "architecture-dependent host asserts of the native library (the native-contract intake, "
-                      "dgcompat_conformance.contract, maps their changes)",
+                      "dgcompat_conformance.intake.host_asserts, maps their changes)",
     "indexer_inputs": "architecture-dependent host asserts of the native library (MX scales, bf16 weights on SM100); "
                       "the native-contract intake maps their changes",
     "mqa_uncompressed": "a host assert of the native library (max_seqlen_k > 0); the native-contract intake maps "

@@ -293,7 +293,7 @@ def latest(*, version: str | None = None, baseline: str | None = None, index_url
         say(f"intake: running the CPU tier for {newest}")
         tier = run_cpu_tier(newest, out_dir=out_dir or results_dir("conform"), timeout=timeout)
     # The native contract (host asserts of both _C.so): a change nothing covers is never "safe".
-    from ..contract import latest_findings
+    from .host_asserts import latest_findings
 
     native = latest_findings(base, newest)
     rows_needed += native.notes

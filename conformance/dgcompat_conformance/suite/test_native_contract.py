@@ -1,7 +1,7 @@
 """The indexer's per-architecture native contract through dgcompat (run with ``--arch sm90/sm100/sm120``).
 
 On the CPU tier the stand-ins enforce the conditions read from the release's own host asserts
-(``harness.contract_rules``): MX scale factors and bf16 weights on SM100 for sgl-deep-gemm 0.2.5 and
+(``harness.indexer_rules``): MX scale factors and bf16 weights on SM100 for sgl-deep-gemm 0.2.5 and
 upstream 2.8, the per-arch ``block_kv`` and head lists. dgcompat must keep its contract there
 (FP8 q, float32 logits) by adapting, or refuse with a typed error that names what the release
 requires; never let the release's assert through, never return a different result silently.

@@ -12,8 +12,8 @@ data), to an entry point dgcompat does not wrap (**outside**), or to **needs rev
 condition maps to no capability, or to one whose answer did not change. ``dgcompat conform
 --latest`` never says "safe" while a change needs review.
 
-    python -m dgcompat_conformance.contract 0.2.3.post2 0.2.5      # releases from the wheel cache
-    python -m dgcompat_conformance.contract A.whl path/to/deep_gemm_folder --after-release deep-gemm==2.8.1
+    python -m dgcompat_conformance.intake.host_asserts 0.2.3.post2 0.2.5      # releases from the wheel cache
+    python -m dgcompat_conformance.intake.host_asserts A.whl path/to/deep_gemm_folder --after-release deep-gemm==2.8.1
 """
 
 from __future__ import annotations
@@ -31,11 +31,11 @@ from packaging.version import Version
 from dgcompat.detection import UPSTREAM_NAMES, Release
 from dgcompat.table import Capabilities, compute, lookup
 
-from ._args import parse, release_source, typed, usage_error
-from .harness.releases import KNOWN_DISTS, VENDORED_FACTS, parse_release, release_problem
-from .surface import SurfaceError, resolve_wheel
-from .surface._sources import read_wheel
-from .surface.native import host_assert_texts
+from .._args import parse, release_source, typed, usage_error
+from ..harness.releases import KNOWN_DISTS, VENDORED_FACTS, parse_release, release_problem
+from ..surface import SurfaceError, resolve_wheel
+from ..surface._sources import read_wheel
+from ..surface.native import host_assert_texts
 
 __all__ = ["NativeContract", "AssertChange", "CONTRACT_MAP", "OUTSIDE", "contract_of", "compare", "render",
            "release_for", "latest_findings", "main"]
@@ -242,7 +242,7 @@ def latest_findings(baseline: str, newest: str) -> Findings:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the native-contract report of two releases; exit 1 when a change needs review."""
-    p = argparse.ArgumentParser(prog="python -m dgcompat_conformance.contract", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m dgcompat_conformance.intake.host_asserts", description=__doc__.split("\n\n")[0])
     p.add_argument("before", type=release_source, help="version in the wheel cache, wheel file or deep_gemm folder")
     p.add_argument("after", type=release_source, help="version in the wheel cache, wheel file or deep_gemm folder")
     p.add_argument("--before-release", type=typed(release_for),
