@@ -264,7 +264,7 @@ ROWS: tuple[Row, ...] = (
     # What the indexer kernels take on each architecture. "fp8-f32": FP8 q (no scale), float32
     # per-token KV scales, float32 weights, float32 logits (the stable contract). "mx-bf16": q
     # with packed-UE8M0 int32 MX scales (one int32 per 128 values), MX KV scales, bf16 weights,
-    # bf16 logits; see dgcompat._sm100 for what dgcompat does there.
+    # bf16 logits; see dgcompat.indexer._sm100 for what dgcompat does there.
     Row("indexer_inputs", REF, "", {"sm90": "fp8-f32", "sm100": "fp8-f32", "sm120": "fp8-f32", OTHER_ARCH: "fp8-f32"}, "-", "-", "never"),
     Row("indexer_inputs", SGL, ">=0.2.5", {"sm90": "fp8-f32", "sm100": "mx-bf16", "sm120": "fp8-f32", OTHER_ARCH: "fp8-f32"},
         "SM100: fp8_fp4_*mqa_logits((q, q_sf int32 UE8M0), ...) with bf16 weights -> bf16 logits",

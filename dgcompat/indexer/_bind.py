@@ -57,7 +57,7 @@ def bind_paged() -> Callable[..., Any]:
     result to a torch tensor.
     """
     target, name, caps = bind_paged_common()
-    if caps.indexer_inputs == "mx-bf16":  # SM100 MX/bf16 contract of 0.2.5 / 2.8.x: dgcompat._sm100
+    if caps.indexer_inputs == "mx-bf16":  # SM100 MX/bf16 contract of 0.2.5 / 2.8.x: dgcompat.indexer._sm100
         return _sm100.paged_refusal("fp8_paged_mqa_logits", str(caps.arch), caps.paged_heads, caps.paged_block_kv)
     if name == "fp8_fp4_paged_mqa_logits":
         # (q, q_sf) pair: a bare q hits the torch.Tensor(...) TypeError in releases before 0.2.0.

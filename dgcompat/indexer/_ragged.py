@@ -34,7 +34,7 @@ def bind_mqa() -> Callable[..., Any]:
     as_tensor = caps.raw_ffi_returns
     heads = caps.paged_heads
     pair = caps.mqa_q_form == "pair"  # 2.8.1 indexes q[0], q[1] unchecked: never pass a bare q
-    if caps.indexer_inputs == "mx-bf16":  # SM100 MX/bf16 contract of 0.2.5 / 2.8.x: dgcompat._sm100
+    if caps.indexer_inputs == "mx-bf16":  # SM100 MX/bf16 contract of 0.2.5 / 2.8.x: dgcompat.indexer._sm100
         mx = _sm100.ragged_mqa(fn, target, lambda q, w: pad_heads(fn, q, w, heads), str(caps.arch))
         return spreading(mx, ("float32", "bfloat16")) if caps.mqa_uncompressed == "emulated" else mx
 
