@@ -37,41 +37,23 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dgcompat.jit_warmup.cache import entries as _entries
+from dgcompat.jit_warmup.presets import DEEPSEEK_V3_DENSE, DEEPSEEK_V3_SAMPLED_MS, dense_shapes, layer_set
+from dgcompat.jit_warmup.spec import MPolicy, WarmupSpec, plan_calls
 from dgcompat_conformance.results import results_dir
 
 REPO = Path(__file__).resolve().parent.parent
-SHAPES: tuple[tuple[int, int], ...] = (
-    (2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048),
-)
-MS: tuple[int, ...] = tuple(sorted({2 ** i for i in range(13)} | set(range(7, 257, 7))))
+SHAPES: tuple[tuple[int, int], ...] = DEEPSEEK_V3_DENSE
+MS: tuple[int, ...] = DEEPSEEK_V3_SAMPLED_MS
 
 
-def _spec(shapes: int) -> Any:
-    from dgcompat import DenseGemm, MPolicy, WarmupSpec
-
-    return WarmupSpec(tuple(DenseGemm(n, k) for n, k in SHAPES[:shapes]), MPolicy.values(MS))
+def _spec(shapes: int) -> WarmupSpec:
+    return WarmupSpec(dense_shapes(shapes), MPolicy.values(MS))
 
 
-def _layer_set() -> Any:
-    """A whole DeepSeek-V3(.2) layer set per rank of an EP-8 deployment: the dense GEMMs, the MoE GEMMs
-    (32 local experts, gate-up 4096x7168 and down 7168x2048) contiguous (prefill) and masked (decode,
-    256 rows per expert), and the indexer (64 heads of 128, 64-token blocks, next_n 1 and 2)."""
-    from dgcompat import DenseGemm, GroupedGemm, MPolicy, PagedIndexer, WarmupSpec
-    from dgcompat.jit_warmup import Shape
-
-    moe = ((32, 4096, 7168), (32, 7168, 2048))
-    shapes: tuple[Shape, ...] = (*(DenseGemm(n, k) for n, k in SHAPES),
-              *(GroupedGemm(e, n, k, "contiguous") for e, n, k in moe),
-              *(GroupedGemm(e, n, k, "masked", max_m=256) for e, n, k in moe),
-              PagedIndexer(64, 128, 64, 1), PagedIndexer(64, 128, 64, 2))
-    return WarmupSpec(shapes, MPolicy.values(MS))
-
-
-def _entries(cache: Path) -> list[str]:
-    try:
-        return sorted(p.name for p in (cache / "cache").iterdir() if p.name.startswith("kernel."))
-    except FileNotFoundError:
-        return []
+def _layer_set() -> WarmupSpec:
+    """A whole DeepSeek-V3(.2) layer set per rank of an EP-8 deployment (:func:`dgcompat.jit_warmup.presets.layer_set`)."""
+    return layer_set(MPolicy.values(MS))
 
 
 # ---- children -----------------------------------------------------------------------------------
@@ -80,11 +62,10 @@ def _child_calls(shapes: int, cache: str) -> dict[str, Any]:
     """Every call of the spec, serially, in this process (``DG_JIT_CACHE_DIR`` = ``cache``)."""
     t_start = time.perf_counter()
     os.environ["DG_JIT_CACHE_DIR"] = cache
-    from dgcompat import jit_warmup as W
-    from dgcompat._warmup.calls import Runner
+    from dgcompat.jit_warmup.calls import Runner
 
     runner = Runner(0)
-    calls = W.plan_calls(_spec(shapes))
+    calls = plan_calls(_spec(shapes))
     t0 = time.perf_counter()
     for c in calls:
         runner.run(c.shape, c.m)

@@ -15,8 +15,11 @@ import pytest
 
 import dgcompat
 from dgcompat import jit_warmup as W
-from dgcompat._warmup.worker import STAND_IN, lock_kernel, read_log
 from dgcompat.errors import BadArgumentError, DeepGemmUnavailableError, UnsupportedFeatureError
+from dgcompat.jit_warmup import host as H
+from dgcompat.jit_warmup import spec as S
+from dgcompat.jit_warmup.cache import lock_kernel
+from dgcompat.jit_warmup.standin import STAND_IN, read_log
 
 from . import fake_jit
 from .conftest import write_dist
@@ -50,7 +53,7 @@ def test_plan_dedupes_and_applies_layout_rules() -> None:
     contiguous = W.GroupedGemm(4, 256, 512)
     masked = W.GroupedGemm(4, 256, 512, "masked", max_m=64)
     spec = W.WarmupSpec((dense, dense, contiguous, masked), W.MPolicy.values([3, 1, 3, 100, 200]))
-    calls = W.plan_calls(spec)
+    calls = S.plan_calls(spec)
     assert [c.m for c in calls if c.shape == dense] == [1, 3, 100, 200]
     assert [c.m for c in calls if c.shape == contiguous] == [128, 256]  # rounded to the alignment, deduped
     assert [c.m for c in calls if c.shape == masked] == [1, 3]  # expected_m <= max_m
@@ -66,25 +69,25 @@ def test_m_policies() -> None:
 
 
 def test_worker_memory_estimate() -> None:
-    small, big = (W.scratch_bytes(W.Call(W.DenseGemm(7168, 16384), m)) for m in (1, 4096))
+    small, big = (H.scratch_bytes(S.Call(W.DenseGemm(7168, 16384), m)) for m in (1, 4096))
     assert big > 4096 * 16384 > small
-    assert W.weight_bytes(W.DenseGemm(7168, 16384)) > 7168 * 16384
-    moe = [W.Call(W.GroupedGemm(32, 4096, 7168), 128), W.Call(W.GroupedGemm(32, 4096, 7168, "masked", max_m=8), 8)]
+    assert H.weight_bytes(W.DenseGemm(7168, 16384)) > 7168 * 16384
+    moe = [S.Call(W.GroupedGemm(32, 4096, 7168), 128), S.Call(W.GroupedGemm(32, 4096, 7168, "masked", max_m=8), 8)]
     # the two layouts share one (32, 4096, 7168) weight in a worker
-    assert W.worker_bytes(moe) < W.WORKER_OVERHEAD_BYTES + 2 * 32 * 4096 * 7168
+    assert H.worker_bytes(moe) < H.WORKER_OVERHEAD_BYTES + 2 * 32 * 4096 * 7168
 
 
 def test_default_processes(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(W, "_cpu_count", lambda: 16)
-    monkeypatch.setattr(W, "free_gpu_bytes", lambda device: None)
-    few = [W.Call(W.DenseGemm(256, 512), m) for m in range(1, 295)]
-    assert W.default_processes(few, 0, 16)[0] == 4  # a quarter of the cores
-    assert W.default_processes(few, 0, 2)[0] == 2  # never more than the compiles at once
-    many = [W.Call(W.DenseGemm(256, 512), m) for m in range(1, 6 * 4096 + 1)]
-    assert W.default_processes(many, 0, 16)[0] == 16  # long call lists: up to the cores
-    assert W.default_processes(few[:1], 0, 16)[0] == 1  # never more than the calls
-    monkeypatch.setattr(W, "free_gpu_bytes", lambda device: 3 * W.WORKER_OVERHEAD_BYTES)
-    assert W.default_processes(few, 0, 16)[0] == 2  # what fits in the free GPU memory
+    monkeypatch.setattr(H, "cpu_count", lambda: 16)
+    monkeypatch.setattr(H, "free_gpu_bytes", lambda device: None)
+    few = [S.Call(W.DenseGemm(256, 512), m) for m in range(1, 295)]
+    assert H.default_processes(few, 0, 16)[0] == 4  # a quarter of the cores
+    assert H.default_processes(few, 0, 2)[0] == 2  # never more than the compiles at once
+    many = [S.Call(W.DenseGemm(256, 512), m) for m in range(1, 6 * 4096 + 1)]
+    assert H.default_processes(many, 0, 16)[0] == 16  # long call lists: up to the cores
+    assert H.default_processes(few[:1], 0, 16)[0] == 1  # never more than the calls
+    monkeypatch.setattr(H, "free_gpu_bytes", lambda device: 3 * H.WORKER_OVERHEAD_BYTES)
+    assert H.default_processes(few, 0, 16)[0] == 2  # what fits in the free GPU memory
 
 
 # ---- the cache folder ----------------------------------------------------------------------------
@@ -120,7 +123,7 @@ def test_use_jit_cache_dir_is_stable(fake_site: Callable[..., Path], tmp_path: P
 def test_lock_is_exclusive_across_processes(tmp_path: Path) -> None:
     fd = lock_kernel(tmp_path, "abc", blocking=False)
     assert fd is not None
-    probe = ("import sys; from pathlib import Path; from dgcompat._warmup.worker import lock_kernel; "
+    probe = ("import sys; from pathlib import Path; from dgcompat.jit_warmup.cache import lock_kernel; "
              f"print(lock_kernel(Path({str(tmp_path)!r}), 'abc', blocking=False) is None)")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), *sys.path])}
     busy = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
@@ -133,7 +136,7 @@ def test_lock_is_exclusive_across_processes(tmp_path: Path) -> None:
 _CLAIMER = textwrap.dedent("""
     import os, sys, time
     from pathlib import Path
-    from dgcompat._warmup.worker import lock_kernel
+    from dgcompat.jit_warmup.cache import lock_kernel
     cache = Path(sys.argv[1])
     for ident in sys.argv[2:]:
         fd = lock_kernel(cache, ident, blocking=True)
@@ -225,7 +228,7 @@ def test_stand_in_compiles_only_the_named_kernel(stand_in: Callable[..., Any], t
 
 def test_stand_in_keeps_a_recipe_and_installs_what_the_parent_built(stand_in: Callable[..., Any], tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    from dgcompat._warmup.build import build, read_recipe
+    from dgcompat.jit_warmup.build import build, read_recipe
 
     monkeypatch.setenv("FAKE_NVCC_LOG", str(tmp_path / "nvcc.log"))  # the parent's build runs in this process
     monkeypatch.setenv("FAKE_NVCC_SECONDS", "0")
@@ -263,7 +266,7 @@ def test_stand_in_keeps_a_recipe_and_installs_what_the_parent_built(stand_in: Ca
 
 
 def test_a_recipe_is_pointed_at_its_own_build_folder(tmp_path: Path) -> None:
-    from dgcompat._warmup.build import Recipe, read_recipe, rewrite
+    from dgcompat.jit_warmup.build import Recipe, read_recipe, rewrite
 
     jit = "/cache/tmp/1234"
     recipe = Recipe("x", tmp_path / "source", f"{jit}/kernel.cu", f"{jit}/kernel.cubin",
@@ -331,8 +334,8 @@ def test_warmup_argument_errors(clean_dgcompat: None, monkeypatch: pytest.Monkey
 
 def test_cli_parses_and_reports(clean_dgcompat: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from dgcompat.jit_warmup.cli import _parser, build_spec
     from dgcompat_conformance.cli import main
-    from dgcompat_conformance.warmup_cli import _parser, build_spec
 
     spec = build_spec(_parser().parse_args(["--dense", "256,512", "--dense", "256,512,bf16", "--grouped",
                                             "8,256,512,masked,64", "--grouped", "8,256,512", "--indexer",
@@ -382,11 +385,12 @@ def _serve_all(jit: dict[str, Any], spec_code: str) -> str:
     code = textwrap.dedent(f"""
         import dgcompat
         from dgcompat import jit_warmup as W
-        from dgcompat._warmup.calls import Runner
+        from dgcompat.jit_warmup.calls import Runner
+        from dgcompat.jit_warmup.spec import plan_calls
         dgcompat.use_jit_cache_dir({str(jit['cache'])!r})
         spec = {spec_code}
         r = Runner(0)
-        for c in W.plan_calls(spec):
+        for c in plan_calls(spec):
             r.run(c.shape, c.m)
         print("served")
     """)
@@ -471,8 +475,8 @@ def test_compiles_start_on_the_first_report_and_phase_two_waits_for_every_lock(t
     import queue
     from concurrent.futures import ThreadPoolExecutor
 
-    from dgcompat._warmup import pool as P
-    from dgcompat._warmup.build import Outcome
+    from dgcompat.jit_warmup import pool as P
+    from dgcompat.jit_warmup.build import Outcome
 
     started: list[str] = []
 
@@ -484,7 +488,7 @@ def test_compiles_start_on_the_first_report_and_phase_two_waits_for_every_lock(t
 
     monkeypatch.setattr(P, "prepare_build", fake_build)
     (tmp_path / "dgcompat-locks").mkdir()
-    pool = P.Pool(W.plan_calls(SPEC), SPEC.m, workers=2, processes=2, device=0, cache=tmp_path, scratch=tmp_path,
+    pool = P.Pool(S.plan_calls(SPEC), SPEC.m, workers=2, processes=2, device=0, cache=tmp_path, scratch=tmp_path,
                   nvcc="nvcc", verify=True, out=None, timeout_s=None)
     work: queue.Queue[Any] = queue.Queue()
     builder = ThreadPoolExecutor(2)
@@ -514,11 +518,11 @@ def test_identification_order_meets_every_shape_and_m_range_first(tmp_path: Path
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Kernels change with M in steps, and all compiles start from the first reports: the first chunks the
     workers take must cover every shape and each shape's whole M range, and every call exactly once."""
-    from dgcompat._warmup import pool as P
+    from dgcompat.jit_warmup import pool as P
 
     ms = sorted({2 ** i for i in range(13)} | set(range(7, 257, 7)))
     spec = W.WarmupSpec(tuple(W.DenseGemm(n, 512) for n in (256, 512, 768)), W.MPolicy.values(ms))
-    calls = W.plan_calls(spec)
+    calls = S.plan_calls(spec)
     pool = P.Pool(calls, spec.m, workers=4, processes=4, device=0, cache=tmp_path, scratch=tmp_path,
                   nvcc="nvcc", verify=True, out=None, timeout_s=None)
     monkeypatch.setattr(P.random, "randrange", lambda n: 0)  # no rotation: the order itself is checked
@@ -533,7 +537,7 @@ def test_identification_order_meets_every_shape_and_m_range_first(tmp_path: Path
 
 
 def test_without_a_usable_recipe_the_workers_compile(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    from dgcompat._warmup import build as _warmup_build
+    from dgcompat.jit_warmup import build as _warmup_build
 
     monkeypatch.setattr(_warmup_build, "read_recipe", lambda folder: None)  # read by this (the calling) process
     report = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
@@ -618,7 +622,7 @@ def test_bench_render_and_checks() -> None:
 
 
 def test_a_recorded_warmup_returns_at_once(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(W, "nvidia_smi", lambda query, device: "NVIDIA H200, 9.0")  # the record needs a GPU model
+    monkeypatch.setattr(H, "nvidia_smi", lambda query, device: "NVIDIA H200, 9.0")  # the record needs a GPU model
     cold = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
     assert cold.method == "stand-in" and cold.compiled == 6
     again = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)

@@ -18,6 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..detection import release
+from . import host
+from .cache import entries, torch_version
+
 __all__ = ["key", "read", "write", "Done"]
 
 # The settings deep_gemm folds into compiler flags (or that change the compiler); the cache location,
@@ -28,6 +32,8 @@ _FLAG_VARIABLES = ("DG_JIT_CPP_STANDARD", "DG_JIT_DEBUG", "DG_JIT_PTXAS_VERBOSE"
 
 @dataclass(frozen=True)
 class Done:
+    """What the record of a complete warmup says."""
+
     calls: int
     kernels: int
     entries: int
@@ -38,19 +44,9 @@ def _folder(cache: Path) -> Path:
     return cache / "dgcompat-warmup"
 
 
-def _entries(cache: Path) -> list[str]:
-    try:
-        return sorted(p.name for p in (cache / "cache").iterdir() if p.name.startswith("kernel."))
-    except FileNotFoundError:
-        return []
-
-
 def key(spec: Any, nvcc: str, device: int) -> str | None:
     """The record's key, or None where the GPU model cannot be read without CUDA."""
-    from ..detection import release
-    from ..jit_warmup import _torch_version, nvidia_smi
-
-    gpu = nvidia_smi("name,compute_cap", device)
+    gpu = host.nvidia_smi("name,compute_cap", device)
     if gpu is None:
         return None
     try:
@@ -58,7 +54,7 @@ def key(spec: Any, nvcc: str, device: int) -> str | None:
         binary = f"{os.path.realpath(nvcc)}:{st.st_size}:{int(st.st_mtime)}"
     except OSError:
         return None
-    parts = [repr(spec), release().label, _torch_version(), binary, gpu,
+    parts = [repr(spec), release().label, torch_version(), binary, gpu,
              *(f"{v}={os.environ.get(v, '')}" for v in _FLAG_VARIABLES)]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
 
@@ -68,7 +64,7 @@ def read(cache: Path, k: str) -> Done | None:
     try:
         data = json.loads((_folder(cache) / f"{k}.json").read_text())
         listed = set(data["entries"])
-        if not listed or not listed <= set(_entries(cache)):
+        if not listed or not listed <= set(entries(cache)):
             return None
         return Done(int(data["calls"]), int(data["kernels"]), len(listed), str(data["finished"]))
     except (OSError, ValueError, KeyError, TypeError):
@@ -79,7 +75,7 @@ def write(cache: Path, k: str, *, calls: int, kernels: int) -> None:
     """Record a complete warmup (written to a temporary file, then renamed: readers never see half)."""
     folder = _folder(cache)
     folder.mkdir(parents=True, exist_ok=True)
-    data = {"calls": calls, "kernels": kernels, "entries": _entries(cache),
+    data = {"calls": calls, "kernels": kernels, "entries": entries(cache),
             "finished": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
     tmp = folder / f".{k}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(data, indent=1))

@@ -13,7 +13,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..jit_warmup import DenseGemm, GroupedGemm, PagedIndexer, Shape, weight_key
+from ..gemm import bf16_gemm_nt, fp8_gemm_nt
+from ..indexer import fp8_paged_mqa_logits, get_paged_mqa_logits_metadata
+from ..moe import (
+    m_grouped_bf16_gemm_nt_contiguous,
+    m_grouped_bf16_gemm_nt_masked,
+    m_grouped_fp8_gemm_nt_contiguous,
+    m_grouped_fp8_gemm_nt_masked,
+)
+from ..table import arch_family, current_arch
+from .spec import DenseGemm, GroupedGemm, PagedIndexer, Shape, weight_key
 
 __all__ = ["Runner"]
 
@@ -30,12 +39,7 @@ class Runner:
     def __init__(self, device: int) -> None:
         import torch
 
-        import dgcompat
-
-        from ..table import arch_family, current_arch
-
         self.torch = torch
-        self.dg = dgcompat
         if torch.cuda.is_available():
             torch.cuda.set_device(device)
             self.device = torch.device("cuda", device)
@@ -104,37 +108,37 @@ class Runner:
         return torch.empty(dims, dtype=torch.bfloat16, device=self.device)
 
     def _dense(self, s: DenseGemm, m: int) -> None:
-        torch, dg = self.torch, self.dg
+        torch = self.torch
         a = self._act(s.dtype, (m, s.k), s.k, None)
         d = torch.empty((m, s.n), dtype=torch.bfloat16, device=self.device)
         if s.dtype == "fp8":
-            dg.fp8_gemm_nt(a, self._weight(s), d)
+            fp8_gemm_nt(a, self._weight(s), d)
         else:
-            dg.bf16_gemm_nt(a, self._weight(s), d)
+            bf16_gemm_nt(a, self._weight(s), d)
 
     def _grouped(self, s: GroupedGemm, m: int) -> None:
-        torch, dg = self.torch, self.dg
+        torch = self.torch
         b = self._weight(s)
         if s.layout == "contiguous":
             a = self._act(s.dtype, (m, s.k), s.k, None)
             d = torch.empty((m, s.n), dtype=torch.bfloat16, device=self.device)
             m_indices = torch.zeros((m,), dtype=torch.int32, device=self.device)
             if s.dtype == "fp8":
-                dg.m_grouped_fp8_gemm_nt_contiguous(a, b, d, m_indices)
+                m_grouped_fp8_gemm_nt_contiguous(a, b, d, m_indices)
             else:
-                dg.m_grouped_bf16_gemm_nt_contiguous(a, b, d, m_indices)
+                m_grouped_bf16_gemm_nt_contiguous(a, b, d, m_indices)
             return
         max_m = s.max_m or m
         a = self._act(s.dtype, (s.num_groups, max_m, s.k), s.k, s.num_groups)
         d = torch.empty((s.num_groups, max_m, s.n), dtype=torch.bfloat16, device=self.device)
         masked_m = torch.full((s.num_groups,), m, dtype=torch.int32, device=self.device)
         if s.dtype == "fp8":
-            dg.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, m)
+            m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, m)
         else:
-            dg.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, m)
+            m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, m)
 
     def _paged(self, s: PagedIndexer, batch: int) -> None:
-        torch, dg = self.torch, self.dg
+        torch = self.torch
         blocks = -(-s.context_len // s.block_kv)
         q = torch.empty((batch, s.next_n, s.num_heads, s.head_dim), dtype=torch.float8_e4m3fn, device=self.device)
         kv = torch.zeros((blocks, s.block_kv, 1, s.head_dim + 4), dtype=torch.uint8, device=self.device)
@@ -142,5 +146,5 @@ class Runner:
         lens = torch.full((batch, s.next_n), s.context_len, dtype=torch.int32, device=self.device)
         # Every sequence reads the same blocks: valid indices, and the cache stays small.
         table = torch.arange(blocks, dtype=torch.int32, device=self.device).expand(batch, blocks).contiguous()
-        schedule = dg.get_paged_mqa_logits_metadata(lens, s.block_kv)
-        dg.fp8_paged_mqa_logits(q, kv, weights, lens, table, schedule, s.context_len)
+        schedule = get_paged_mqa_logits_metadata(lens, s.block_kv)
+        fp8_paged_mqa_logits(q, kv, weights, lens, table, schedule, s.context_len)

@@ -7,26 +7,13 @@ import json
 import sys
 from typing import Sequence
 
-from dgcompat.errors import DgcompatError
-from dgcompat.jit_warmup import (
-    DenseGemm,
-    GroupedGemm,
-    MPolicy,
-    PagedIndexer,
-    Shape,
-    WarmupSpec,
-    jit_cache_dir,
-    warmup,
-)
+from ..errors import DgcompatError
+from .cache import jit_cache_dir
+from .entry import warmup
+from .presets import DEEPSEEK_V3_SAMPLED_MS, dense_shapes
+from .spec import DenseGemm, GroupedGemm, MPolicy, PagedIndexer, Shape, WarmupSpec
 
-__all__ = ["main", "build_spec", "DEEPSEEK_V3_DENSE", "DEEPSEEK_V3_SAMPLED_MS"]
-
-#: DeepSeek-V3's dense FP8 GEMMs (N, K).
-DEEPSEEK_V3_DENSE: tuple[tuple[int, int], ...] = (
-    (2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048),
-)
-#: The sampled M set of the DeepSeek-V3 preset: powers of two up to 4096 and every 7th M up to 256 (49 values).
-DEEPSEEK_V3_SAMPLED_MS: tuple[int, ...] = tuple(sorted({2 ** i for i in range(13)} | set(range(7, 257, 7))))
+__all__ = ["main", "build_spec", "parse_dense", "parse_grouped", "parse_indexer"]
 
 
 def _ints(text: str, what: str, count: tuple[int, ...]) -> list[str]:
@@ -73,9 +60,10 @@ def parse_indexer(text: str) -> PagedIndexer:
 
 
 def build_spec(opts: argparse.Namespace) -> WarmupSpec:
+    """The description the parsed options give."""
     shapes: list[Shape] = []
     if opts.preset == "deepseek-v3":
-        shapes += [DenseGemm(n, k) for n, k in DEEPSEEK_V3_DENSE]
+        shapes += dense_shapes()
     shapes += [parse_dense(t) for t in opts.dense]
     shapes += [parse_grouped(t) for t in opts.grouped]
     shapes += [parse_indexer(t) for t in opts.indexer]
@@ -123,6 +111,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``dgcompat warmup [options]``: 0 done, 1 the warmup failed, 2 bad usage."""
     parser = _parser()
     opts = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     if opts.print_cache_dir:

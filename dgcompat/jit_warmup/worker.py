@@ -1,107 +1,37 @@
-"""A warmup worker process: identifies calls' kernels, compiles them under per-kernel locks.
+"""A warmup worker process: identifies calls' kernels, installs what the calling process compiled, compiles
+under per-kernel locks.
 
-Started by :mod:`dgcompat._warmup.pool` with the ``spawn`` method; :func:`main` sets deep_gemm's
+Started by :mod:`dgcompat.jit_warmup.pool` with the ``spawn`` method; :func:`main` sets deep_gemm's
 environment before anything imports deep_gemm (its compiler reads ``DG_JIT_NVCC_COMPILER`` and
 ``DG_JIT_CACHE_DIR`` once, when the first kernel is built).
 
 ``DG_JIT_CACHE_DIR`` is a symbolic link owned by this worker. While identifying it points at an
-empty folder, so every call reaches the compiler and the stand-in records its first kernel; then
-the worker turns it to the shared cache once (deep_gemm resolves the path on every lookup) and
-compiles. A worker never identifies after that turn: deep_gemm's in-process table of loaded kernels
-is keyed by path, and a kernel loaded through the link would otherwise answer an identification.
-
-The stand-in (:data:`STAND_IN`) is told what to do by ``DGCOMPAT_WARMUP_MODE``, which deep_gemm's
-compiler command inherits from this process's environment at each call:
-
-- ``identify``: append ``identified <digest> <source>`` to ``DGCOMPAT_WARMUP_LOG`` and fail; the first
-  time this worker meets a digest, also keep its build recipe (the source and the compiler arguments)
-  in ``DGCOMPAT_WARMUP_RECIPES/<digest>/``, from which the parent compiles it without deep_gemm
-  (:mod:`dgcompat._warmup.build`);
-- ``install:<digest>``: for that kernel, copy the output the parent built into place and replay NVCC's
-  messages (``installed ...``), or run NVCC where nothing was built (``compiled ...``); fail for any
-  other kernel (``refused ...``);
-- ``compile:<digest>``: run NVCC if the kernel is that one (``compiled ...``), else fail
-  (``refused ...``), so one call compiles exactly the kernel whose lock the worker holds;
-- ``pass``: run NVCC (also for ``--version``, always).
-
-The digest (the first 128 bits of a SHA-256) covers the generated source and the compiler flags,
-leaving out the output file and the arguments that name the build's folder (a fresh temporary one,
-or the entry itself in older JITs that write the source there): the parts deep_gemm's own cache key
-hashes besides the kernel name and the NVCC version.
+empty folder, so every call reaches the compiler and the stand-in (:mod:`dgcompat.jit_warmup.standin`)
+records its first kernel; then the worker turns it to the shared cache once (deep_gemm resolves the
+path on every lookup) and compiles. A worker never identifies after that turn: deep_gemm's in-process
+table of loaded kernels is keyed by path, and a kernel loaded through the link would otherwise answer
+an identification.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from queue import Empty
 from typing import Any, Callable
 
-from ..jit_warmup import Shape
+from ..errors import BadArgumentError, KernelError, UnsupportedFeatureError
+from ..knobs import compile_mode
+from .cache import lock_kernel, mark_present
+from .calls import Runner
+from .spec import MPolicy, Shape
+from .standin import Record, read_log
 
-__all__ = ["STAND_IN", "WorkerConfig", "main", "read_log", "lock_kernel", "mark_present", "marked_present"]
-
-STAND_IN = r"""#!/bin/sh
-# dgcompat warmup stand-in for nvcc: records the kernel it is asked to build (see dgcompat/_warmup/worker.py).
-real="${DGCOMPAT_WARMUP_NVCC:?DGCOMPAT_WARMUP_NVCC is not set}"
-mode="${DGCOMPAT_WARMUP_MODE:-pass}"
-case "$mode" in pass) exec "$real" "$@" ;; esac
-code=""
-for a in "$@"; do
-  case "$a" in
-    --version) exec "$real" "$@" ;;
-    *.cu) if [ -z "$code" ] && [ -f "$a" ]; then code="$a"; fi ;;
-  esac
-done
-[ -n "$code" ] || exec "$real" "$@"
-# The digest leaves out the output file and every argument naming the build's own folder.
-dir="${code%/*}"
-flags=""; skip=0; out=""
-for a in "$@"; do
-  if [ "$skip" = 1 ]; then skip=0; out="$a"; continue; fi
-  case "$a" in
-    -o|--output-file) skip=1; continue ;;
-    --output-file=*) out="${a#--output-file=}"; continue ;;
-    -o?*|*"$dir"*) continue ;;
-  esac
-  flags="$flags $a"
-done
-id=$( { cat "$code"; printf '\n#flags%s' "$flags"; } | sha256sum )
-id="${id%% *}"
-id="${id%????????????????????????????????}"
-case "$mode" in
-  identify)
-    echo "identified $id $code" >> "$DGCOMPAT_WARMUP_LOG"
-    r="${DGCOMPAT_WARMUP_RECIPES:-}"
-    # (the test first spares every later identification of this digest a mkdir process)
-    if [ -n "$r" ] && [ -n "$out" ] && [ ! -d "$r/$id" ] && mkdir "$r/$id" 2>/dev/null; then
-      cp "$code" "$r/$id/source" && printf '%s\n' "$#" "$code" "$out" > "$r/$id/where" \
-        && printf '%s\n' "$@" > "$r/$id/args.new" && mv "$r/$id/args.new" "$r/$id/args"
-    fi
-    exit 86 ;;
-  install:*)
-    if [ "$id" = "${mode#install:}" ]; then
-      b="${DGCOMPAT_WARMUP_BUILT:-/nonexistent}/$id"
-      if [ -n "$out" ] && [ -f "$b/ok" ] && cp "$b/out" "$out" 2>/dev/null; then
-        cat "$b/stdout"; cat "$b/stderr" >&2
-        echo "installed $id $code" >> "$DGCOMPAT_WARMUP_LOG"; exit 0
-      fi
-      echo "compiled $id $code" >> "$DGCOMPAT_WARMUP_LOG"; exec "$real" "$@"
-    fi
-    echo "refused $id $code" >> "$DGCOMPAT_WARMUP_LOG"; exit 86 ;;
-  compile:*)
-    if [ "$id" = "${mode#compile:}" ]; then
-      echo "compiled $id $code" >> "$DGCOMPAT_WARMUP_LOG"; exec "$real" "$@"
-    fi
-    echo "refused $id $code" >> "$DGCOMPAT_WARMUP_LOG"; exit 86 ;;
-esac
-exec "$real" "$@"
-"""
-
+__all__ = ["WorkerConfig", "Worker", "main", "prepare"]
 
 @dataclass(frozen=True)
 class WorkerConfig:
@@ -121,56 +51,6 @@ class WorkerConfig:
     built: str = ""  # where the parent puts the kernels it compiled (stand-in method)
 
 
-@dataclass(frozen=True)
-class Record:
-    action: str  # identified | compiled | refused
-    identity: str
-    source: str
-
-
-def read_log(path: Path) -> list[Record]:
-    """The stand-in's records since the log was last emptied, then empty it."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return []
-    path.write_text("")
-    out = []
-    for line in text.splitlines():
-        parts = line.split(" ", 2)
-        if len(parts) == 3:
-            out.append(Record(*parts))
-    return out
-
-
-def lock_kernel(cache: Path, identity: str, *, blocking: bool) -> int | None:
-    """An exclusive ``flock`` on ``<cache>/dgcompat-locks/<identity>.lock`` (the fd), or None if another
-    process holds it and ``blocking`` is False. Closing the fd releases it (also when a process dies)."""
-    folder = cache / "dgcompat-locks"
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / f"{identity}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
-
-
-def _marker(cache: Path, identity: str) -> Path:
-    return cache / "dgcompat-locks" / f"{identity}.present"
-
-
-def mark_present(cache: Path, identity: str) -> None:
-    """Note, under the kernel's lock, that its cache entry was built or found: a process that takes the
-    lock later skips compiling it outside deep_gemm (a hint only: its call still checks the cache)."""
-    _marker(cache, identity).touch()
-
-
-def marked_present(cache: Path, identity: str) -> bool:
-    return _marker(cache, identity).exists()
-
-
 class Busy(Exception):
     """Another process holds the kernel's lock (retry later, blocking)."""
 
@@ -184,14 +64,14 @@ class Unhonored(Exception):
 
 
 class Worker:
-    def __init__(self, cfg: WorkerConfig, put: Callable[[tuple[Any, ...]], None]) -> None:
-        from .calls import Runner
+    """The calls of one worker process, made through ``runner`` (:class:`~dgcompat.jit_warmup.calls.Runner`)."""
 
+    def __init__(self, cfg: WorkerConfig, put: Callable[[tuple[Any, ...]], None], runner: Runner) -> None:
         self.cfg = cfg
         self.put = put
         self.log = Path(cfg.log)
         self.cache = Path(cfg.cache)
-        self.runner = Runner(cfg.device)
+        self.runner = runner
 
     # -- one call ---------------------------------------------------------------------------------
     def _attempt(self, shape: Shape, m: int, mode: str) -> tuple[BaseException | None, list[Record]]:
@@ -232,8 +112,6 @@ class Worker:
         Returns ``(digest, "compiled" | "cached", seconds)`` for the kernels met; ``expect`` (the call's
         identified first kernel) is reported as cached when the cache already had it.
         """
-        import time
-
         met: list[tuple[str, str, float]] = []
         error, records = self._attempt(shape, m, "identify")
         if error is None:
@@ -270,8 +148,6 @@ class Worker:
         """Make the call put the kernel ``identity``, which the parent compiled and holds the lock for, into
         the shared cache. Returns the kernel met and whether the call still needs other kernels (the parent
         then hands it on as an ordinary task, once it holds no locks)."""
-        import time
-
         t0 = time.perf_counter()
         error, records = self._attempt(shape, m, f"install:{identity}")
         mine = [r.action for r in records if r.identity == identity]
@@ -315,8 +191,6 @@ class Worker:
 
     def _bisect(self, shape: Shape, candidates: list[int]) -> list[tuple[int, str]]:
         """Identify a grid of ``candidates``, then bisect between neighbours needing different kernels."""
-        from ..jit_warmup import MPolicy
-
         grid = set(MPolicy.changes(candidates[-1]).grid())
         pos = sorted({i for i, m in enumerate(candidates) if m in grid} | {0, len(candidates) - 1})
         ids: dict[int, str] = {}
@@ -400,8 +274,6 @@ def _failed_m(exc: BaseException, default: Any = None) -> Any:
 def _kind(exc: BaseException) -> str:
     """"rejected" when dgcompat or deep_gemm refused the call's arguments (an unsupported shape),
     else the exception's type."""
-    from ..errors import BadArgumentError, KernelError, UnsupportedFeatureError
-
     inner = exc.inner if isinstance(exc, _AtM) else exc
     if isinstance(inner, (BadArgumentError, UnsupportedFeatureError, KernelError)):
         return "rejected"
@@ -453,9 +325,7 @@ def main(cfg: WorkerConfig, identify_q: Any, work_q: Any, result_q: Any) -> None
         os.environ["DGCOMPAT_WARMUP_RECIPES"] = cfg.recipes
         os.environ["DGCOMPAT_WARMUP_BUILT"] = cfg.built
     try:
-        worker = Worker(cfg, result_q.put)
-        from ..knobs import compile_mode
-
+        worker = Worker(cfg, result_q.put, Runner(cfg.device))
         # Where the release has a compile mode (the bundled copies), calls build kernels without launching them.
         with compile_mode(1):
             result_q.put(("ready", cfg.wid))

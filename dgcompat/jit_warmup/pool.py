@@ -1,12 +1,12 @@
 """The parent side of a warmup: starts the workers, hands out work, dedupes kernels, compiles, collects counts.
 
-Protocol (queues of plain tuples; see :mod:`dgcompat._warmup.worker` for the worker side):
+Protocol (queues of plain tuples; see :mod:`dgcompat.jit_warmup.worker` for the worker side):
 
 1. Identification (stand-in method): chunks ``("calls", shape_index, [m, ...])`` (or one
    ``("bisect", shape_index, candidates)`` per shape for :meth:`MPolicy.changes`) on the identify
    queue, then one ``"turn"`` per worker. Workers answer ``("identified", wid, shape_index,
    [(m, digest), ...])``. The first call seen for a digest starts its compile at once on a parent
-   thread (:mod:`dgcompat._warmup.build`), from the recipe the stand-in kept in that worker's folder.
+   thread (:mod:`dgcompat.jit_warmup.build`), from the recipe the stand-in kept in that worker's folder.
 2. Install: each kernel built that way goes out as ``("install", shape_index, m, digest)``; the parent
    holds the kernel's lock until the answer. This is phase 1; the parent holds locks only then.
 3. Phase 2, once every call is identified and every phase-1 kernel installed (the parent holds no
@@ -26,28 +26,49 @@ import queue
 import random
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from queue import Empty
 from typing import Any, Iterator, Literal, TextIO
 
+from ..detection import release
 from ..errors import UnsupportedFeatureError
-from ..jit_warmup import Call, KernelEntry, MPolicy, PoolResult, Shape, WarmupError, _ms_for, write_progress
-from .build import Outcome, prepare_build, source_index
-from .worker import STAND_IN, WorkerConfig, main, mark_present, prepare
+from .build import Outcome, prepare_build
+from .cache import count_entries, mark_present, source_index
+from .report import KernelEntry, WarmupError
+from .spec import Call, MPolicy, Shape, ms_for
+from .standin import STAND_IN
+from .worker import WorkerConfig, main, prepare
 
-__all__ = ["Pool"]
+__all__ = ["Pool", "PoolResult", "write_progress"]
+
+
+@dataclass
+class PoolResult:
+    """What the worker pool hands back to :func:`~dgcompat.jit_warmup.entry.warmup`."""
+
+    method: Literal["stand-in", "calls"]
+    calls: list[Call]
+    entries: list[KernelEntry] = field(default_factory=list)
+    new_entries: int = 0
+    identify_s: float = 0.0
+    start_s: float = 0.0
+    first_up_s: float = 0.0
+    compile_s: float = 0.0
+    processes: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def write_progress(out: TextIO | None, text: str, *, final: bool = False) -> None:
+    """One progress line, rewritten in place (only where a stream was asked for)."""
+    if out is None:
+        return
+    out.write("\r[dgcompat warmup] " + text + ("\n" if final else ""))
+    out.flush()
 
 
 class _Fallback(Exception):
     """Switch to real calls (the stand-in is not honoured by this release)."""
-
-
-def count_entries(cache: Path) -> int:
-    """Kernel folders in a deep_gemm cache (``cache/kernel.*``)."""
-    try:
-        return sum(1 for p in (cache / "cache").iterdir() if p.name.startswith("kernel."))
-    except FileNotFoundError:
-        return 0
 
 
 def _spread(ms: list[int]) -> list[int]:
@@ -175,7 +196,7 @@ class Pool:
         tasks: list[tuple[str, int, list[int]]] = []
         if self.policy.kind == "changes":
             for idx, shape in enumerate(self.shapes):
-                tasks.append(("bisect", idx, _ms_for(shape, range(1, self.policy.max_m + 1))))
+                tasks.append(("bisect", idx, ms_for(shape, range(1, self.policy.max_m + 1))))
             return tasks
         # Small chunks: a digest reaches the parent, and its compile starts, soon after it is found. Each shape's
         # M values go coarse to fine (:func:`_spread`) and the shapes take turns, so the first chunks the workers
@@ -392,10 +413,8 @@ class _State:
             _, _wid, idx, m, why, text = msg
             shape = self.pool.shapes[idx]
             where = f"{shape.label}" + (f" at M={m}" if isinstance(m, int) else "")
-            from ..jit_warmup import _release_label
-
             if why == "rejected":
-                raise UnsupportedFeatureError("warmup", where, _release_label(), hint=text)
+                raise UnsupportedFeatureError("warmup", where, release().label, hint=text)
             raise WarmupError(f"warmup(): {where}: {why}: {text}")
         if kind == "fatal":
             _, wid, text, tb = msg
