@@ -22,7 +22,9 @@ from dgcompat.jit_warmup.cache import lock_kernel
 from dgcompat.jit_warmup.standin import STAND_IN, read_log
 
 from . import fake_jit
-from .conftest import write_dist
+from .warmup_env import compiles as _compiles
+from .warmup_env import jit_env_fixture  # noqa: F401 - the jit_env fixture
+from .warmup_env import serve_all as _serve_all
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -100,22 +102,26 @@ def test_cache_folder_per_release_and_torch(fake_site: Callable[..., Path], tmp_
     monkeypatch.delenv("DGCOMPAT_JIT_CACHE_ROOT", raising=False)
     fake_site("sgl-deep-gemm", "0.1.4", "")
     torch_mm = ".".join(md.version("torch").split("+")[0].split(".")[:2])
-    folder = W.jit_cache_dir(tmp_path)
+    folder = W.jit_cache_dir(tmp_path, isolate=True)
     assert folder == tmp_path / f"dgcompat-sgl-deep-gemm-0.1.4-torch{torch_mm}"
-    assert W.jit_cache_dir(tmp_path, isolate=False) == tmp_path
+    assert W.jit_cache_dir(tmp_path) == tmp_path  # the default: the folder itself
+    assert W.jit_cache_dir(folder, isolate=True) == folder  # asking again with what it gave does not nest
     fake_site("sgl-deep-gemm", "0.1.5", "")
-    assert W.jit_cache_dir(tmp_path) != folder  # a wheel swap gets a new folder
+    assert W.jit_cache_dir(tmp_path, isolate=True) != folder  # a wheel swap gets a new folder
 
 
 def test_use_jit_cache_dir_is_stable(fake_site: Callable[..., Path], tmp_path: Path,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     fake_site("sgl-deep-gemm", "0.1.4", "")
-    monkeypatch.delenv("DGCOMPAT_JIT_CACHE_ROOT", raising=False)
+    monkeypatch.setenv("DGCOMPAT_JIT_CACHE_ROOT", "")  # restored (removed) after the test: the calls below set it
+    monkeypatch.delenv("DGCOMPAT_JIT_CACHE_ROOT")
     monkeypatch.setenv("DG_JIT_CACHE_DIR", str(tmp_path))
-    first = W.use_jit_cache_dir()
+    first = W.use_jit_cache_dir(isolate=True)
     assert os.environ["DG_JIT_CACHE_DIR"] == str(first) and first.parent == tmp_path
-    assert W.use_jit_cache_dir() == first  # not nested again
+    assert W.use_jit_cache_dir(isolate=True) == first  # not nested again
     assert W.jit_cache_dir() == first  # what warmup would fill is what the engine reads
+    monkeypatch.delenv("DGCOMPAT_JIT_CACHE_ROOT")
+    assert W.jit_cache_dir(isolate=True) == first  # DG_JIT_CACHE_DIR set to the folder it printed: not nested
 
 
 # ---- locks -------------------------------------------------------------------------------------
@@ -357,47 +363,6 @@ def test_cli_parses_and_reports(clean_dgcompat: None, monkeypatch: pytest.Monkey
 
 
 # ---- whole warmups against the fake JIT -----------------------------------------------------------
-
-@pytest.fixture
-def jit_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_dgcompat: None) -> dict[str, Any]:
-    """A fake sgl-deep-gemm 0.1.4 with a JIT, first on the path of this process and of its workers."""
-    site = tmp_path / "site"
-    write_dist(site, "sgl-deep-gemm", "0.1.4", {"deep_gemm/__init__.py": fake_jit.source("0.1.4")})
-    nvcc = fake_jit.write_nvcc(tmp_path / "bin")
-    env = {"PYTHONPATH": os.pathsep.join([str(site), str(REPO), str(REPO / "conformance")]),
-           "DGCOMPAT_ALLOW_TORCH_MISMATCH": "1", "DGCOMPAT_ARCH": "sm90", "DG_JIT_NVCC_COMPILER": str(nvcc),
-           "FAKE_NVCC_LOG": str(tmp_path / "nvcc.log"), "FAKE_NVCC_SECONDS": "0.05"}
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.delenv("DG_JIT_USE_NVRTC", raising=False)
-    monkeypatch.syspath_prepend(str(site))
-    dgcompat.reset()
-    return {"env": {**os.environ, **env}, "cache": tmp_path / "cache", "log": tmp_path / "nvcc.log",
-            "site": site}
-
-
-def _compiles(log: Path) -> list[str]:
-    return log.read_text().splitlines() if log.exists() else []
-
-
-def _serve_all(jit: dict[str, Any], spec_code: str) -> str:
-    """Make every call of the spec in a fresh process on the warm cache; return its stdout."""
-    code = textwrap.dedent(f"""
-        import dgcompat
-        from dgcompat import jit_warmup as W
-        from dgcompat.jit_warmup.calls import Runner
-        from dgcompat.jit_warmup.spec import plan_calls
-        dgcompat.use_jit_cache_dir({str(jit['cache'])!r})
-        spec = {spec_code}
-        r = Runner(0)
-        for c in plan_calls(spec):
-            r.run(c.shape, c.m)
-        print("served")
-    """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=jit["env"], timeout=300)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
-
 
 SPEC_CODE = ("W.WarmupSpec((W.DenseGemm(256, 512), W.DenseGemm(384, 1024)), "
              "W.MPolicy.values([1, 2, 64, 65, 300, 2000]))")

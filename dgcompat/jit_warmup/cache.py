@@ -9,9 +9,11 @@ import os
 from pathlib import Path
 
 from ..detection import release
+from ..errors import BadArgumentError
 
 __all__ = [
-    "torch_version", "cache_root", "jit_cache_dir", "use_jit_cache_dir", "entries", "count_entries",
+    "torch_version", "cache_root", "release_folder_name", "jit_cache_dir", "use_jit_cache_dir", "checked_folder",
+    "entries", "count_entries",
     "lock_kernel", "mark_present", "marked_present", "source_index", "indexed",
 ]
 
@@ -26,41 +28,78 @@ def torch_version() -> str:
     return ".".join(parts[:2])
 
 
-def cache_root() -> Path:
-    """``DGCOMPAT_JIT_CACHE_ROOT``, else ``DG_JIT_CACHE_DIR``, else deep_gemm's default ``~/.deep_gemm``."""
-    for var in ("DGCOMPAT_JIT_CACHE_ROOT", "DG_JIT_CACHE_DIR"):
+def cache_root(*, isolate: bool = False) -> Path:
+    """The folder deep_gemm itself reads: ``DG_JIT_CACHE_DIR``, else its default ``~/.deep_gemm``.
+
+    With ``isolate`` (a folder per release under a root): ``DGCOMPAT_JIT_CACHE_ROOT`` first (the root
+    :func:`use_jit_cache_dir` remembers), then ``DG_JIT_CACHE_DIR``, then ``~/.deep_gemm``.
+    """
+    order = ("DGCOMPAT_JIT_CACHE_ROOT", "DG_JIT_CACHE_DIR") if isolate else ("DG_JIT_CACHE_DIR",)
+    for var in order:
         value = os.environ.get(var, "").strip()
         if value:
             return Path(value).expanduser()
     return Path.home() / ".deep_gemm"
 
 
-def jit_cache_dir(root: str | os.PathLike[str] | None = None, *, isolate: bool = True) -> Path:
-    """The JIT cache folder warmup fills and the engine must use: ``<root>/dgcompat-<dist>-<release>-torch<X.Y>``.
-
-    deep_gemm's cache key hashes the kernel source (with its ``deep_gemm/`` headers), the NVCC version
-    and the flags (which name the GPU architecture), but not third-party headers (CUTLASS/CuTe) that a
-    release may update, and the 0.2 JIT's key is not documented; a folder per release and torch makes
-    a swap start from an empty folder instead of trusting that. ``isolate=False`` gives ``root`` itself.
-    Reads distribution metadata only (imports nothing).
-    """
-    base = Path(root).expanduser() if root is not None else cache_root()
-    if not isolate:
-        return base
+def release_folder_name() -> str:
+    """``dgcompat-<dist>-<release>-torch<X.Y>``: the folder of the installed release under an isolating root."""
     rel = release()
     dist = (rel.dist or rel.source).replace(" ", "_")
     version = str(rel.version) if rel.version is not None else "unknown"
-    return base / f"dgcompat-{dist}-{version}-torch{torch_version()}"
+    return f"dgcompat-{dist}-{version}-torch{torch_version()}"
 
 
-def use_jit_cache_dir(root: str | os.PathLike[str] | None = None, *, isolate: bool = True) -> Path:
-    """Point this process's deep_gemm at :func:`jit_cache_dir` (sets ``DG_JIT_CACHE_DIR``; remembers the
-    root in ``DGCOMPAT_JIT_CACHE_ROOT`` so a second call gives the same folder). Call it before the first
-    kernel call, e.g. at engine start-up; returns the folder."""
-    base = Path(root).expanduser() if root is not None else cache_root()
-    folder = jit_cache_dir(base, isolate=isolate)
-    os.environ["DGCOMPAT_JIT_CACHE_ROOT"] = str(base)
+def jit_cache_dir(root: str | os.PathLike[str] | None = None, *, isolate: bool = False) -> Path:
+    """The JIT cache folder warmup fills and a serving process reads, as an absolute path.
+
+    By default the folder deep_gemm itself reads (``root``, else ``DG_JIT_CACHE_DIR``, else
+    ``~/.deep_gemm``), so a serving process with the same ``DG_JIT_CACHE_DIR`` (or none) finds the warmed
+    kernels with no further step, whether it calls dgcompat, ``import deep_gemm`` under the install or the
+    real deep_gemm. Sharing one folder between releases is what deep_gemm's cache key is built for: it
+    hashes the kernel source with its ``deep_gemm/`` headers, the NVCC version and the flags (the GPU
+    architecture, and in the sgl-deep-gemm 0.1.x / upstream lineage the include path of the installed
+    release).
+
+    ``isolate=True`` gives ``<root>/dgcompat-<dist>-<release>-torch<X.Y>`` instead (for those who would
+    rather not trust the key with third-party headers a release may update in place); a serving process
+    must then be pointed at it (:func:`use_jit_cache_dir`). A root that already is that folder is returned
+    as it is, so setting ``DG_JIT_CACHE_DIR`` to what this printed and asking again does not nest a folder.
+    Reads distribution metadata only (imports nothing).
+    """
+    base = (Path(root).expanduser() if root is not None else cache_root(isolate=isolate)).absolute()
+    if not isolate:
+        return base
+    name = release_folder_name()
+    return base if base.name == name else base / name
+
+
+def use_jit_cache_dir(root: str | os.PathLike[str] | None = None, *, isolate: bool = False) -> Path:
+    """Point this process's deep_gemm at :func:`jit_cache_dir` (sets ``DG_JIT_CACHE_DIR``; with ``isolate``
+    also remembers the root in ``DGCOMPAT_JIT_CACHE_ROOT``, so a second call gives the same folder). Call it
+    before the first kernel call, e.g. at engine start-up; returns the folder. Calling it again, or with the
+    folder it returned, gives the same folder."""
+    folder = jit_cache_dir(root, isolate=isolate)
+    if isolate:
+        base = folder.parent if folder.name == release_folder_name() else folder
+        os.environ["DGCOMPAT_JIT_CACHE_ROOT"] = str(base)
     os.environ["DG_JIT_CACHE_DIR"] = str(folder)
+    return folder
+
+
+def checked_folder(folder: Path, fn: str, argument: str) -> Path:
+    """``folder`` if it is a folder this process can write, or one it can create; else a
+    :class:`~dgcompat.errors.BadArgumentError` naming ``argument`` of ``fn`` and what is in the way."""
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        what = "the folder itself" if probe == folder else f"its parent {probe}"
+        raise BadArgumentError(fn, argument, "a folder for the JIT cache (created if missing)",
+                               f"{folder}: {what} is a file, not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise BadArgumentError(fn, argument, "a folder this process can write",
+                               f"{folder}: {probe} is not writable")
     return folder
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import tempfile
@@ -13,7 +14,7 @@ from .. import _backend
 from ..detection import release
 from ..errors import BadArgumentError, DeepGemmUnavailableError
 from . import host, record
-from .cache import jit_cache_dir
+from .cache import checked_folder, jit_cache_dir
 from .pool import Pool
 from .report import WarmupError, WarmupReport
 from .spec import WarmupSpec, plan_calls, positive
@@ -22,7 +23,7 @@ __all__ = ["warmup"]
 
 
 def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
-           cache_dir: str | os.PathLike[str] | None = None, isolate: bool = True, verify: bool = True,
+           cache_dir: str | os.PathLike[str] | None = None, isolate: bool = False, verify: bool = True,
            progress: bool | None = None, timeout_s: float | None = None,
            method: Literal["auto", "stand-in", "calls"] = "auto", fresh: bool = False,
            processes: int | None = None) -> WarmupReport:
@@ -33,13 +34,16 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
     - ``processes``: worker processes of the stand-in method (default: :func:`~dgcompat.jit_warmup.host.default_processes`); they
       identify calls and install the kernels the calling process compiled.
     - ``device``: the CUDA device index the workers use.
-    - ``cache_dir``: the cache root (default :func:`~dgcompat.jit_warmup.cache.cache_root`); kernels go to
-      :func:`~dgcompat.jit_warmup.cache.jit_cache_dir` of it (``isolate=False``: the root itself). Serve with the same folder
-      (:func:`~dgcompat.jit_warmup.cache.use_jit_cache_dir`).
+    - ``cache_dir``: the folder kernels go to (a relative path is taken from the current folder), default
+      the one deep_gemm reads: ``DG_JIT_CACHE_DIR``, else ``~/.deep_gemm``
+      (:func:`~dgcompat.jit_warmup.cache.jit_cache_dir`). A serving process with the same
+      ``DG_JIT_CACHE_DIR`` finds the kernels. ``isolate=True``: a folder per release and torch under it
+      instead, which serving must be pointed at (:func:`~dgcompat.jit_warmup.cache.use_jit_cache_dir`).
     - ``verify``: after compiling one call per kernel, run every other call once against the warm
       cache and compile whatever it still misses (a call that needs two kernels, e.g. schedule +
       logits). Cheap: these calls hit the cache.
     - ``progress``: a progress line on stderr (default: when stderr is a terminal).
+    - ``timeout_s``: give up (:class:`~dgcompat.jit_warmup.report.WarmupError`) after this many seconds.
     - ``method``: ``"auto"`` uses the stand-in compiler where it works, else real calls.
     - ``fresh``: ignore the record of an earlier identical warmup (see below) and check every call.
 
@@ -56,10 +60,8 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
     calls = plan_calls(spec)
     if not calls:
         raise BadArgumentError("warmup", "spec", "at least one call", "none: every M exceeds its shape's max_m")
-    _check_options(workers, device, method)
-    if processes is not None:
-        positive("warmup", "processes", processes)
-    folder = jit_cache_dir(cache_dir, isolate=isolate)
+    _check_options(workers, device, method, processes, timeout_s)
+    folder = checked_folder(_folder(cache_dir, isolate), "warmup", "cache_dir")
     backend = _backend.backend_name()
     if backend == "reference":
         return WarmupReport("reference", "none", str(folder), 0, len(calls), 0, 0, 0,
@@ -96,7 +98,10 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
         else:
             processes = min(processes, max(1, len(calls)))
     show = sys.stderr.isatty() if progress is None else bool(progress)
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadArgumentError("warmup", "cache_dir", "a folder this process can create", f"{folder}: {exc}") from None
     with tempfile.TemporaryDirectory(prefix="dgcompat-warmup-") as scratch:
         pool = Pool(calls, spec.m, workers=workers, processes=processes, device=device, cache=folder,
                     scratch=Path(scratch), nvcc=nvcc, verify=verify, out=sys.stderr if show else None,
@@ -115,13 +120,26 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
                         tuple(notes), result.processes, result.first_up_s, result.compile_s)
 
 
-def _check_options(workers: Any, device: Any, method: Any) -> None:
+def _check_options(workers: Any, device: Any, method: Any, processes: Any, timeout_s: Any) -> None:
     if workers is not None:
         positive("warmup", "workers", workers)
+    if processes is not None:
+        positive("warmup", "processes", processes)
     if isinstance(device, bool) or not isinstance(device, int) or device < 0:
         raise BadArgumentError("warmup", "device", "a CUDA device index >= 0", repr(device))
     if method not in ("auto", "stand-in", "calls"):
         raise BadArgumentError("warmup", "method", "'auto', 'stand-in' or 'calls'", repr(method))
+    if timeout_s is not None and (isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float))
+                                  or not math.isfinite(timeout_s) or timeout_s <= 0):
+        raise BadArgumentError("warmup", "timeout_s", "None or a positive, finite number of seconds", repr(timeout_s))
+
+
+def _folder(cache_dir: Any, isolate: Any) -> Path:
+    if cache_dir is not None and (not isinstance(cache_dir, (str, os.PathLike)) or not str(cache_dir).strip()):
+        raise BadArgumentError("warmup", "cache_dir", "None or a folder path (str or os.PathLike)", repr(cache_dir))
+    if not isinstance(isolate, bool):
+        raise BadArgumentError("warmup", "isolate", "True or False", repr(isolate))
+    return jit_cache_dir(cache_dir, isolate=isolate)
 
 
 def _choose_method(method: str) -> tuple[Literal["stand-in", "calls"], list[str]]:

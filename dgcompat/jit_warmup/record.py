@@ -2,7 +2,7 @@
 
 ``<cache>/dgcompat-warmup/<key>.json`` lists the cache entries (``cache/kernel.*``) present when the
 warmup finished. The key covers everything that decides which kernels the calls need and how they
-are built: the description, the release and torch, the NVCC binary (path, size, mtime), the
+are built: the description, the release, where it is installed, torch, the NVCC binary (path, size, mtime), the
 ``DG_JIT_*`` settings that change compiler flags, and the GPU model (from ``nvidia-smi``; without it
 there is no record). The entries needed are a subset of those listed, so "all listed entries exist"
 means the kernels are there; if one is gone, the warmup runs in full.
@@ -30,6 +30,11 @@ _FLAG_VARIABLES = ("DG_JIT_CPP_STANDARD", "DG_JIT_DEBUG", "DG_JIT_PTXAS_VERBOSE"
                    "DG_JIT_WITH_LINEINFO", "DG_JIT_USE_NVRTC")
 
 
+#: Changes whenever what a warmup covers for one description changes (a record of an earlier dgcompat
+#: that warmed fewer call forms must not answer for this one).
+FORMAT = "dgcompat-warmup-record 2"
+
+
 @dataclass(frozen=True)
 class Done:
     """What the record of a complete warmup says."""
@@ -54,7 +59,10 @@ def key(spec: Any, nvcc: str, device: int) -> str | None:
         binary = f"{os.path.realpath(nvcc)}:{st.st_size}:{int(st.st_mtime)}"
     except OSError:
         return None
-    parts = [repr(spec), release().label, torch_version(), binary, gpu,
+    rel = release()
+    # The install location too: the 0.1.x JIT's key contains its include path (an -I flag), so the same
+    # release installed elsewhere (a moved virtualenv, a container) needs its kernels compiled again.
+    parts = [FORMAT, repr(spec), rel.label, str(rel.location), torch_version(), binary, gpu,
              *(f"{v}={os.environ.get(v, '')}" for v in _FLAG_VARIABLES)]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
 
