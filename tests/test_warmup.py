@@ -54,7 +54,7 @@ def test_plan_dedupes_and_applies_layout_rules() -> None:
     dense = W.DenseGemm(256, 512)
     contiguous = W.GroupedGemm(4, 256, 512)
     masked = W.GroupedGemm(4, 256, 512, "masked", max_m=64)
-    spec = W.WarmupSpec((dense, dense, contiguous, masked), W.MPolicy.values([3, 1, 3, 100, 200]))
+    spec = W.WarmupSpec((dense, dense, contiguous, masked), W.MPolicy.values([3, 1, 3, 100, 200]), scales=("tma",))
     calls = S.plan_calls(spec)
     assert [c.m for c in calls if c.shape == dense] == [1, 3, 100, 200]
     assert [c.m for c in calls if c.shape == contiguous] == [128, 256]  # rounded to the alignment, deduped
@@ -235,15 +235,18 @@ def test_stand_in_compiles_only_the_named_kernel(stand_in: Callable[..., Any], t
 def test_stand_in_keeps_a_recipe_and_installs_what_the_parent_built(stand_in: Callable[..., Any], tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     from dgcompat.jit_warmup.build import build, read_recipe
+    from dgcompat.jit_warmup.standin import keep_recipe
 
     monkeypatch.setenv("FAKE_NVCC_LOG", str(tmp_path / "nvcc.log"))  # the parent's build runs in this process
     monkeypatch.setenv("FAKE_NVCC_SECONDS", "0")
 
     recipes, built = tmp_path / "recipes", tmp_path / "built"
     recipes.mkdir()
-    env = {"DGCOMPAT_WARMUP_RECIPES": str(recipes), "DGCOMPAT_WARMUP_BUILT": str(built)}
+    env = {"DGCOMPAT_WARMUP_BUILT": str(built)}
     assert stand_in("identify", extra=env).returncode == 86
-    ident = read_log(tmp_path / "log")[0].identity
+    (record,) = read_log(tmp_path / "log")
+    ident = record.identity
+    assert keep_recipe(record, recipes)  # the worker keeps it (the stand-in starts no process to identify)
     recipe = read_recipe(recipes / ident)
     assert recipe is not None and recipe.identity == ident
     assert recipe.output == str(tmp_path / "build" / "k.cubin") and recipe.code in recipe.args
@@ -304,7 +307,9 @@ def test_stand_in_passes_version_and_pass_mode(stand_in: Callable[..., Any], tmp
 
 # ---- the reference backend, nothing installed, the CLI ----------------------------------------------
 
-SPEC = W.WarmupSpec((W.DenseGemm(256, 512), W.DenseGemm(384, 1024)), W.MPolicy.values([1, 2, 64, 65, 300, 2000]))
+# One scale form: these tests count the GEMM kernels (the scale forms have tests of their own).
+SPEC = W.WarmupSpec((W.DenseGemm(256, 512), W.DenseGemm(384, 1024)), W.MPolicy.values([1, 2, 64, 65, 300, 2000]),
+                    scales=("tma",))
 
 
 def test_reference_backend_is_a_reported_no_op(clean_dgcompat: None, monkeypatch: pytest.MonkeyPatch,
@@ -351,13 +356,17 @@ def test_cli_parses_and_reports(clean_dgcompat: None, monkeypatch: pytest.Monkey
                            W.PagedIndexer(64, 128, 64, 2))
     assert spec.m == W.MPolicy.changes(300)
     monkeypatch.setenv("DGCOMPAT_BACKEND", "reference")
-    assert main(["warmup", "--preset", "deepseek-v3", "--json", "--cache-dir", str(tmp_path)]) == 0
+    monkeypatch.setenv("DGCOMPAT_ARCH", "sm90")
+    assert main(["warmup", "--preset", "deepseek-v3-dense", "--ms", "1,2,4,7", "--json", "--cache-dir",
+                 str(tmp_path)]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["method"] == "none" and report["calls"] == 6 * len(set(
-        [2 ** i for i in range(13)] + list(range(7, 257, 7))))
+    assert report["method"] == "none" and report["calls"] == 6 * 4 * 2  # two scale forms on SM90
+    assert report["forms"] == ["tma", "row"]
     assert main(["warmup", "--dense", "256,100", "--ms", "1"]) == 2
     assert "multiple of 128" in capsys.readouterr().err
-    assert main(["warmup", "--dense", "256,512"]) == 2  # no M given
+    assert main(["warmup", "--dense", "256,512", "--ms", "1", "--max-tokens", "8"]) == 2  # two M policies
+    assert "give one of them" in capsys.readouterr().err
+    assert main(["warmup", "--json"]) == 2  # no shapes
     assert main(["warmup", "--print-cache-dir", "--cache-dir", str(tmp_path), "--no-isolate"]) == 0
     assert capsys.readouterr().out.strip() == str(tmp_path)
 
@@ -365,7 +374,7 @@ def test_cli_parses_and_reports(clean_dgcompat: None, monkeypatch: pytest.Monkey
 # ---- whole warmups against the fake JIT -----------------------------------------------------------
 
 SPEC_CODE = ("W.WarmupSpec((W.DenseGemm(256, 512), W.DenseGemm(384, 1024)), "
-             "W.MPolicy.values([1, 2, 64, 65, 300, 2000]))")
+             "W.MPolicy.values([1, 2, 64, 65, 300, 2000]), scales=('tma',))")
 
 
 def test_cold_then_warm(jit_env: dict[str, Any]) -> None:
@@ -414,8 +423,9 @@ def test_calls_needing_two_kernels_and_bisection(jit_env: dict[str, Any]) -> Non
     report = dgcompat.warmup(spec, cache_dir=jit_env["cache"], workers=2, progress=False)
     compiles = _compiles(jit_env["log"])
     assert len(compiles) == len(set(compiles)) == report.compiled
-    # indexer: one schedule kernel + one logits kernel per align(B, 32) for B <= 300 (10); dense: block_m 64, 128
-    assert report.compiled == 1 + 10 + 2
+    # indexer: one logits kernel + one schedule kernel per align(B, 32) for B <= 300 (10); dense: block_m 64, 128,
+    # and the transpose of its row-major scales
+    assert report.compiled == 1 + 10 + 2 + 1
     served = _serve_all(jit_env, "W.WarmupSpec((W.PagedIndexer(64, 128, 64, 1, 256), W.DenseGemm(256, 512)), "
                                  "W.MPolicy.every(300))")
     assert "served" in served and len(_compiles(jit_env["log"])) == report.compiled  # every M was covered
@@ -442,6 +452,7 @@ def test_compiles_start_on_the_first_report_and_phase_two_waits_for_every_lock(t
 
     from dgcompat.jit_warmup import pool as P
     from dgcompat.jit_warmup.build import Outcome
+    from dgcompat.jit_warmup.classes import SM90_01
 
     started: list[str] = []
 
@@ -453,30 +464,43 @@ def test_compiles_start_on_the_first_report_and_phase_two_waits_for_every_lock(t
 
     monkeypatch.setattr(P, "prepare_build", fake_build)
     (tmp_path / "dgcompat-locks").mkdir()
-    pool = P.Pool(S.plan_calls(SPEC), SPEC.m, workers=2, processes=2, device=0, cache=tmp_path, scratch=tmp_path,
-                  nvcc="nvcc", verify=True, out=None, timeout_s=None)
+    pool = P.Pool(S.plan_calls(SPEC), SPEC.policy, workers=3, processes=2, device=0, cache=tmp_path,
+                  scratch=tmp_path, nvcc="nvcc", verify=True, out=None, timeout_s=None, rule=SM90_01)
     work: queue.Queue[Any] = queue.Queue()
-    builder = ThreadPoolExecutor(2)
+    builder = ThreadPoolExecutor(3)
     st = P._State(pool, "stand-in", 2, work, builder)
     st.recipes = [tmp_path, tmp_path]
-    st.handle(("identified", 0, 0, [(1, "a"), (2, "a"), (64, "a"), (65, "b")]))
+    assert st.plan_classes(0) == [2, 64, 65, 300, 2000]  # M=1 and 2 share a class: 2 stands for 1
+    st.handle(("identified", 0, 0, "tma", [(2, "a"), (64, "c"), (65, "b")]))
     builder.shutdown(wait=True)
-    assert sorted(started) == ["a", "b"] and st.identified_all == 0  # compiling began before identifying ended
+    assert sorted(started) == ["a", "b", "c"] and st.identified_all == 0  # compiling began before identifying ended
     st.drain_builds()
-    assert work.get_nowait() == ("install", 0, 65, "b") and work.empty()
-    assert st.later == [("compile", 0, 1, "a")]  # left to phase 2
+    tasks = sorted(str(work.get_nowait()) for _ in range(work.qsize()))
+    # "b" is installed by its first call; the calls waiting for "a" and "c", which another process compiles (or
+    # compiled), are probed
+    assert tasks == sorted([str(("install", 0, "tma", 65, "b")), str(("probe", 0, "tma", [2], None)),
+                            str(("probe", 0, "tma", [64], None))])
+    st.handle(("probed", 0, 0, "tma", [2], []))  # M=2 found "a" in the cache
+    st.handle(("probed", 0, 0, "tma", [], [(64, "c")]))  # M=64 did not find "c": left to phase 2
+    assert work.get_nowait() == ("probe", 0, "tma", [1], None)  # the representative is complete: verify its class
+    assert st.parked == [(0, "tma", 64)]
     for wid in (0, 1):
         st.handle(("identified-all", wid))
         st.maybe_phase2()
     assert not st.phase2  # every call identified, but the lock of "b" is still held
-    st.handle(("done", 1, "install", 0, 65, "b", [("b", "compiled", 0.01)], False))
+    st.handle(("installed", 1, 0, "tma", 65, "b", "compiled", 0.01, None))
     assert not st.held and (tmp_path / "dgcompat-locks" / "b.present").exists()
     assert st.entries["b"].status == "compiled" and st.entries["b"].seconds == pytest.approx(1.01)
+    assert st.entries["a"].status == "cached"  # M=2 found it in the cache
+    st.maybe_phase2()
+    assert not st.phase2  # the verify probe of M=1 is still out
+    st.handle(("probed", 0, 0, "tma", [1], []))
     st.maybe_phase2()
     assert st.phase2
-    tasks = [work.get_nowait() for _ in range(work.qsize())]
-    assert tasks == [("compile", 0, 1, "a"), ("verify", 0, 2, None), ("verify", 0, 64, None)]
-    assert st.outstanding == 3 and not st.finished()
+    assert [work.get_nowait() for _ in range(work.qsize())] == [("compile", 0, "tma", 64, "c")]
+    assert st.outstanding == 1 and not st.finished()
+    st.handle(("done", 0, "compile", 0, "tma", 64, "c", [("c", "compiled", 2.0)]))
+    assert st.finished() and st.complete == {(0, "tma", m) for m in (1, 2, 64, 65)}
 
 
 def test_identification_order_meets_every_shape_and_m_range_first(tmp_path: Path,
@@ -488,16 +512,21 @@ def test_identification_order_meets_every_shape_and_m_range_first(tmp_path: Path
     ms = sorted({2 ** i for i in range(13)} | set(range(7, 257, 7)))
     spec = W.WarmupSpec(tuple(W.DenseGemm(n, 512) for n in (256, 512, 768)), W.MPolicy.values(ms))
     calls = S.plan_calls(spec)
-    pool = P.Pool(calls, spec.m, workers=4, processes=4, device=0, cache=tmp_path, scratch=tmp_path,
+    pool = P.Pool(calls, spec.policy, workers=4, processes=4, device=0, cache=tmp_path, scratch=tmp_path,
                   nvcc="nvcc", verify=True, out=None, timeout_s=None)
     monkeypatch.setattr(P.random, "randrange", lambda n: 0)  # no rotation: the order itself is checked
-    tasks = pool._identify_tasks(4)
-    assert sorted((idx, m) for _kind, idx, chunk in tasks for m in chunk) == sorted(
-        (pool.shapes.index(c.shape), c.m) for c in calls)
+    st = P._State(pool, "stand-in", 4, None, None)
+    tasks = pool._identify_tasks(4, st)
+    reps = sorted((idx, m) for idx, _form, m in st.members)
+    assert sorted((idx, m) for _kind, idx, _form, chunk in tasks for m in chunk) == reps  # each representative once
+    planned = sorted((idx, form, m) for rep, members in st.members.items() for idx, form, m in [rep, *members])
+    assert planned == sorted((pool.shapes.index(c.shape), c.form, c.m) for c in calls)  # every call in one class
+    assert len(reps) < len(calls) // 2
     first = tasks[:len(pool.shapes)]
-    assert sorted(idx for _kind, idx, _chunk in first) == [0, 1, 2]  # the shapes take turns
-    for _kind, _idx, chunk in first:  # a coarse sample of the whole range, not its smallest M values
-        assert min(chunk) == 1 and max(chunk) >= 2048 and len(chunk) < len(ms)
+    assert sorted(idx for _kind, idx, _form, _chunk in first) == [0, 1, 2]  # the shapes take turns
+    for _kind, idx, _form, chunk in first:  # a coarse sample of the whole range, not its smallest M values
+        mine = sorted(m for i, m in reps if i == idx)
+        assert min(chunk) == mine[0] and max(chunk) >= mine[len(mine) // 2] and len(chunk) < len(mine)
     assert P._spread([3, 1, 2, 4]) == [1, 3, 2, 4] and P._spread([]) == []
 
 
@@ -592,7 +621,7 @@ def test_a_recorded_warmup_returns_at_once(jit_env: dict[str, Any], monkeypatch:
     assert cold.method == "stand-in" and cold.compiled == 6
     again = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
     assert (again.method, again.kernels, again.compiled, again.cached, again.workers) == ("record", 6, 0, 6, 0)
-    other = W.WarmupSpec(SPEC.shapes, W.MPolicy.values([1, 2, 64, 65, 300]))  # another description: no record
+    other = W.WarmupSpec(SPEC.shapes, W.MPolicy.values([1, 2, 64, 65, 300]), scales=("tma",))  # another: no record
     assert dgcompat.warmup(other, cache_dir=jit_env["cache"], workers=1, progress=False).method == "stand-in"
     folder = W.jit_cache_dir(jit_env["cache"])
     import shutil
@@ -618,4 +647,5 @@ def test_the_calling_process_loads_neither_torch_nor_deep_gemm(jit_env: dict[str
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=jit_env["env"],
                          timeout=300)
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == [2, False, False]
+    # block_m 64 and 128, and the transpose of the row-major scale form
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [3, False, False]

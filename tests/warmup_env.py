@@ -51,11 +51,12 @@ def serve_all(jit: dict[str, Any], spec_code: str) -> str:
         from dgcompat import jit_warmup as W
         from dgcompat.jit_warmup.calls import Runner
         from dgcompat.jit_warmup.spec import plan_calls
+        from dgcompat.table import arch_family, current_arch
         dgcompat.use_jit_cache_dir({str(jit['cache'])!r})
         spec = {spec_code}
         r = Runner(0)
-        for c in plan_calls(spec):
-            r.run(c.shape, c.m)
+        for c in plan_calls(spec, family=arch_family(current_arch())):
+            r.run(c.shape, c.m, c.form)
         print("served")
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=jit["env"], timeout=300)

@@ -40,9 +40,9 @@ from __future__ import annotations
 from .cache import jit_cache_dir, use_jit_cache_dir
 from .entry import warmup
 from .report import KernelEntry, WarmupError, WarmupReport
-from .spec import DenseGemm, GroupedGemm, MPolicy, PagedIndexer, WarmupSpec
+from .spec import DenseGemm, GroupedGemm, MPolicy, PagedIndexer, RaggedIndexer, WarmupSpec
 
 __all__ = [
     "warmup", "WarmupSpec", "WarmupReport", "WarmupError", "DenseGemm", "GroupedGemm", "PagedIndexer", "MPolicy",
-    "KernelEntry", "jit_cache_dir", "use_jit_cache_dir",
+    "KernelEntry", "jit_cache_dir", "use_jit_cache_dir", "RaggedIndexer",
 ]

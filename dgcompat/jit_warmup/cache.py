@@ -13,7 +13,7 @@ from ..errors import BadArgumentError
 
 __all__ = [
     "torch_version", "cache_root", "release_folder_name", "jit_cache_dir", "use_jit_cache_dir", "checked_folder",
-    "entries", "count_entries",
+    "entries", "count_entries", "NOT_KERNELS", "snapshot",
     "lock_kernel", "mark_present", "marked_present", "source_index", "indexed",
 ]
 
@@ -109,6 +109,25 @@ def entries(cache: Path) -> list[str]:
         return sorted(p.name for p in (cache / "cache").iterdir() if p.name.startswith("kernel."))
     except FileNotFoundError:
         return []
+
+
+#: What dgcompat and deep_gemm keep in a cache folder besides compiled kernels: the builds under way, the
+#: per-kernel locks and the records of complete warmups.
+NOT_KERNELS = frozenset({"tmp", "dgcompat-locks", "dgcompat-warmup"})
+
+
+def snapshot(cache: Path) -> frozenset[str]:
+    """Every file under ``cache`` (relative paths) except :data:`NOT_KERNELS`: a kernel compiled into the folder
+    adds at least one, whatever the release's layout (``cache/kernel.<name>.<hash>/`` in the sgl-deep-gemm
+    0.1.x and upstream JITs, the entry's files in the bundled copies, NVCC and NVRTC alike)."""
+    found: set[str] = set()
+    root = str(cache)
+    for folder, dirs, files in os.walk(root):
+        if folder == root:
+            dirs[:] = [d for d in dirs if d not in NOT_KERNELS]
+        rel = os.path.relpath(folder, root)
+        found.update(f if rel == "." else os.path.join(rel, f) for f in files)
+    return frozenset(found)
 
 
 def count_entries(cache: Path) -> int:

@@ -1,12 +1,27 @@
-"""Scratch tensors and the stable calls a warmup worker makes for one (shape, M).
+"""The stable calls a warmup worker makes for one (shape, M, scale form), on scratch tensors it reuses.
 
-Runs only inside warmup workers (it imports torch and binds deep_gemm). The operands have the
-layouts engines pass at serve time, so a call needs the kernels serving will need and no others:
-activation scales MN-major and TMA-aligned (what the engines' quantization kernels emit; a
-K-major scale would first JIT a transpose kernel), 128x128 weight scales as stored, packed UE8M0
-int32 scales on SM100. Large data operands are left uninitialized (their values never matter to
-which kernel runs and the results are discarded); index tensors (``m_indices``, ``masked_m``,
-block tables, lengths) are valid, since a launch reads them.
+Runs inside warmup workers and in the check process (it imports torch; the stable functions bind
+deep_gemm on their first call). The operands have the layouts engines pass at serve time, so a call
+needs the kernels serving will need:
+
+- FP8 GEMMs: activation scales in the call's form (:data:`~dgcompat.jit_warmup.spec.ScaleForm`):
+  ``"tma"`` float32 MN-major TMA-aligned, ``"row"`` float32 row-major (the call first makes the layout
+  helper calls an engine makes on such scales, ``get_mn_major_tma_aligned_tensor`` and
+  ``transform_sf_into_required_layout``, plus ``get_mn_major_tma_aligned_packed_ue8m0_tensor`` on SM100,
+  then passes the row-major scales to the GEMM, which transposes them itself), ``"ue8m0"`` packed int32
+  (SM100). ``get_col_major_tma_aligned_tensor`` is the same function as
+  ``get_mn_major_tma_aligned_tensor`` (``dgcompat.utils.layout``). Weight scales are 128x128 float32
+  blocks as stored, per-row packed UE8M0 with the ``"ue8m0"`` form.
+- Grouped GEMMs: contiguous ``(M, K)`` activations with ``m_indices``; masked ``(E, max_m, K)`` buffers
+  with ``masked_m`` filled with M and ``expected_m = M``.
+- The paged indexer: the schedule (``get_paged_mqa_logits_metadata``) and the logits for a batch of M
+  sequences of ``next_n`` rows, every sequence ``context_len`` long; the ragged indexer:
+  ``fp8_mqa_logits`` for M query rows over ``context_len`` keys.
+
+Data operands are left uninitialized (their values never decide which kernel runs, and results are
+discarded); scales hold 1.0 (UE8M0 packing asserts powers of two), index tensors are valid, since a
+launch reads them. Each kind of operand lives in one buffer per worker, grown to the largest call seen
+and viewed per call, so a call allocates nothing but what deep_gemm allocates itself.
 """
 
 from __future__ import annotations
@@ -14,15 +29,20 @@ from __future__ import annotations
 from typing import Any
 
 from ..gemm import bf16_gemm_nt, fp8_gemm_nt
-from ..indexer import fp8_paged_mqa_logits, get_paged_mqa_logits_metadata
+from ..indexer import fp8_mqa_logits, fp8_paged_mqa_logits, get_paged_mqa_logits_metadata
 from ..moe import (
     m_grouped_bf16_gemm_nt_contiguous,
     m_grouped_bf16_gemm_nt_masked,
     m_grouped_fp8_gemm_nt_contiguous,
     m_grouped_fp8_gemm_nt_masked,
 )
+from ..scales import (
+    get_mn_major_tma_aligned_packed_ue8m0_tensor,
+    get_mn_major_tma_aligned_tensor,
+    transform_sf_into_required_layout,
+)
 from ..table import arch_family, current_arch
-from .spec import DenseGemm, GroupedGemm, PagedIndexer, Shape, weight_key
+from .spec import DenseGemm, GroupedGemm, PagedIndexer, RaggedIndexer, Shape, weight_key
 
 __all__ = ["Runner"]
 
@@ -34,7 +54,8 @@ def _align(x: int, a: int) -> int:
 
 
 class Runner:
-    """Makes the stable dgcompat call for ``(shape, m)`` on scratch tensors of device ``device``."""
+    """Makes the stable dgcompat call for ``(shape, m, form)`` on scratch tensors of CUDA device ``device``
+    (the CPU where torch has no usable CUDA: only fakes and the reference backend get there)."""
 
     def __init__(self, device: int) -> None:
         import torch
@@ -43,108 +64,168 @@ class Runner:
         if torch.cuda.is_available():
             torch.cuda.set_device(device)
             self.device = torch.device("cuda", device)
-        else:  # only fakes and the reference backend get here
+        else:
             self.device = torch.device("cpu")
-        self.ue8m0 = arch_family(current_arch()) == "sm100"
+        self.family = arch_family(current_arch())
+        self.ue8m0 = self.family == "sm100"
         self._weights: dict[tuple[Any, ...], Any] = {}
+        self._pools: dict[tuple[Any, ...], Any] = {}
+        self._masked: dict[tuple[int, int], Any] = {}
 
-    # -- scales ---------------------------------------------------------------------------------
-    def _act_scale(self, rows: int, k: int, groups: int | None) -> Any:
-        """MN-major, TMA-aligned activation scales ``([G,] rows, ceil(K/128))`` (fp32) or packed UE8M0."""
+    # -- buffers ----------------------------------------------------------------------------------
+    def _flat(self, key: tuple[Any, ...], numel: int, dtype: Any, fill: Any = None) -> Any:
+        """The first ``numel`` elements of buffer ``key`` (grown when too small; ``fill`` fills a new one)."""
+        torch = self.torch
+        got = self._pools.get(key)
+        if got is None or got.numel() < numel:
+            size = max(numel, 1)
+            if callable(fill):
+                got = fill(size)
+            elif fill is None:
+                got = torch.empty((size,), dtype=dtype, device=self.device)
+            else:
+                got = torch.full((size,), fill, dtype=dtype, device=self.device)
+            self._pools[key] = got
+        return got[:numel]
+
+    def _act_scale(self, rows: int, k: int, form: str, groups: int | None = None, *, pool: str = "sfa") -> Any:
+        """Activation scales ``([G,] rows, ceil(K/128))`` in ``form``: MN-major TMA-aligned float32 (``tma``),
+        row-major float32 (``row``) or MN-major TMA-aligned packed UE8M0 int32 ``([G,] rows, ceil(K/512))``."""
         torch = self.torch
         sf_k = -(-k // 128)
-        if self.ue8m0:
+        g = groups or 1
+        if form == "row":
+            flat = self._flat((pool, "row"), g * rows * sf_k, torch.float32, 1.0)
+            return flat.view(rows, sf_k) if groups is None else flat.view(groups, rows, sf_k)
+        fill: Any
+        if form == "ue8m0":
             cols, dtype, fill = -(-sf_k // 4), torch.int32, _UE8M0_ONE
         else:
-            cols, dtype, fill = sf_k, torch.float32, 1
+            cols, dtype, fill = sf_k, torch.float32, 1.0
         aligned = _align(rows, 4)
-        g = groups or 1
-        flat = torch.full((g * cols * aligned,), fill, dtype=dtype, device=self.device)
+        flat = self._flat((pool, form), g * cols * aligned, dtype, fill)
         if groups is None:
             return flat.as_strided((rows, cols), (1, aligned))
         return flat.as_strided((groups, rows, cols), (cols * aligned, 1, aligned))
 
-    def _weight_scale(self, n: int, k: int, groups: int | None) -> Any:
-        torch = self.torch
-        if self.ue8m0:
-            return self._act_scale(n, k, groups)
-        shape = (-(-n // 128), -(-k // 128)) if groups is None else (groups, -(-n // 128), -(-k // 128))
-        return torch.ones(shape, dtype=torch.float32, device=self.device)
-
-    def _weight(self, shape: Shape) -> Any:
-        """The shape's B operand (kept across M values: the engine's weights do not change either)."""
-        key = weight_key(shape)  # the contiguous and masked layouts of one MoE GEMM share their weights
+    def _weight(self, shape: DenseGemm | GroupedGemm, form: str) -> Any:
+        """The shape's B operand (kept across calls: the engine's weights do not change either); the
+        contiguous and masked layouts of one MoE GEMM share theirs."""
+        key = (weight_key(shape), form == "ue8m0")
         got = self._weights.get(key)
         if got is not None:
             return got
         torch = self.torch
-        assert isinstance(shape, (DenseGemm, GroupedGemm))
         groups = shape.num_groups if isinstance(shape, GroupedGemm) else None
         dims = (shape.n, shape.k) if groups is None else (groups, shape.n, shape.k)
-        if shape.dtype == "fp8":
-            b: Any = (torch.empty(dims, dtype=torch.float8_e4m3fn, device=self.device),
-                      self._weight_scale(shape.n, shape.k, groups))
+        if shape.dtype != "fp8":
+            b: Any = torch.empty(dims, dtype=torch.bfloat16, device=self.device)
+        elif form == "ue8m0":  # per-row packed UE8M0, as the engines requantize weights for SM100
+            sf = self._act_scale(shape.n, shape.k, "ue8m0", groups, pool=f"sfb-{key}")
+            b = (torch.empty(dims, dtype=torch.float8_e4m3fn, device=self.device), sf)
         else:
-            b = torch.empty(dims, dtype=torch.bfloat16, device=self.device)
+            blocks = (-(-shape.n // 128), -(-shape.k // 128))
+            sf = torch.ones(blocks if groups is None else (groups, *blocks), dtype=torch.float32, device=self.device)
+            b = (torch.empty(dims, dtype=torch.float8_e4m3fn, device=self.device), sf)
         self._weights[key] = b
         return b
 
     # -- calls ----------------------------------------------------------------------------------
-    def run(self, shape: Shape, m: int) -> None:
-        """One call of ``shape`` at ``m`` through dgcompat's stable function."""
+    def run(self, shape: Shape, m: int, form: str = "") -> None:
+        """One call of ``shape`` at ``m`` with FP8 activation scales in ``form`` through dgcompat's stable
+        functions (``form`` is ignored for shapes without FP8 scales; ``""`` means ``"tma"``)."""
+        form = form or "tma"
         if isinstance(shape, DenseGemm):
-            self._dense(shape, m)
+            self._dense(shape, m, form)
         elif isinstance(shape, GroupedGemm):
-            self._grouped(shape, m)
-        else:
+            self._grouped(shape, m, form)
+        elif isinstance(shape, PagedIndexer):
             self._paged(shape, m)
-
-    def _act(self, dtype: str, dims: tuple[int, ...], k: int, groups: int | None) -> Any:
-        torch = self.torch
-        if dtype == "fp8":
-            rows = dims[-2]
-            return (torch.empty(dims, dtype=torch.float8_e4m3fn, device=self.device),
-                    self._act_scale(rows, k, groups))
-        return torch.empty(dims, dtype=torch.bfloat16, device=self.device)
-
-    def _dense(self, s: DenseGemm, m: int) -> None:
-        torch = self.torch
-        a = self._act(s.dtype, (m, s.k), s.k, None)
-        d = torch.empty((m, s.n), dtype=torch.bfloat16, device=self.device)
-        if s.dtype == "fp8":
-            fp8_gemm_nt(a, self._weight(s), d)
         else:
-            bf16_gemm_nt(a, self._weight(s), d)
+            self._ragged(shape, m)
 
-    def _grouped(self, s: GroupedGemm, m: int) -> None:
+    def _helpers(self, sf: Any, mn: int, k: int, groups: int | None) -> None:
+        """The layout helper calls an engine makes on row-major float32 scales."""
+        get_mn_major_tma_aligned_tensor(sf)
+        transform_sf_into_required_layout(sf, mn, k, (1, 128, 128), num_groups=groups, is_sfa=True)
+        if self.ue8m0:
+            get_mn_major_tma_aligned_packed_ue8m0_tensor(sf)
+
+    def _fp8_act(self, rows: int, k: int, form: str, groups: int | None = None) -> tuple[Any, Any]:
         torch = self.torch
-        b = self._weight(s)
+        g = groups or 1
+        a = self._flat(("a", "fp8"), g * rows * k, torch.float8_e4m3fn)
+        a = a.view(rows, k) if groups is None else a.view(groups, rows, k)
+        sf = self._act_scale(rows, k, form, groups)
+        if form == "row":
+            self._helpers(sf, rows, k, groups)
+        return a, sf
+
+    def _out(self, numel: int, *dims: int) -> Any:
+        return self._flat(("d", "bf16"), numel, self.torch.bfloat16).view(*dims)
+
+    def _dense(self, s: DenseGemm, m: int, form: str) -> None:
+        torch = self.torch
+        d = self._out(m * s.n, m, s.n)
+        if s.dtype == "fp8":
+            fp8_gemm_nt(self._fp8_act(m, s.k, form), self._weight(s, form), d)
+        else:
+            a = self._flat(("a", "bf16"), m * s.k, torch.bfloat16).view(m, s.k)
+            bf16_gemm_nt(a, self._weight(s, form), d)
+
+    def _grouped(self, s: GroupedGemm, m: int, form: str) -> None:
+        torch = self.torch
+        b = self._weight(s, form)
         if s.layout == "contiguous":
-            a = self._act(s.dtype, (m, s.k), s.k, None)
-            d = torch.empty((m, s.n), dtype=torch.bfloat16, device=self.device)
-            m_indices = torch.zeros((m,), dtype=torch.int32, device=self.device)
+            d = self._out(m * s.n, m, s.n)
+            m_indices = self._flat(("m_indices",), m, torch.int32, 0)
             if s.dtype == "fp8":
-                m_grouped_fp8_gemm_nt_contiguous(a, b, d, m_indices)
+                m_grouped_fp8_gemm_nt_contiguous(self._fp8_act(m, s.k, form), b, d, m_indices)
             else:
+                a = self._flat(("a", "bf16"), m * s.k, torch.bfloat16).view(m, s.k)
                 m_grouped_bf16_gemm_nt_contiguous(a, b, d, m_indices)
             return
-        max_m = s.max_m or m
-        a = self._act(s.dtype, (s.num_groups, max_m, s.k), s.k, s.num_groups)
-        d = torch.empty((s.num_groups, max_m, s.n), dtype=torch.bfloat16, device=self.device)
-        masked_m = torch.full((s.num_groups,), m, dtype=torch.int32, device=self.device)
+        g, max_m = s.num_groups, s.max_m or m
+        d = self._out(g * max_m * s.n, g, max_m, s.n)
+        masked_m = self._masked.get((g, m))
+        if masked_m is None:
+            masked_m = self._masked[(g, m)] = torch.full((g,), m, dtype=torch.int32, device=self.device)
         if s.dtype == "fp8":
-            m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, m)
+            m_grouped_fp8_gemm_nt_masked(self._fp8_act(max_m, s.k, form, g), b, d, masked_m, m)
         else:
+            a = self._flat(("a", "bf16"), g * max_m * s.k, torch.bfloat16).view(g, max_m, s.k)
             m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, m)
 
     def _paged(self, s: PagedIndexer, batch: int) -> None:
         torch = self.torch
         blocks = -(-s.context_len // s.block_kv)
-        q = torch.empty((batch, s.next_n, s.num_heads, s.head_dim), dtype=torch.float8_e4m3fn, device=self.device)
-        kv = torch.zeros((blocks, s.block_kv, 1, s.head_dim + 4), dtype=torch.uint8, device=self.device)
-        weights = torch.empty((batch * s.next_n, s.num_heads), dtype=torch.float32, device=self.device)
-        lens = torch.full((batch, s.next_n), s.context_len, dtype=torch.int32, device=self.device)
+        rows = batch * s.next_n
+        kv = self._weights.get(weight_key(s))
+        if kv is None:
+            kv = self._weights[weight_key(s)] = torch.zeros((blocks, s.block_kv, 1, s.head_dim + 4), dtype=torch.uint8,
+                                                            device=self.device)
+        q = self._flat(("q", "fp8"), rows * s.num_heads * s.head_dim, torch.float8_e4m3fn)
+        q = q.view(batch, s.next_n, s.num_heads, s.head_dim)
+        weights = self._flat(("w", "f32"), rows * s.num_heads, torch.float32).view(rows, s.num_heads)
+        lens = self._flat(("lens", s.context_len), rows, torch.int32, s.context_len).view(batch, s.next_n)
         # Every sequence reads the same blocks: valid indices, and the cache stays small.
-        table = torch.arange(blocks, dtype=torch.int32, device=self.device).expand(batch, blocks).contiguous()
+        table = self._flat(("table", blocks), batch * blocks, torch.int32,
+                           lambda n: torch.arange(blocks, dtype=torch.int32, device=self.device).repeat(
+                               -(-n // blocks))[:n])
+        table = table.view(batch, blocks)
         schedule = get_paged_mqa_logits_metadata(lens, s.block_kv)
         fp8_paged_mqa_logits(q, kv, weights, lens, table, schedule, s.context_len)
+
+    def _ragged(self, s: RaggedIndexer, m: int) -> None:
+        torch = self.torch
+        kv = self._weights.get(weight_key(s))
+        if kv is None:
+            kv = self._weights[weight_key(s)] = (
+                torch.empty((s.context_len, s.head_dim), dtype=torch.float8_e4m3fn, device=self.device),
+                torch.ones((s.context_len,), dtype=torch.float32, device=self.device))
+        q = self._flat(("q", "fp8"), m * s.num_heads * s.head_dim, torch.float8_e4m3fn)
+        q = q.view(m, s.num_heads, s.head_dim)
+        weights = self._flat(("w", "f32"), m * s.num_heads, torch.float32).view(m, s.num_heads)
+        ks = self._flat(("ks",), m, torch.int32, 0)
+        ke = self._flat(("ke", s.context_len), m, torch.int32, s.context_len)
+        fp8_mqa_logits(q, kv, weights, ks, ke, clean_logits=False)

@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from .. import _backend
 from ..detection import release
 from ..errors import BadArgumentError, DeepGemmUnavailableError
 from . import host, record
-from .cache import checked_folder, jit_cache_dir
+from .classes import classes, rule_for
+from .options import cache_folder, check_options
 from .pool import Pool
 from .report import WarmupError, WarmupReport
-from .spec import WarmupSpec, plan_calls, positive
+from .spec import Call, DenseGemm, GroupedGemm, WarmupSpec, plan_calls
 
 __all__ = ["warmup"]
 
@@ -57,16 +57,22 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
     :class:`~dgcompat.jit_warmup.report.WarmupError` when a compile or a worker fails.
     """
     t0 = time.perf_counter()
-    calls = plan_calls(spec)
+    if not isinstance(spec, WarmupSpec):
+        raise BadArgumentError("warmup", "spec", "a WarmupSpec", type(spec).__name__)
+    check_options("warmup", workers=workers, device=device, method=method, processes=processes, timeout_s=timeout_s)
+    folder = cache_folder("warmup", cache_dir, isolate)
+    family = host.gpu_family(device)
+    calls = plan_calls(spec, family=family)
     if not calls:
-        raise BadArgumentError("warmup", "spec", "at least one call", "none: every M exceeds its shape's max_m")
-    _check_options(workers, device, method, processes, timeout_s)
-    folder = checked_folder(_folder(cache_dir, isolate), "warmup", "cache_dir")
+        raise BadArgumentError("warmup", "spec", "at least one call", "none: every M exceeds its shape's bound")
+    policy = spec.policy
+    forms = tuple(dict.fromkeys(c.form for c in calls if c.form))
     backend = _backend.backend_name()
     if backend == "reference":
         return WarmupReport("reference", "none", str(folder), 0, len(calls), 0, 0, 0,
                             time.perf_counter() - t0, 0.0,
-                            notes=("the reference backend compiles nothing: warmup is a no-op",))
+                            notes=("the reference backend compiles nothing: warmup is a no-op",),
+                            policy=policy.coverage(), forms=forms)
     if backend == "none":
         raise DeepGemmUnavailableError(
             "warmup(): deep_gemm is not installed; nothing to compile (DGCOMPAT_BACKEND=reference runs the "
@@ -76,16 +82,22 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
         raise WarmupError("warmup(): no NVCC found (DG_JIT_NVCC_COMPILER, CUDA_HOME, CUDA_PATH, nvcc on PATH, "
                           "/usr/local/cuda): deep_gemm could not compile either")
     chosen, notes = _choose_method(method)
+    notes.extend(_form_notes(spec, family))
     key = record.key(spec, nvcc, device) if chosen == "stand-in" and verify else None
     done = None if key is None or fresh else record.read(folder, key)
     if done is not None:
         note = (f"an identical warmup finished at {done.finished}; its {done.entries} cache entries are all "
                 "present (fresh=True checks every call again)")
         return WarmupReport(release().label, "record", str(folder), 0, done.calls, done.kernels, 0,
-                            done.kernels, time.perf_counter() - t0, 0.0, 0.0, (), (note,))
+                            done.kernels, time.perf_counter() - t0, 0.0, 0.0, (), (note, *done.notes),
+                            policy=policy.coverage(), forms=forms)
+    rel = release()
+    rule = rule_for(rel.dist, rel.version, family)
+    reps = [Call(shape, ms[-1]) for shape in dict.fromkeys(c.shape for c in calls)
+            for ms in classes(rule, shape, sorted({c.m for c in calls if c.shape == shape})).values()]
     if chosen == "calls":
         if workers is None:
-            workers, why = host.default_workers(calls, device)
+            workers, why = host.default_workers(reps, device)
             notes.append(f"{workers} workers ({why})")
         else:
             workers = min(workers, max(1, len(calls)))
@@ -93,7 +105,7 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
     else:
         workers = host.cpu_count() if workers is None else workers
         if processes is None:
-            processes, why = host.default_processes(calls, device, workers)
+            processes, why = host.default_processes(reps, device, workers)
             notes.append(f"{workers} compiles at once, {processes} worker processes ({why})")
         else:
             processes = min(processes, max(1, len(calls)))
@@ -103,43 +115,42 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
     except OSError as exc:
         raise BadArgumentError("warmup", "cache_dir", "a folder this process can create", f"{folder}: {exc}") from None
     with tempfile.TemporaryDirectory(prefix="dgcompat-warmup-") as scratch:
-        pool = Pool(calls, spec.m, workers=workers, processes=processes, device=device, cache=folder,
+        pool = Pool(calls, policy, workers=workers, processes=processes, device=device, cache=folder,
                     scratch=Path(scratch), nvcc=nvcc, verify=verify, out=sys.stderr if show else None,
-                    timeout_s=timeout_s, t0=t0)
+                    timeout_s=timeout_s, t0=t0, rule=rule)
         result = pool.run(chosen)
     notes.extend(result.notes)
+    if result.method == "stand-in" and policy.kind != "changes":
+        source = "from the release's source" if rule.read else "a guess the verify pass checks"
+        checked = "every call then verified" if verify else "the other calls not verified (verify=False)"
+        notes.append(f"one call per M class identified ({rule.name}, {source}); {checked}")
+    if result.verify_kernels:
+        notes.append(f"{result.verify_kernels} kernels were met only by the verify pass (this release picks "
+                     "kernels by finer M steps than the M classes say): compiled all the same")
+    if policy.kind != "every":
+        notes.append(f"sampled M values: {policy.coverage()}")
     entries = tuple(result.entries)
     exact = result.method == "stand-in"
     compiled = sum(e.status == "compiled" for e in entries) if exact else result.new_entries
     cached = sum(e.status == "cached" for e in entries) if exact else 0
     kernels = len(entries) if exact else result.new_entries
     if key is not None and exact:
-        record.write(folder, key, calls=len(result.calls), kernels=kernels)
+        record.write(folder, key, calls=len(result.calls), kernels=kernels,
+                     notes=[n for n in result.notes if "install folder" in n])
     return WarmupReport(release().label, result.method, str(folder), workers, len(result.calls), kernels,
                         compiled, cached, time.perf_counter() - t0, result.identify_s, result.start_s, entries,
-                        tuple(notes), result.processes, result.first_up_s, result.compile_s)
+                        tuple(notes), result.processes, result.first_up_s, result.compile_s,
+                        identified=result.identified, verified=result.verified,
+                        verify_kernels=result.verify_kernels, policy=policy.coverage(), forms=forms)
 
 
-def _check_options(workers: Any, device: Any, method: Any, processes: Any, timeout_s: Any) -> None:
-    if workers is not None:
-        positive("warmup", "workers", workers)
-    if processes is not None:
-        positive("warmup", "processes", processes)
-    if isinstance(device, bool) or not isinstance(device, int) or device < 0:
-        raise BadArgumentError("warmup", "device", "a CUDA device index >= 0", repr(device))
-    if method not in ("auto", "stand-in", "calls"):
-        raise BadArgumentError("warmup", "method", "'auto', 'stand-in' or 'calls'", repr(method))
-    if timeout_s is not None and (isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float))
-                                  or not math.isfinite(timeout_s) or timeout_s <= 0):
-        raise BadArgumentError("warmup", "timeout_s", "None or a positive, finite number of seconds", repr(timeout_s))
-
-
-def _folder(cache_dir: Any, isolate: Any) -> Path:
-    if cache_dir is not None and (not isinstance(cache_dir, (str, os.PathLike)) or not str(cache_dir).strip()):
-        raise BadArgumentError("warmup", "cache_dir", "None or a folder path (str or os.PathLike)", repr(cache_dir))
-    if not isinstance(isolate, bool):
-        raise BadArgumentError("warmup", "isolate", "True or False", repr(isolate))
-    return jit_cache_dir(cache_dir, isolate=isolate)
+def _form_notes(spec: WarmupSpec, family: str | None) -> list[str]:
+    """What the scale forms asked for that this GPU does not take."""
+    fp8 = any(isinstance(s, (DenseGemm, GroupedGemm)) and s.dtype == "fp8" for s in spec.shapes)
+    if not fp8 or "ue8m0" not in spec.scales or family == "sm100":
+        return []
+    why = f"the GPU ({family}) takes float32 scales" if family else "the GPU's architecture is unknown here"
+    return [f"packed UE8M0 scales ('ue8m0') not warmed: {why}"]
 
 
 def _choose_method(method: str) -> tuple[Literal["stand-in", "calls"], list[str]]:

@@ -13,10 +13,11 @@ import subprocess
 from pathlib import Path
 from typing import Sequence
 
-from .spec import Call, DenseGemm, GroupedGemm, PagedIndexer, Shape, weight_key
+from ..table import arch_family, current_arch
+from .spec import Call, DenseGemm, GroupedGemm, PagedIndexer, RaggedIndexer, Shape, weight_key
 
 __all__ = [
-    "cpu_count", "nvidia_smi", "free_gpu_bytes", "default_workers", "gpu_fit", "CALLS_PER_PROCESS",
+    "cpu_count", "nvidia_smi", "gpu_family", "free_gpu_bytes", "default_workers", "gpu_fit", "CALLS_PER_PROCESS",
     "default_processes", "real_nvcc", "stand_in_unusable", "WORKER_OVERHEAD_BYTES", "weight_bytes",
     "scratch_bytes", "worker_bytes",
 ]
@@ -57,6 +58,19 @@ def nvidia_smi(query: str, device: int) -> str | None:
     return lines[0].strip() if out.returncode == 0 and lines else None
 
 
+def gpu_family(device: int) -> str | None:
+    """The architecture family (``"sm90"``, ``"sm100"``, ...) of ``device`` without a CUDA context:
+    ``DGCOMPAT_ARCH`` or NVML (:func:`dgcompat.table.current_arch`), else ``nvidia-smi``; None if unknown."""
+    family = arch_family(current_arch())
+    if family is not None:
+        return family
+    cap = nvidia_smi("compute_cap", device)
+    if cap is None or "." not in cap:
+        return None
+    major, _, minor = cap.partition(".")
+    return arch_family(f"sm{major.strip()}{minor.strip()}")
+
+
 def free_gpu_bytes(device: int) -> int | None:
     """Free memory of ``device`` in bytes, or None if unknown."""
     text = nvidia_smi("memory.free", device)
@@ -71,6 +85,8 @@ def weight_bytes(shape: Shape) -> int:
     if isinstance(shape, PagedIndexer):
         blocks = -(-shape.context_len // shape.block_kv)
         return blocks * shape.block_kv * (shape.head_dim + 4)
+    if isinstance(shape, RaggedIndexer):
+        return shape.context_len * (shape.head_dim + 4)
     el = 1 if shape.dtype == "fp8" else 2
     groups = shape.num_groups if isinstance(shape, GroupedGemm) else 1
     return groups * (el * shape.n * shape.k + 4 * (shape.n // 128 + 1) * (shape.k // 128 + 1))
@@ -86,6 +102,8 @@ def scratch_bytes(call: Call) -> int:
         el = 1 if s.dtype == "fp8" else 2
         rows = m if s.layout == "contiguous" else s.num_groups * (s.max_m or m)
         return el * rows * s.k + 2 * rows * s.n + 4 * (rows + 4) * (s.k // 128 + 1) + 4 * rows
+    if isinstance(s, RaggedIndexer):
+        return m * (s.num_heads * (s.head_dim + 4) + 4 * s.context_len + 8)
     return m * s.next_n * (s.num_heads * (s.head_dim + 4) + 4 * s.context_len + 8) + 4 * m * s.context_len
 
 
@@ -116,9 +134,9 @@ def default_workers(calls: Sequence[Call], device: int) -> tuple[int, str]:
 
 
 def default_processes(calls: Sequence[Call], device: int, workers: int) -> tuple[int, str]:
-    """(processes, why) for the stand-in method: a quarter of the cores, more for long call lists (one per
-    :data:`CALLS_PER_PROCESS` calls, up to the cores), at least 2 and at most ``workers``, bounded by free GPU
-    memory and the number of calls. Its workers only identify and install (milliseconds a call); NVCC runs
+    """(processes, why) for the stand-in method, given the ``calls`` to identify: a quarter of the cores, more
+    for long lists (one per :data:`CALLS_PER_PROCESS` calls, up to the cores), at least 2 and at most
+    ``workers``, bounded by free GPU memory and the number of calls. Its workers only identify and install (milliseconds a call); NVCC runs
     from the calling process, so more of them would only add start-up time (each imports torch and
     deep_gemm and creates a CUDA context)."""
     cores = cpu_count()

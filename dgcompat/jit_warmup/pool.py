@@ -1,30 +1,43 @@
-"""The parent side of a warmup: starts the workers, hands out work, dedupes kernels, compiles, collects counts.
+"""The calling process's side of a warmup: starts the workers, hands out work, dedupes kernels, compiles,
+verifies every call, collects counts.
 
-Protocol (queues of plain tuples; see :mod:`dgcompat.jit_warmup.worker` for the worker side):
+The calls of each shape fall into M classes (:mod:`dgcompat.jit_warmup.classes`); one call per class
+(its representative, in the shape's first scale form) is identified, the others wait for it.
 
-1. Identification (stand-in method): chunks ``("calls", shape_index, [m, ...])`` (or one
-   ``("bisect", shape_index, candidates)`` per shape for :meth:`MPolicy.changes`) on the identify
-   queue, then one ``"turn"`` per worker. Workers answer ``("identified", wid, shape_index,
-   [(m, digest), ...])``. The first call seen for a digest starts its compile at once on a parent
-   thread (:mod:`dgcompat.jit_warmup.build`), from the recipe the stand-in kept in that worker's folder.
-2. Install: each kernel built that way goes out as ``("install", shape_index, m, digest)``; the parent
-   holds the kernel's lock until the answer. This is phase 1; the parent holds locks only then.
-3. Phase 2, once every call is identified and every phase-1 kernel installed (the parent holds no
-   lock, so workers may wait on other processes' locks without a deadlock): ``("compile",
-   shape_index, m, digest)`` for each kernel another process held or a compile outside deep_gemm
-   could not build, and for each installed call that needs further kernels; with ``verify`` on,
-   ``("verify", shape_index, m, None)`` for every other call; with the calls method,
-   ``("plain", shape_index, [m, ...], None)`` per shape. Answers: ``("done", ..., met, more)`` with the
-   kernels met. ``None`` stops a worker.
+Protocol (queues of plain tuples; :mod:`dgcompat.jit_warmup.worker` is the worker side):
+
+1. Identification (stand-in method), with the link of each worker at an empty cache: chunks
+   ``("identify", shape, form, [m, ...])`` of representatives (or one ``("bisect", shape, form,
+   candidates)`` per (shape, form) for :meth:`MPolicy.changes`) on the identify queue, then one ``"turn"``
+   per worker. Answers: ``("identified", wid, shape, form, [(m, digest), ...])``. The first call met for a
+   digest starts its compile on a parent thread (:mod:`dgcompat.jit_warmup.build`), ``workers`` at a time,
+   heavy kernels first; the parent holds the kernel's lock from then until it is installed.
+2. After its turn a worker takes work from the work queue, against the shared cache:
+   ``("install", shape, form, m, digest)`` once the parent built a kernel: the call puts it in place
+   through deep_gemm; the answer ``("installed", ..., status, seconds, next)`` names the next kernel the
+   call misses, if any, which is handled like a new digest. ``("probe", shape, form, [m, ...], None)``:
+   the calls run against the shared cache; the answer ``("probed", wid, shape, form, ok, [(m, digest),
+   ...])`` lists the calls that found every kernel and the first kernel each other one misses. A call
+   waiting for a kernel is probed again once the kernel is installed. When a representative is complete
+   (every kernel it needs is in place), the other calls of its class are probed: the verify pass, which
+   runs every call of the description against the folder and finds whatever the classes missed.
+3. Phase 2, once nothing is being identified, built or installed (the parent holds no lock, so workers
+   may wait on other processes' locks without a deadlock): ``("compile", shape, form, m, digest)`` for
+   each call whose kernel another process held, whose recipe could not be built outside deep_gemm, or
+   that missed a kernel in phase 2; the worker compiles through deep_gemm under the kernel's lock.
+   Answers: ``("done", ...)`` with the kernels met. With the calls method, ``("plain", shape, form, [m,
+   ...], None)`` per (shape, form). ``None`` stops a worker.
 """
 
 from __future__ import annotations
 
+import functools
 import multiprocessing as mp
 import os
 import queue
 import random
 import time
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,12 +48,21 @@ from ..detection import release
 from ..errors import UnsupportedFeatureError
 from .build import Outcome, prepare_build
 from .cache import count_entries, mark_present, source_index
+from .classes import GUESS, Rule, classes
 from .report import KernelEntry, WarmupError
 from .spec import Call, MPolicy, Shape, ms_for
 from .standin import STAND_IN
 from .worker import WorkerConfig, main, prepare
 
 __all__ = ["Pool", "PoolResult", "write_progress"]
+
+#: Calls per probe task (a few milliseconds of a worker's time).
+PROBE_CHUNK = 64
+#: Probe tasks in the work queue per worker process at most: the others wait in the parent, so that an install
+#: (the kernels the calling process compiled) never queues behind thousands of verify calls.
+PROBES_IN_FLIGHT = 2
+
+CallKey = tuple[int, str, int]  # (shape index, scale form, M)
 
 
 @dataclass
@@ -56,6 +78,9 @@ class PoolResult:
     first_up_s: float = 0.0
     compile_s: float = 0.0
     processes: int = 0
+    identified: int = 0
+    verified: int = 0
+    verify_kernels: int = 0
     notes: list[str] = field(default_factory=list)
 
 
@@ -80,16 +105,28 @@ def _spread(ms: list[int]) -> list[int]:
     return [ordered[i] for i in keys]
 
 
+def _light(source: Path) -> bool:
+    """Whether a recipe's kernel is a small one (a layout transform, a schedule, a cleanup): compiled after the
+    GEMM and logits kernels, which take longest, so that none of those starts last."""
+    try:
+        head = source.read_text(errors="replace")[:2000]
+    except OSError:
+        return False
+    return any(word in head for word in ("layout", "scheduler", "clean_logits", "metadata"))
+
+
 class Pool:
     """One warmup's workers. ``workers``: kernels compiled at once (NVCC processes); ``processes``: worker
     processes of the stand-in method (the calls method compiles inside its workers, so it starts
-    ``workers`` of them). Times are measured from ``t0`` (``time.perf_counter()`` at the warmup's start)."""
+    ``workers`` of them). ``rule``: the M classes (one call per class is identified). Times are measured
+    from ``t0`` (``time.perf_counter()`` at the warmup's start)."""
 
     def __init__(self, calls: list[Call], policy: MPolicy, *, workers: int, processes: int, device: int,
                  cache: Path, scratch: Path, nvcc: str, verify: bool, out: TextIO | None,
-                 timeout_s: float | None, t0: float | None = None) -> None:
+                 timeout_s: float | None, t0: float | None = None, rule: Rule = GUESS) -> None:
         self.calls = calls
         self.policy = policy
+        self.rule = rule
         self.workers = workers
         self.processes = processes
         self.device = device
@@ -101,6 +138,18 @@ class Pool:
         self.t0 = time.perf_counter() if t0 is None else t0
         self.deadline = None if timeout_s is None else time.monotonic() + timeout_s
         self.shapes: tuple[Shape, ...] = tuple(dict.fromkeys(c.shape for c in calls))
+        index = {s: i for i, s in enumerate(self.shapes)}
+        forms: dict[int, list[str]] = {}
+        ms: dict[int, list[int]] = {}
+        for c in calls:
+            i = index[c.shape]
+            if c.form not in forms.setdefault(i, []):
+                forms[i].append(c.form)
+            ms.setdefault(i, [])
+            if not ms[i] or ms[i][-1] != c.m:
+                ms[i].append(c.m)
+        self.forms = {i: tuple(f) for i, f in forms.items()}
+        self.ms = {i: sorted(set(v)) for i, v in ms.items()}
         self.ctx = mp.get_context("spawn")  # workers touch CUDA: never fork a process that might have it
 
     # -- public -------------------------------------------------------------------------------------
@@ -156,15 +205,14 @@ class Pool:
             p.start()
         try:
             if method == "stand-in":
-                for task in self._identify_tasks(n):
+                for task in self._identify_tasks(n, state):
                     identify_q.put(task)
                 for _ in procs:
                     identify_q.put("turn")
             else:
-                for idx, shape in enumerate(self.shapes):
-                    ms = [c.m for c in self.calls if c.shape == shape]
-                    work_q.put(("plain", idx, ms, None))
-                    state.outstanding += 1
+                for idx in range(len(self.shapes)):
+                    for form in self.forms[idx]:
+                        state.send(("plain", idx, form, self.ms[idx], None))
                 state.identified_all = n
                 state.phase2 = True
             self._loop(state, procs, result_q)
@@ -186,27 +234,33 @@ class Pool:
                 q.cancel_join_thread()
         write_progress(self.out, state.line(), final=True)
         result = PoolResult(method, state.all_calls(), identify_s=state.identify_s, start_s=state.start_s,
-                            first_up_s=state.first_up_s, compile_s=state.compile_s, processes=n)
+                            first_up_s=state.first_up_s, compile_s=state.compile_s, processes=n,
+                            identified=state.identified, verified=len(state.complete),
+                            verify_kernels=len(state.verify_found))
         result.entries = sorted(state.entries.values(), key=lambda e: e.identity)
         result.new_entries = count_entries(self.cache) - before
         result.notes.extend(state.notes)
         return result
 
-    def _identify_tasks(self, n: int) -> list[tuple[str, int, list[int]]]:
-        tasks: list[tuple[str, int, list[int]]] = []
+    def _identify_tasks(self, n: int, st: _State) -> list[tuple[str, int, str, list[int]]]:
+        tasks: list[tuple[str, int, str, list[int]]] = []
         if self.policy.kind == "changes":
             for idx, shape in enumerate(self.shapes):
-                tasks.append(("bisect", idx, ms_for(shape, range(1, self.policy.max_m + 1))))
+                for form in self.forms[idx]:
+                    tasks.append(("bisect", idx, form, ms_for(shape, range(1, self.policy.max_m + 1))))
             return tasks
         # Small chunks: a digest reaches the parent, and its compile starts, soon after it is found. Each shape's
-        # M values go coarse to fine (:func:`_spread`) and the shapes take turns, so the first chunks the workers
-        # take already meet most distinct kernels (the kernel choice changes with M in steps): every compile
-        # starts early, instead of those of the last shapes after the other shapes' calls.
-        size = max(2, min(16, len(self.calls) // (n * 4) or 1))
-        per_shape: list[list[tuple[str, int, list[int]]]] = []
-        for idx, shape in enumerate(self.shapes):
-            ms = _spread([c.m for c in self.calls if c.shape == shape])
-            per_shape.append([("calls", idx, ms[i:i + size]) for i in range(0, len(ms), size)])
+        # representatives go coarse to fine (:func:`_spread`) and the shapes take turns, so the first chunks the
+        # workers take already meet most distinct kernels (the kernel choice changes with M in steps): every
+        # compile starts early, instead of those of the last shapes after the other shapes' calls.
+        reps = {idx: st.plan_classes(idx) for idx in range(len(self.shapes))}
+        total = sum(len(r) for r in reps.values())
+        size = max(2, min(16, total // (n * 4) or 1))
+        per_shape: list[list[tuple[str, int, str, list[int]]]] = []
+        for idx, rep_ms in reps.items():
+            ms = _spread(rep_ms)
+            form = self.forms[idx][0]
+            per_shape.append([("identify", idx, form, ms[i:i + size]) for i in range(0, len(ms), size)])
         # Each turn starts at the same random shape: ranks warming one cache together then claim different
         # kernels first, and still every rank's first chunks are the coarse ones.
         k = random.randrange(len(per_shape)) if per_shape else 0
@@ -238,13 +292,19 @@ class Pool:
 
     def _dead(self, st: _State, dead: list[Any]) -> None:
         codes = ", ".join(f"worker {p.name} exit code {p.exitcode}" for p in dead)
-        if st.method == "stand-in" and st.identified_all < st.n and not st.done_tasks:
+        if st.method == "stand-in" and st.identified_all < st.n and not st.answers:  # nothing but identification ran
             raise _Fallback(f"a worker died while identifying kernels ({codes})")
         raise WarmupError(f"warmup(): {codes}; the kernels compiled so far are in {self.cache}")
 
 
 class _State:
-    """Bookkeeping of one pass (parent thread only; compile threads report through ``events``)."""
+    """Bookkeeping of one pass (parent thread only; compile threads report through ``events``).
+
+    Every call is keyed ``(shape index, form, m)``. A kernel (digest) is ``queued`` (waiting for a compile
+    slot), ``building``, ``installing``, ``present``, ``elsewhere`` (another process holds its lock, or the
+    cache seems to have it) or ``failed`` (no usable recipe, or NVCC failed on it: compiled through
+    deep_gemm in phase 2); calls that need it wait in ``waiters``.
+    """
 
     def __init__(self, pool: Pool, method: str, n: int, work_q: Any, builder: ThreadPoolExecutor | None) -> None:
         self.pool = pool
@@ -260,50 +320,154 @@ class _State:
         self.compile_s = 0.0
         self.ready = 0
         self.identified_all = 0
+        self.identified = 0
         self.outstanding = 0
-        self.done_tasks = 0
+        self.answers = 0
         self.building = 0
-        self.first: dict[str, tuple[int, int]] = {}  # digest -> (shape index, m) that stands for it
+        self.pending: list[tuple[int, int, str]] = []  # (priority, arrival, digest) waiting for a compile slot
+        self.first: dict[str, CallKey] = {}  # digest -> the call that installs it
         self.first_wid: dict[str, int] = {}
-        self.ids: dict[tuple[int, int], str] = {}
+        self.kstate: dict[str, str] = {}
+        self.waiters: dict[str, list[CallKey]] = {}
+        self.waiting_on: dict[CallKey, str] = {}
+        self.retried: set[tuple[CallKey, str]] = set()
+        self.ids: dict[CallKey, str] = {}
         self.entries: dict[str, KernelEntry] = {}
         self.held: dict[str, int] = {}  # digest -> lock fd, from its compile until its install is done
-        self.later: list[tuple[str, int, int, str | None]] = []  # phase-2 tasks
+        self.parked: list[CallKey] = []  # phase-2 calls
+        self.complete: set[CallKey] = set()
+        self.verify_found: set[str] = set()
         self.phase2 = False
         self.notes: list[str] = []
         self.recipes: list[Path] = []
         self.present: dict[int, list[Path]] = {}  # sources of the entries the cache held at the start
         self.build_s: dict[str, float] = {}  # digest -> seconds its NVCC run took here
         self._failed_builds = 0
+        self._arrivals = 0
+        self._flags_checked = False
+        self.members: dict[CallKey, list[CallKey]] = {}  # representative -> the other calls of its class
+        self.probes: deque[tuple[Any, ...]] = deque()  # probe tasks not sent yet
+        self.probing = 0  # probe tasks sent and not answered
+        self.planned: set[CallKey] = set()
 
+    # -- planning -----------------------------------------------------------------------------------
+    def plan_classes(self, idx: int) -> list[int]:
+        """The representatives' M values of shape ``idx``; remembers each class's other calls."""
+        pool = self.pool
+        shape = pool.shapes[idx]
+        forms = pool.forms[idx]
+        reps = []
+        for ms in classes(pool.rule, shape, pool.ms[idx]).values():
+            rep: CallKey = (idx, forms[0], ms[-1])
+            reps.append(ms[-1])
+            self.members[rep] = [(idx, f, m) for m in ms for f in forms if (idx, f, m) != rep]
+            self.planned.add(rep)
+            self.planned.update(self.members[rep])
+        return reps
+
+    # -- bookkeeping --------------------------------------------------------------------------------
     def now(self) -> float:
         return time.perf_counter() - self.t0
 
     def all_calls(self) -> list[Call]:
         if self.method == "stand-in":
-            return [Call(self.pool.shapes[i], m) for (i, m) in sorted(self.ids)]
+            keys = self.planned if self.pool.policy.kind != "changes" else set(self.ids)
+            return [Call(self.pool.shapes[i], m, f) for (i, f, m) in sorted(keys)]
         return list(self.pool.calls)
 
     def finished(self) -> bool:
-        return self.phase2 and self.outstanding == 0
+        return (self.phase2 and self.outstanding == 0 and not self.parked and not self.building
+                and not self.pending and not self.held and not self.probes)
 
     def line(self) -> str:
         compiled = sum(e.status == "compiled" for e in self.entries.values())
-        known = max(len(self.first), len(self.entries), 1)
+        known = max(len(self.kstate), len(self.entries), 1)
         filled = min(20, 20 * len(self.entries) // known)
         bar = "#" * filled + "." * (20 - filled)
-        return (f"[{bar}] kernels {len(self.entries)}/{len(self.first)} ({compiled} compiled, {self.building} "
-                f"compiling) | {len(self.ids)} calls identified | {self.outstanding} tasks left | {self.now():.1f} s")
+        total = len(self.planned) or len(self.pool.calls)
+        return (f"[{bar}] kernels {len(self.entries)}/{len(self.kstate)} ({compiled} compiled, {self.building} "
+                f"compiling) | {self.identified} calls identified, {len(self.complete)}/{total} verified | "
+                f"{self.outstanding} tasks left | {self.now():.1f} s")
 
-    # -- phase 1: compiles on parent threads, installs by the workers --------------------------------
-    def _submit(self, digest: str, wid: int) -> None:
-        assert self.builder is not None
-        p = self.pool
-        recipe = self.recipes[wid] / digest  # the worker that reported the digest kept its recipe
-        fut = self.builder.submit(prepare_build, digest, recipe, p.cache, p.scratch / "built", p.nvcc,
-                                  p.remaining(), self.present)
-        fut.add_done_callback(lambda f: self.events.put((digest, f)))
-        self.building += 1
+    def send(self, task: tuple[Any, ...]) -> None:
+        self.work_q.put(task)
+        self.outstanding += 1
+
+    def probe(self, calls: list[CallKey]) -> None:
+        """Probe ``calls`` (grouped per shape and form, in chunks) against the shared cache, a few tasks at a time."""
+        groups: dict[tuple[int, str], list[int]] = {}
+        for idx, form, m in calls:
+            groups.setdefault((idx, form), []).append(m)
+        for (idx, form), ms in groups.items():
+            for i in range(0, len(ms), PROBE_CHUNK):
+                self.probes.append(("probe", idx, form, ms[i:i + PROBE_CHUNK], None))
+        self.pump_probes()
+
+    def pump_probes(self) -> None:
+        while self.probes and self.probing < PROBES_IN_FLIGHT * self.n:
+            self.send(self.probes.popleft())
+            self.probing += 1
+
+    # -- kernels ------------------------------------------------------------------------------------
+    def need(self, call: CallKey, digest: str, wid: int, *, probed: bool) -> None:
+        """``call`` needs ``digest`` next (``probed``: a call against the shared cache missed it)."""
+        state = self.kstate.get(digest)
+        self.waiting_on[call] = digest
+        if state is None:
+            if self.phase2:  # no compile outside deep_gemm once the parent holds no locks: a worker compiles it
+                self.kstate[digest] = "failed"
+                self.park(call)
+                return
+            self.kstate[digest] = "queued"
+            self.first[digest] = call
+            self.first_wid[digest] = wid
+            self.waiters[digest] = []
+            if probed and self._is_member(call) and call[1] == self.pool.forms[call[0]][0]:
+                self.verify_found.add(digest)  # a call of a representative's own form met what it did not
+            self._arrivals += 1
+            source = self.recipes[wid] / digest / "source" if self.recipes else Path("/nonexistent")
+            self.pending.append((1 if _light(source) else 0, self._arrivals, digest))
+            self.pending.sort()
+            self.pump()
+        elif state in ("queued", "building", "installing"):
+            self.waiters[digest].append(call)
+        elif state == "present":
+            if probed and (call, digest) in self.retried:
+                self.park(call)  # present, yet the call still misses it: leave it to deep_gemm's own path
+                return
+            self.retried.add((call, digest))
+            self.probe([call])
+        elif state == "elsewhere":
+            if probed:
+                self.park(call)
+            else:
+                self.probe([call])
+        else:
+            self.park(call)
+
+    def _is_member(self, call: CallKey) -> bool:
+        return call not in self.members  # representatives are the keys of ``members``
+
+    def park(self, call: CallKey) -> None:
+        self.parked.append(call)
+
+    def pump(self) -> None:
+        """Start queued compiles while compile slots are free."""
+        assert self.builder is not None or not self.pending
+        while self.pending and self.building < self.pool.workers:
+            _prio, _n, digest = self.pending.pop(0)
+            self.kstate[digest] = "building"
+            p = self.pool
+            recipe = self.recipes[self.first_wid[digest]] / digest  # the worker that reported it kept its recipe
+            assert self.builder is not None
+            fut = self.builder.submit(prepare_build, digest, recipe, p.cache, p.scratch / "built", p.nvcc,
+                                      p.remaining(), self.present)
+            fut.add_done_callback(functools.partial(self._ended, digest))
+            self.building += 1
+
+    def _ended(self, digest: str, fut: Future[Outcome]) -> None:
+        """A compile thread's callback (runs on that thread): hand the outcome to the parent thread."""
+        self.events.put((digest, fut))
 
     def _ended_builds(self) -> Iterator[tuple[str, Future[Outcome]]]:
         """The compiles whose threads ended since the last look (what their callbacks reported), oldest first."""
@@ -320,19 +484,42 @@ class _State:
                 out = fut.result()
             except Exception as exc:  # an unexpected failure of the thread: the worker path compiles it
                 out = Outcome(digest, "failed", why=f"{type(exc).__name__}: {exc}")
-            idx, m = self.first[out.identity]
+            call = self.first[out.identity]
             if out.kind == "built":
                 assert out.fd is not None
                 self.held[out.identity] = out.fd
                 self.build_s[out.identity] = out.seconds
-                self.work_q.put(("install", idx, m, out.identity))
-                self.outstanding += 1
-                continue
-            if out.kind == "failed":
+                self.kstate[out.identity] = "installing"
+                self._check_flags(out.identity)
+                self.send(("install", call[0], call[1], call[2], out.identity))
+            elif out.kind == "elsewhere":
+                self.kstate[out.identity] = "elsewhere"
+                self.probe([call, *self.waiters.pop(out.identity, [])])
+            else:
                 self._failed_builds += 1
                 if self._failed_builds <= 3:
                     self.notes.append(f"kernel {out.identity} was compiled through deep_gemm instead: {out.why}")
-            self.later.append(("compile", idx, m, out.identity))
+                self.kstate[out.identity] = "failed"
+                for c in [call, *self.waiters.pop(out.identity, [])]:
+                    self.park(c)
+        self.pump()
+
+    def _check_flags(self, digest: str) -> None:
+        """Note once whether the compiler flags name the release's install folder (then so does deep_gemm's key)."""
+        if self._flags_checked:
+            return
+        self._flags_checked = True
+        try:
+            args = (self.recipes[self.first_wid[digest]] / digest / "args").read_text().split("\n")
+        except OSError:
+            return
+        location = release().location
+        paths = [a[2:] for a in args if a.startswith("-I")]
+        if location and any(p.startswith(str(Path(location).parent)) for p in paths):
+            self.notes.append(
+                f"deep_gemm's cache key contains its install folder (the compiler flag -I{paths[0]}): these kernels "
+                "serve this install only; after moving the virtualenv, or in a container where deep_gemm is "
+                "installed elsewhere, they are compiled again (warm there)")
 
     def _release(self, digest: str, present: bool) -> None:
         fd = self.held.pop(digest, None)
@@ -353,23 +540,50 @@ class _State:
         for digest in list(self.held):
             self._release(digest, False)
 
+    # -- calls ----------------------------------------------------------------------------------------
+    def done(self, call: CallKey) -> None:
+        """``call`` found every kernel it needs in the shared cache."""
+        if call in self.complete:
+            return
+        self.complete.add(call)
+        digest = self.waiting_on.pop(call, None)
+        if digest is not None and self.kstate.get(digest) == "elsewhere":
+            self.kstate[digest] = "present"  # the cache had it after all
+        if digest is not None and digest not in self.entries and self.kstate.get(digest) == "present":
+            self.entries[digest] = KernelEntry(digest, "cached", self._label(call), 0.0)
+        first = self.ids.get(call)
+        if first is not None and first not in self.entries:
+            self.entries[first] = KernelEntry(first, "cached", self._label(call), 0.0)
+            self.kstate.setdefault(first, "present")
+        members = self.members.get(call)
+        if members and self.pool.verify:
+            if self.phase2:
+                for c in members:
+                    self.send(("compile", c[0], c[1], c[2], None))
+            else:
+                self.probe(members)
+
+    def _label(self, call: CallKey) -> str:
+        return Call(self.pool.shapes[call[0]], call[2], call[1]).label
+
     # -- phase 2 --------------------------------------------------------------------------------------
     def maybe_phase2(self) -> None:
-        if self.phase2 or self.identified_all < self.n or self.building or self.held:
+        if (self.identified_all < self.n or self.building or self.pending or self.held or self.outstanding
+                or self.probes or (self.phase2 and not self.parked)):
             return
-        self.phase2 = True
-        self.compile_s = self.now()
-        tasks = list(self.later)
-        if self.pool.verify:
-            reps = set(self.first.values())
-            tasks += [("verify", idx, m, None) for (idx, m) in sorted(self.ids) if (idx, m) not in reps]
-        for task in tasks:
-            self.work_q.put(task)
-        self.outstanding += len(tasks)
+        if not self.phase2:
+            self.phase2 = True
+            self.compile_s = self.compile_s or self.now()
+        parked, self.parked = self.parked, []
+        for c in dict.fromkeys(parked):
+            if c not in self.complete:
+                self.send(("compile", c[0], c[1], c[2], self.ids.get(c)))
 
     # -- worker messages ------------------------------------------------------------------------------
     def handle(self, msg: tuple[Any, ...]) -> None:
         kind = msg[0]
+        if kind in ("installed", "probed", "done"):
+            self.answers += 1
         if kind == "ready":
             self.ready += 1
             if self.ready == 1:
@@ -378,46 +592,81 @@ class _State:
                 self.start_s = self.now()
             return
         if kind == "identified":
-            _, wid, idx, found = msg
+            _, wid, idx, form, found = msg
             for m, digest in found:
-                self.ids[(idx, m)] = digest
-                if digest not in self.first:
-                    self.first[digest] = (idx, m)
-                    self._submit(digest, wid)
+                call: CallKey = (idx, form, m)
+                self.identified += 1
+                self.ids[call] = digest
+                if self.pool.policy.kind == "changes":
+                    self.members.setdefault(call, [])
+                    self.planned.add(call)
+                self.need(call, digest, wid, probed=False)
             return
         if kind == "identified-all":
             self.identified_all += 1
             if self.identified_all == self.n:
                 self.identify_s = self.now()
             return
-        if kind == "done":
-            _, _wid, task, idx, m, expect, met, more = msg
+        if kind == "installed":
+            _, wid, idx, form, m, digest, status, seconds, nxt = msg
             self.outstanding -= 1
-            self.done_tasks += 1
-            label = Call(self.pool.shapes[idx], m).label if task != "plain" else self.pool.shapes[idx].label
+            call = (idx, form, m)
+            if status == "compiled":
+                seconds += self.build_s.get(digest, 0.0)
+            self.entries[digest] = KernelEntry(digest, status, self._label(call), round(seconds, 3))
+            self.kstate[digest] = "present"
+            self._release(digest, True)
+            self.compile_s = max(self.compile_s, self.now())
+            waiting = self.waiters.pop(digest, [])
+            if waiting:
+                self.probe(waiting)
+            if nxt is None:
+                self.waiting_on.pop(call, None)
+                self.done(call)
+            else:
+                self.need(call, nxt, wid, probed=True)
+            return
+        if kind == "probed":
+            _, wid, idx, form, ok, missing = msg
+            self.outstanding -= 1
+            self.probing -= 1
+            for m in ok:
+                self.done((idx, form, m))
+            for m, digest in missing:
+                self.need((idx, form, m), digest, wid, probed=True)
+            self.pump_probes()
+            return
+        if kind == "done":
+            _, _wid, task, idx, form, m, expect, met = msg
+            self.outstanding -= 1
+            if task == "plain":
+                return
+            call = (idx, form, m)
             for digest, status, seconds in met:
-                if task == "install" and status == "compiled":
-                    seconds += self.build_s.get(digest, 0.0)
                 old = self.entries.get(digest)
                 if old is None or (status == "compiled" and old.status != "compiled"):
-                    self.entries[digest] = KernelEntry(digest, status, label, round(seconds, 3))
-            if task == "install":
-                self._release(expect, any(d == expect for d, _s, _t in met))
-                if more:
-                    self.later.append(("compile", idx, m, expect))
+                    self.entries[digest] = KernelEntry(digest, status, self._label(call), round(seconds, 3))
+                self.kstate[digest] = "present"
+                if (self._is_member(call) and old is None and status == "compiled"
+                        and call[1] == self.pool.forms[idx][0]):
+                    self.verify_found.add(digest)
+            self.waiting_on.pop(call, None)
+            self.done(call)
             return
         if kind == "unhonored":
             raise _Fallback("a call finished in an empty cache without running the compiler program "
                             "(this release does not build kernels through DG_JIT_NVCC_COMPILER)")
         if kind == "call-error":
-            _, _wid, idx, m, why, text = msg
+            _, _wid, idx, form, m, why, text = msg
             shape = self.pool.shapes[idx]
-            where = f"{shape.label}" + (f" at M={m}" if isinstance(m, int) else "")
+            where = f"{shape.label}" + (f" at M={m}" if isinstance(m, int) else "") + (
+                f" (scales {form})" if form else "")
             if why == "rejected":
                 raise UnsupportedFeatureError("warmup", where, release().label, hint=text)
             raise WarmupError(f"warmup(): {where}: {why}: {text}")
         if kind == "fatal":
             _, wid, text, tb = msg
-            if self.method == "stand-in" and self.identified_all < self.n and not self.done_tasks:
+            if self.method == "stand-in" and self.identified_all < self.n and not self.answers:
                 raise _Fallback(f"worker {wid} failed while identifying: {text}")
             raise WarmupError(f"warmup(): worker {wid} failed: {text}\n{tb}")
+

@@ -16,7 +16,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ..detection import release
 from . import host
@@ -43,6 +43,7 @@ class Done:
     kernels: int
     entries: int
     finished: str
+    notes: tuple[str, ...] = ()
 
 
 def _folder(cache: Path) -> Path:
@@ -74,16 +75,18 @@ def read(cache: Path, k: str) -> Done | None:
         listed = set(data["entries"])
         if not listed or not listed <= set(entries(cache)):
             return None
-        return Done(int(data["calls"]), int(data["kernels"]), len(listed), str(data["finished"]))
+        return Done(int(data["calls"]), int(data["kernels"]), len(listed), str(data["finished"]),
+                    tuple(str(n) for n in data.get("notes", ())))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def write(cache: Path, k: str, *, calls: int, kernels: int) -> None:
-    """Record a complete warmup (written to a temporary file, then renamed: readers never see half)."""
+def write(cache: Path, k: str, *, calls: int, kernels: int, notes: Sequence[str] = ()) -> None:
+    """Record a complete warmup (written to a temporary file, then renamed: readers never see half); ``notes``
+    are said again by a warmup the record answers."""
     folder = _folder(cache)
     folder.mkdir(parents=True, exist_ok=True)
-    data = {"calls": calls, "kernels": kernels, "entries": entries(cache),
+    data = {"calls": calls, "kernels": kernels, "entries": entries(cache), "notes": list(notes),
             "finished": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
     tmp = folder / f".{k}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(data, indent=1))

@@ -38,8 +38,16 @@ class WarmupReport:
     ``workers``: kernels compiled at once; ``processes``: worker processes (identify and install calls).
     Times in seconds from the start of the call: ``wall_s`` the whole call, ``first_up_s`` / ``start_s``
     until the first / every worker had started (imported torch and deep_gemm), ``identify_s`` until
-    every call was identified, ``compile_s`` until every kernel the calls need first was compiled and
-    installed (the rest is the verify pass and the kernels only it finds).
+    every representative call was identified, ``compile_s`` until the last kernel compiled in the calling
+    process was installed (the verify pass runs alongside; what is left after that is the verify pass and
+    the kernels only it or another process's lock left to the workers).
+
+    ``calls``: the calls the description stands for, each (shape, M, scale form); ``identified``: how many of
+    them were identified (one per M class and shape, :mod:`dgcompat.jit_warmup.classes`); ``verified``: how
+    many then ran against the warmed folder and found every kernel (all of them, with ``verify``);
+    ``verify_kernels``: kernels only the verify pass met (a class coarser than the release's kernel choice;
+    compiled all the same). ``policy``: which M values the warmup covered and what it can miss;
+    ``forms``: the FP8 activation-scale forms warmed.
     """
 
     release: str
@@ -58,6 +66,11 @@ class WarmupReport:
     processes: int = 0
     first_up_s: float = 0.0
     compile_s: float = 0.0
+    identified: int = 0
+    verified: int = 0
+    verify_kernels: int = 0
+    policy: str = ""
+    forms: tuple[str, ...] = ()
 
     @property
     def compiled_ids(self) -> tuple[str, ...]:
@@ -67,11 +80,14 @@ class WarmupReport:
         return asdict(self)
 
     def summary(self) -> str:
-        head = (f"dgcompat warmup [{self.release}, {self.method}]: {self.calls} calls, {self.kernels} distinct "
-                f"kernels: {self.compiled} compiled, {self.cached} found in the cache; {self.wall_s:.1f} s wall "
-                f"({self.phases()}) with {self.workers} compiles at once in {self.processes} worker processes; "
-                f"cache {self.cache_dir}")
-        return "\n".join([head, *(f"  note: {n}" for n in self.notes)])
+        head = (f"dgcompat warmup [{self.release}, {self.method}]: {self.calls} calls ({self.identified} identified, "
+                f"{self.verified} verified against the folder), {self.kernels} distinct kernels: {self.compiled} "
+                f"compiled, {self.cached} found in the cache; {self.wall_s:.1f} s wall ({self.phases()}) with "
+                f"{self.workers} compiles at once in {self.processes} worker processes; cache {self.cache_dir}")
+        extra = [f"  M values: {self.policy}"] if self.policy else []
+        if self.forms:
+            extra.append(f"  FP8 scale forms: {', '.join(self.forms)}")
+        return "\n".join([head, *extra, *(f"  note: {n}" for n in self.notes)])
 
     def phases(self) -> str:
         """Where the time went, e.g. ``workers up 1.2-2.0 s, identified 2.4 s, compiled 9.8 s``."""

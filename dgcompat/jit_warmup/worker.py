@@ -1,5 +1,5 @@
-"""A warmup worker process: identifies calls' kernels, installs what the calling process compiled, compiles
-under per-kernel locks.
+"""A warmup worker process: identifies calls' kernels, probes calls against the shared cache, installs what the
+calling process compiled, and (last) compiles under per-kernel locks.
 
 Started by :mod:`dgcompat.jit_warmup.pool` with the ``spawn`` method; :func:`main` sets deep_gemm's
 environment before anything imports deep_gemm (its compiler reads ``DG_JIT_NVCC_COMPILER`` and
@@ -8,9 +8,15 @@ environment before anything imports deep_gemm (its compiler reads ``DG_JIT_NVCC_
 ``DG_JIT_CACHE_DIR`` is a symbolic link owned by this worker. While identifying it points at an
 empty folder, so every call reaches the compiler and the stand-in (:mod:`dgcompat.jit_warmup.standin`)
 records its first kernel; then the worker turns it to the shared cache once (deep_gemm resolves the
-path on every lookup) and compiles. A worker never identifies after that turn: deep_gemm's in-process
-table of loaded kernels is keyed by path, and a kernel loaded through the link would otherwise answer
-an identification.
+path on every lookup). A worker never identifies after that turn: deep_gemm's in-process table of
+loaded kernels is keyed by path, and a kernel loaded through the link would otherwise answer an
+identification. After the turn a call in ``identify`` mode is a *probe*: it finishes where every kernel
+it needs is in the shared cache, and otherwise fails on the first missing one, which the stand-in
+records (with its recipe) at the cost of one failed compiler start.
+
+Each identify or probe task carries several calls of one (shape, scale form); the worker makes them
+one after the other with the same scratch buffers (:class:`~dgcompat.jit_warmup.calls.Runner`) and
+reads the stand-in's log once per call.
 """
 
 from __future__ import annotations
@@ -29,9 +35,10 @@ from ..knobs import compile_mode
 from .cache import lock_kernel, mark_present
 from .calls import Runner
 from .spec import MPolicy, Shape
-from .standin import Record, read_log
+from .standin import Record, keep_recipe, read_log
 
 __all__ = ["WorkerConfig", "Worker", "main", "prepare"]
+
 
 @dataclass(frozen=True)
 class WorkerConfig:
@@ -71,49 +78,83 @@ class Worker:
         self.put = put
         self.log = Path(cfg.log)
         self.cache = Path(cfg.cache)
+        self.recipes = Path(cfg.recipes) if cfg.recipes else None
         self.runner = runner
+        self._kept: set[str] = set()
 
     # -- one call ---------------------------------------------------------------------------------
-    def _attempt(self, shape: Shape, m: int, mode: str) -> tuple[BaseException | None, list[Record]]:
+    def _attempt(self, shape: Shape, m: int, form: str, mode: str) -> tuple[BaseException | None, list[Record]]:
         os.environ["DGCOMPAT_WARMUP_MODE"] = mode
-        self.log.write_text("")
         error: BaseException | None = None
         try:
-            self.runner.run(shape, m)
+            self.runner.run(shape, m, form)
         except Exception as exc:  # the stand-in's refusal arrives as deep_gemm's compile error
             error = exc
-        finally:
-            os.environ["DGCOMPAT_WARMUP_MODE"] = "pass"
         records = read_log(self.log)
         for r in records:
-            if r.action not in ("compiled", "installed"):  # a failed build's temporary folder stays behind
-                self._drop_build_dir(r.source)
+            if r.action in ("identified", "refused"):
+                self._keep(r)
+                self._drop_build_dir(r.source)  # a failed build's temporary folder stays behind
         return error, records
+
+    def _keep(self, record: Record) -> None:
+        if self.recipes is not None and record.identity not in self._kept and keep_recipe(record, self.recipes):
+            self._kept.add(record.identity)
 
     def _drop_build_dir(self, source: str) -> None:
         # Anything under the identification folder is ours; in the shared cache only a temporary build
         # folder is (older JITs write the source into the entry itself, which another process may be filling).
+        if not source:
+            return
         folder = Path(source).parent
         if _inside(folder, Path(self.cfg.empty)) or _inside(folder, self.cache / "tmp"):
             shutil.rmtree(folder, ignore_errors=True)
 
-    def identify(self, shape: Shape, m: int) -> str:
+    def identify(self, shape: Shape, m: int, form: str) -> str:
         """The digest of the first kernel the call needs (the link points at an empty cache)."""
-        error, records = self._attempt(shape, m, "identify")
+        error, records = self._attempt(shape, m, form, "identify")
         if records:
             return records[0].identity
         if error is None:
             raise Unhonored()
         raise error
 
-    def warm(self, shape: Shape, m: int, expect: str | None, *, blocking: bool) -> list[tuple[str, str, float]]:
+    def probe(self, shape: Shape, m: int, form: str) -> str | None:
+        """None if the call finds every kernel it needs in the shared cache, else the first one missing."""
+        error, records = self._attempt(shape, m, form, "identify")
+        if error is None:
+            return None
+        if records:
+            return records[0].identity
+        raise error
+
+    def install(self, shape: Shape, m: int, form: str, identity: str) -> tuple[str, float, str | None]:
+        """Make the call put the kernel ``identity``, which the parent compiled and holds the lock for, into
+        the shared cache. Returns its status (``compiled``: installed or compiled here, ``cached``: the cache
+        had it), the seconds and the next kernel the call misses (None: the call is complete)."""
+        t0 = time.perf_counter()
+        error, records = self._attempt(shape, m, form, f"install:{identity}")
+        mine = [r.action for r in records if r.identity == identity]
+        status = "compiled" if "installed" in mine or "compiled" in mine else "cached"
+        seconds = time.perf_counter() - t0
+        if error is None:
+            return status, seconds, None
+        refused = [r for r in records if r.action == "refused"]
+        if refused:
+            return status, seconds, refused[0].identity
+        if status == "compiled":
+            raise CompileFailed(f"installing kernel {identity} failed: {error}") from error
+        raise error
+
+    def warm(self, shape: Shape, m: int, form: str, expect: str | None, *,
+             blocking: bool) -> list[tuple[str, str, float]]:
         """Make the call succeed against the shared cache, compiling each missing kernel under its lock.
 
         Returns ``(digest, "compiled" | "cached", seconds)`` for the kernels met; ``expect`` (the call's
         identified first kernel) is reported as cached when the cache already had it.
         """
         met: list[tuple[str, str, float]] = []
-        error, records = self._attempt(shape, m, "identify")
+        error, records = self._attempt(shape, m, form, "identify")
         if error is None:
             return [(expect, "cached", 0.0)] if expect else []
         if not records:
@@ -127,7 +168,7 @@ class Worker:
                 raise Busy(want)
             t0 = time.perf_counter()
             try:
-                error, records = self._attempt(shape, m, f"compile:{want}")
+                error, records = self._attempt(shape, m, form, f"compile:{want}")
             finally:
                 os.close(fd)
             compiled = any(r.action == "compiled" and r.identity == want for r in records)
@@ -144,23 +185,6 @@ class Worker:
             want = refused[0].identity
         raise RuntimeError("the call kept asking for new kernels")
 
-    def install(self, shape: Shape, m: int, identity: str) -> tuple[list[tuple[str, str, float]], bool]:
-        """Make the call put the kernel ``identity``, which the parent compiled and holds the lock for, into
-        the shared cache. Returns the kernel met and whether the call still needs other kernels (the parent
-        then hands it on as an ordinary task, once it holds no locks)."""
-        t0 = time.perf_counter()
-        error, records = self._attempt(shape, m, f"install:{identity}")
-        mine = [r.action for r in records if r.identity == identity]
-        status = "compiled" if "installed" in mine or "compiled" in mine else "cached"
-        met = [(identity, status, time.perf_counter() - t0)]
-        if error is None:
-            return met, False
-        if any(r.action == "refused" for r in records):
-            return met, True
-        if status == "compiled":
-            raise CompileFailed(f"installing kernel {identity} failed: {error}") from error
-        raise error
-
     # -- the two phases ---------------------------------------------------------------------------
     def identify_phase(self, tasks: Any) -> bool:
         """Identify tasks until the turn; False if this worker stopped on an error it reported."""
@@ -171,25 +195,24 @@ class Worker:
                 shutil.rmtree(Path(self.cfg.empty) / "tmp", ignore_errors=True)
                 self.put(("identified-all", self.cfg.wid))
                 return True
-            kind, idx, ms = task
+            kind, idx, form, ms = task
             shape = self.cfg.shapes[idx]
             try:
                 if kind == "bisect":
-                    found = self._bisect(shape, ms)
-                else:
-                    # Each call is reported as it is identified: a new kernel's compile starts at once.
-                    for m in ms:
-                        self.put(("identified", self.cfg.wid, idx, [(m, _at(m, lambda: self.identify(shape, m)))]))
+                    self.put(("identified", self.cfg.wid, idx, form, self._bisect(shape, form, ms)))
                     continue
+                # Each call is reported as it is identified: a new kernel's compile starts at once.
+                for m in ms:
+                    digest = _at(m, lambda: self.identify(shape, m, form))
+                    self.put(("identified", self.cfg.wid, idx, form, [(m, digest)]))
             except Unhonored:
                 self.put(("unhonored", self.cfg.wid))
                 return False
             except Exception as exc:
-                self.put(("call-error", self.cfg.wid, idx, _failed_m(exc), _kind(exc), str(exc)))
+                self.put(("call-error", self.cfg.wid, idx, form, _failed_m(exc), _kind(exc), str(exc)))
                 return False
-            self.put(("identified", self.cfg.wid, idx, found))
 
-    def _bisect(self, shape: Shape, candidates: list[int]) -> list[tuple[int, str]]:
+    def _bisect(self, shape: Shape, form: str, candidates: list[int]) -> list[tuple[int, str]]:
         """Identify a grid of ``candidates``, then bisect between neighbours needing different kernels."""
         grid = set(MPolicy.changes(candidates[-1]).grid())
         pos = sorted({i for i, m in enumerate(candidates) if m in grid} | {0, len(candidates) - 1})
@@ -197,7 +220,7 @@ class Worker:
 
         def ident(i: int) -> str:
             if i not in ids:
-                ids[i] = _at(candidates[i], lambda: self.identify(shape, candidates[i]))
+                ids[i] = _at(candidates[i], lambda: self.identify(shape, candidates[i], form))
             return ids[i]
 
         stack = [(a, b) for a, b in zip(pos, pos[1:])]
@@ -229,24 +252,38 @@ class Worker:
                 deferred.append(task)
 
     def _do(self, task: tuple[Any, ...], *, blocking: bool) -> bool:
-        kind, idx, m, expect = task
+        kind, idx, form, m, expect = task
         shape = self.cfg.shapes[idx]
-        more = False
-        met: list[tuple[str, str, float]] = []
+        wid = self.cfg.wid
         try:
-            if kind == "install":
-                met, more = self.install(shape, m, expect)
-            elif kind == "plain":
+            if kind == "probe":
+                ok: list[int] = []
+                missing: list[tuple[int, str]] = []
                 for one in m:
-                    _at(one, lambda: self.runner.run(shape, one))
+                    found = _at(one, lambda: self.probe(shape, one, form))
+                    if found is None:
+                        ok.append(one)
+                    else:
+                        missing.append((one, found))
+                self.put(("probed", wid, idx, form, ok, missing))
+                return True
+            if kind == "install":
+                status, seconds, nxt = self.install(shape, m, form, expect)
+                self.put(("installed", wid, idx, form, m, expect, status, seconds, nxt))
+                return True
+            if kind == "plain":
+                for one in m:
+                    _at(one, lambda: self.runner.run(shape, one, form))
+                met: list[tuple[str, str, float]] = []
             else:
-                met = self.warm(shape, m, expect, blocking=blocking)
+                met = self.warm(shape, m, form, expect, blocking=blocking)
         except Busy:
             return False
         except Exception as exc:
-            self.put(("call-error", self.cfg.wid, idx, _failed_m(exc, m), _kind(exc), str(exc)))
-            met = []
-        self.put(("done", self.cfg.wid, kind, idx, m, expect, met, more))
+            self.put(("call-error", wid, idx, form, _failed_m(exc, m if isinstance(m, int) else None), _kind(exc),
+                      str(exc)))
+            return True
+        self.put(("done", wid, kind, idx, form, m, expect, met))
         return True
 
 
@@ -322,13 +359,13 @@ def main(cfg: WorkerConfig, identify_q: Any, work_q: Any, result_q: Any) -> None
         os.environ["DG_JIT_NVCC_COMPILER"] = cfg.stand_in
         os.environ["DGCOMPAT_WARMUP_NVCC"] = cfg.nvcc
         os.environ["DGCOMPAT_WARMUP_LOG"] = cfg.log
-        os.environ["DGCOMPAT_WARMUP_RECIPES"] = cfg.recipes
         os.environ["DGCOMPAT_WARMUP_BUILT"] = cfg.built
     try:
-        worker = Worker(cfg, result_q.put, Runner(cfg.device))
+        runner = Runner(cfg.device)
+        worker = Worker(cfg, result_q.put, runner)
         # Where the release has a compile mode (the bundled copies), calls build kernels without launching them.
         with compile_mode(1):
-            result_q.put(("ready", cfg.wid))
+            result_q.put(("ready", cfg.wid, runner.family))
             if cfg.method == "stand-in" and not worker.identify_phase(identify_q):
                 return
             worker.work_phase(work_q)
