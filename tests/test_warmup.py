@@ -470,7 +470,7 @@ def test_compiles_start_on_the_first_report_and_phase_two_waits_for_every_lock(t
     builder = ThreadPoolExecutor(3)
     st = P._State(pool, "stand-in", 2, work, builder)
     st.recipes = [tmp_path, tmp_path]
-    assert st.plan_classes(0) == [2, 64, 65, 300, 2000]  # M=1 and 2 share a class: 2 stands for 1
+    assert st.plan_classes(0, "tma") == [2, 64, 65, 300, 2000]  # M=1 and 2 share a class: 2 stands for 1
     st.handle(("identified", 0, 0, "tma", [(2, "a"), (64, "c"), (65, "b")]))
     builder.shutdown(wait=True)
     assert sorted(started) == ["a", "b", "c"] and st.identified_all == 0  # compiling began before identifying ended
@@ -517,15 +517,16 @@ def test_identification_order_meets_every_shape_and_m_range_first(tmp_path: Path
     monkeypatch.setattr(P.random, "randrange", lambda n: 0)  # no rotation: the order itself is checked
     st = P._State(pool, "stand-in", 4, None, None)
     tasks = pool._identify_tasks(4, st)
-    reps = sorted((idx, m) for idx, _form, m in st.members)
-    assert sorted((idx, m) for _kind, idx, _form, chunk in tasks for m in chunk) == reps  # each representative once
+    reps = sorted(st.members)
+    assert sorted((idx, form, m) for _kind, idx, form, chunk in tasks for m in chunk) == reps  # each one once
     planned = sorted((idx, form, m) for rep, members in st.members.items() for idx, form, m in [rep, *members])
     assert planned == sorted((pool.shapes.index(c.shape), c.form, c.m) for c in calls)  # every call in one class
     assert len(reps) < len(calls) // 2
-    first = tasks[:len(pool.shapes)]
-    assert sorted(idx for _kind, idx, _form, _chunk in first) == [0, 1, 2]  # the shapes take turns
-    for _kind, idx, _form, chunk in first:  # a coarse sample of the whole range, not its smallest M values
-        mine = sorted(m for i, m in reps if i == idx)
+    first = tasks[:len(pool.shapes) * 2]
+    assert sorted((idx, form) for _kind, idx, form, _chunk in first) == [
+        (i, f) for i in range(3) for f in ("row", "tma")]  # the shapes and scale forms take turns
+    for _kind, idx, form, chunk in first:  # a coarse sample of the whole range, not its smallest M values
+        mine = sorted(m for i, f, m in reps if (i, f) == (idx, form))
         assert min(chunk) == mine[0] and max(chunk) >= mine[len(mine) // 2] and len(chunk) < len(mine)
     assert P._spread([3, 1, 2, 4]) == [1, 3, 2, 4] and P._spread([]) == []
 

@@ -1,8 +1,8 @@
 """The calling process's side of a warmup: starts the workers, hands out work, dedupes kernels, compiles,
 verifies every call, collects counts.
 
-The calls of each shape fall into M classes (:mod:`dgcompat.jit_warmup.classes`); one call per class
-(its representative, in the shape's first scale form) is identified, the others wait for it.
+The calls of each shape and scale form fall into M classes (:mod:`dgcompat.jit_warmup.classes`); one call
+per class (its representative) is identified, the others wait for it.
 
 Protocol (queues of plain tuples; :mod:`dgcompat.jit_warmup.worker` is the worker side):
 
@@ -249,17 +249,17 @@ class Pool:
                 for form in self.forms[idx]:
                     tasks.append(("bisect", idx, form, ms_for(shape, range(1, self.policy.max_m + 1))))
             return tasks
-        # Small chunks: a digest reaches the parent, and its compile starts, soon after it is found. Each shape's
-        # representatives go coarse to fine (:func:`_spread`) and the shapes take turns, so the first chunks the
-        # workers take already meet most distinct kernels (the kernel choice changes with M in steps): every
-        # compile starts early, instead of those of the last shapes after the other shapes' calls.
-        reps = {idx: st.plan_classes(idx) for idx in range(len(self.shapes))}
+        # Small chunks: a digest reaches the parent, and its compile starts, soon after it is found. The
+        # representatives of each (shape, scale form) go coarse to fine (:func:`_spread`) and the (shape, form)
+        # pairs take turns, so the first chunks the workers take already meet most distinct kernels (the kernel
+        # choice changes with M in steps): every compile starts early, instead of those of the last shapes after
+        # the other shapes' calls.
+        reps = {(idx, form): st.plan_classes(idx, form) for idx in range(len(self.shapes)) for form in self.forms[idx]}
         total = sum(len(r) for r in reps.values())
         size = max(2, min(16, total // (n * 4) or 1))
         per_shape: list[list[tuple[str, int, str, list[int]]]] = []
-        for idx, rep_ms in reps.items():
+        for (idx, form), rep_ms in reps.items():
             ms = _spread(rep_ms)
-            form = self.forms[idx][0]
             per_shape.append([("identify", idx, form, ms[i:i + size]) for i in range(0, len(ms), size)])
         # Each turn starts at the same random shape: ranks warming one cache together then claim different
         # kernels first, and still every rank's first chunks are the coarse ones.
@@ -351,16 +351,15 @@ class _State:
         self.planned: set[CallKey] = set()
 
     # -- planning -----------------------------------------------------------------------------------
-    def plan_classes(self, idx: int) -> list[int]:
-        """The representatives' M values of shape ``idx``; remembers each class's other calls."""
+    def plan_classes(self, idx: int, form: str) -> list[int]:
+        """The representatives' M values of shape ``idx`` in scale form ``form``; remembers each class's other
+        calls (the same form, the other M values of the class)."""
         pool = self.pool
-        shape = pool.shapes[idx]
-        forms = pool.forms[idx]
         reps = []
-        for ms in classes(pool.rule, shape, pool.ms[idx]).values():
-            rep: CallKey = (idx, forms[0], ms[-1])
+        for ms in classes(pool.rule, pool.shapes[idx], pool.ms[idx]).values():
+            rep: CallKey = (idx, form, ms[-1])
             reps.append(ms[-1])
-            self.members[rep] = [(idx, f, m) for m in ms for f in forms if (idx, f, m) != rep]
+            self.members[rep] = [(idx, form, m) for m in ms[:-1]]
             self.planned.add(rep)
             self.planned.update(self.members[rep])
         return reps
@@ -422,8 +421,8 @@ class _State:
             self.first[digest] = call
             self.first_wid[digest] = wid
             self.waiters[digest] = []
-            if probed and self._is_member(call) and call[1] == self.pool.forms[call[0]][0]:
-                self.verify_found.add(digest)  # a call of a representative's own form met what it did not
+            if probed and self._is_member(call):
+                self.verify_found.add(digest)  # a call its class's representative stood for met what it did not
             self._arrivals += 1
             source = self.recipes[wid] / digest / "source" if self.recipes else Path("/nonexistent")
             self.pending.append((1 if _light(source) else 0, self._arrivals, digest))
@@ -647,8 +646,7 @@ class _State:
                 if old is None or (status == "compiled" and old.status != "compiled"):
                     self.entries[digest] = KernelEntry(digest, status, self._label(call), round(seconds, 3))
                 self.kstate[digest] = "present"
-                if (self._is_member(call) and old is None and status == "compiled"
-                        and call[1] == self.pool.forms[idx][0]):
+                if self._is_member(call) and old is None and status == "compiled":
                     self.verify_found.add(digest)
             self.waiting_on.pop(call, None)
             self.done(call)
