@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from dgcompat.jit_warmup.cache import entries as _entries
-from dgcompat.jit_warmup.presets import DEEPSEEK_V3_DENSE, DEEPSEEK_V3_SAMPLED_MS, dense_shapes, layer_set
-from dgcompat.jit_warmup.spec import MPolicy, WarmupSpec, plan_calls
+from dgcompat.jit_warmup.presets import DEEPSEEK_V3_DENSE, DEEPSEEK_V3_SAMPLED_MS, dense_shapes, layer_set, preset
+from dgcompat.jit_warmup.spec import GroupedGemm, MPolicy, WarmupSpec, plan_calls
 from dgcompat_conformance.results import results_dir
 
 REPO = Path(__file__).resolve().parent.parent
@@ -65,10 +65,10 @@ def _child_calls(shapes: int, cache: str) -> dict[str, Any]:
     from dgcompat.jit_warmup.calls import Runner
 
     runner = Runner(0)
-    calls = plan_calls(_spec(shapes))
+    calls = plan_calls(_spec(shapes), family=runner.family)
     t0 = time.perf_counter()
     for c in calls:
-        runner.run(c.shape, c.m)
+        runner.run(c.shape, c.m, c.form)
     _sync()
     t1 = time.perf_counter()
     return {"calls": len(calls), "calls_s": t1 - t0, "process_s": t1 - t_start, "entries": len(_entries(Path(cache)))}
@@ -88,6 +88,22 @@ def _child_warmup(shapes: int, cache: str, workers: int | None, fresh: bool,
     return out
 
 
+def _child_identify(cache: str, count: int) -> dict[str, Any]:
+    """What identifying a call costs in one worker process: ``count`` calls that are each their own M class
+    (contiguous MoE totals 128, 256, ...), then DeepSeek-V3's dense GEMMs at every M up to 4096 (no verify pass:
+    identification only)."""
+    import dgcompat
+
+    single = WarmupSpec((GroupedGemm(8, 256, 512),), MPolicy.values([128 * i for i in range(1, count + 1)]),
+                        scales=("tma",))
+    one = dgcompat.warmup(single, cache_dir=f"{cache}/single", processes=1, progress=False, verify=False)
+    dense = dgcompat.warmup(preset("deepseek-v3-dense", max_tokens=4096), cache_dir=f"{cache}/dense", processes=1,
+                            progress=False, verify=False)
+    return {"single": {"identified": one.identified, "identify_s": one.identify_s - one.start_s},
+            "dense": {"calls": dense.calls, "identified": dense.identified,
+                      "identify_s": dense.identify_s - dense.start_s}}
+
+
 def _sync() -> None:
     import torch
 
@@ -99,6 +115,8 @@ def _child_main(argv: list[str]) -> int:
     role, shapes, cache = argv[0], int(argv[1]), argv[2]
     if role == "calls":
         result = _child_calls(shapes, cache)
+    elif role == "identify":
+        result = _child_identify(cache, shapes)
     else:
         procs = argv[5] if len(argv) > 5 else "auto"
         result = _child_warmup(shapes, cache, None if argv[3] == "auto" else int(argv[3]), argv[4] == "fresh",
@@ -250,6 +268,35 @@ def _layer_lines(layers: dict[str, Any] | None) -> list[str]:
                 f"{layers['wall_s_with_start']:.1f} s; {_phases(layers)})"]
 
 
+def render_identify(res: dict[str, Any]) -> str:
+    one, dense = res["single"], res["dense"]
+    per = 1000 * one["identify_s"] / max(1, one["identified"])
+    return "\n".join([
+        f"identification, one worker process{' (fake JIT, this CPU)' if res.get('fake') else ''}:",
+        f"  {one['identified']} calls, each its own M class: {one['identify_s']:.2f} s, {per:.2f} ms per identified call",
+        f"  DeepSeek-V3 dense at every M <= 4096: {dense['calls']} calls (shape x M x scale form), "
+        f"{dense['identified']} identified (one per M class and shape) in {dense['identify_s']:.2f} s: "
+        f"{1000 * dense['identify_s'] / max(1, dense['calls']):.3f} ms per call of the description",
+    ])
+
+
+def _identify_cost(args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory(prefix="dgcompat-bench-identify-") as tmp:
+        env = dict(os.environ)
+        if args.fake:
+            env.update(_fake_env(Path(tmp)))
+        env["PYTHONPATH"] = os.pathsep.join([p for p in (env.get("PYTHONPATH", ""), str(REPO),
+                                                         str(REPO / "conformance")) if p])
+        res, wall = _run(["identify", str(args.identify_calls), str(Path(tmp) / "cache")], env, args.timeout)
+    res["fake"], res["wall_s"] = args.fake, wall
+    print(render_identify(res))
+    out = args.json.with_name("bench-warmup-identify.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=2) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
 def _fake_env(base: Path) -> dict[str, str]:
     sys.path[:0] = [str(REPO)]
     from tests import fake_jit
@@ -286,7 +333,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=480, help="seconds per child process")
     p.add_argument("--fake", action="store_true", help="run against the CPU fake JIT (checks the code path only)")
     p.add_argument("--no-layer-set", action="store_true", help="skip the cold warmup of a whole layer set")
+    p.add_argument("--identify-cost", action="store_true",
+                   help="only measure what identifying a call costs in one worker process (and how many calls "
+                        "DeepSeek-V3's dense GEMMs at every M <= 4096 identify)")
+    p.add_argument("--identify-calls", type=int, default=256, help="calls of the --identify-cost measurement")
     args = p.parse_args(argv)
+    if args.identify_cost:
+        return _identify_cost(args)
     with tempfile.TemporaryDirectory(prefix="dgcompat-bench-warmup-") as tmp:
         # Each run needs its own empty cache: subfolders of --base, else of DG_JIT_CACHE_DIR, else a temp folder.
         given = args.base or (Path(os.environ["DG_JIT_CACHE_DIR"]) if os.environ.get("DG_JIT_CACHE_DIR") else None)
