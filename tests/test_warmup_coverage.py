@@ -283,3 +283,14 @@ def test_the_check_on_the_reference_backend_is_a_no_op(clean_dgcompat: None, tmp
     with pytest.raises(BadArgumentError) as info:
         check(W.WarmupSpec((W.DenseGemm(256, 512),), max_tokens=8), cache_dir=tmp_path, sample=0)
     assert info.value.argument == "sample"
+
+
+def test_the_gpu_case_passes_on_the_fake_jit(jit_env: dict[str, Any]) -> None:
+    env = {**jit_env["env"], "DGCOMPAT_CASES_DEVICE": "cpu", "DG_JIT_CACHE_DIR": str(jit_env["cache"])}
+    out = subprocess.run([sys.executable, "-m", "dgcompat_conformance.gpu.cases", "warmup_zero_compiles"],
+                         capture_output=True, text=True, env=env, timeout=600, cwd=str(REPO))
+    rec = json.loads(out.stdout.strip().splitlines()[-1])
+    assert rec["outcome"] == "passed", rec
+    assert [c["name"] for c in rec["checks"]] == ["every call verified against the folder", "each kernel counted once",
+                                                 "the check compiled nothing", "the check ran calls"]
+    assert len(compiles(jit_env["log"])) > 0
