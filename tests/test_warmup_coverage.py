@@ -294,3 +294,17 @@ def test_the_gpu_case_passes_on_the_fake_jit(jit_env: dict[str, Any]) -> None:
     assert [c["name"] for c in rec["checks"]] == ["every call verified against the folder", "each kernel counted once",
                                                  "the check compiled nothing", "the check ran calls"]
     assert len(compiles(jit_env["log"])) > 0
+
+
+def test_a_layout_helper_the_release_lacks_is_skipped(jit_env: dict[str, Any]) -> None:
+    from . import fake_jit
+    from .conftest import write_dist
+
+    site = jit_env["site"]
+    source = fake_jit.source("0.1.4") + "\ndel transform_sf_into_required_layout\n"
+    write_dist(site, "sgl-deep-gemm", "0.1.4", {"deep_gemm/__init__.py": source})  # the same folder, rewritten
+    dgcompat.reset()
+    report = dgcompat.warmup(W.WarmupSpec((W.DenseGemm(256, 512),), max_tokens=100), cache_dir=jit_env["cache"],
+                             workers=2, progress=False)
+    assert report.method == "stand-in" and report.verified == report.calls == 200
+    assert report.compiled == 3  # block_m 64 and 128, and the transpose the GEMM and get_mn_major_... need

@@ -26,8 +26,9 @@ and viewed per call, so a call allocates nothing but what deep_gemm allocates it
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
+from ..errors import IncompatibleBuildError, UnsupportedFeatureError
 from ..gemm import bf16_gemm_nt, fp8_gemm_nt
 from ..indexer import fp8_mqa_logits, fp8_paged_mqa_logits, get_paged_mqa_logits_metadata
 from ..moe import (
@@ -71,6 +72,7 @@ class Runner:
         self._weights: dict[tuple[Any, ...], Any] = {}
         self._pools: dict[tuple[Any, ...], Any] = {}
         self._masked: dict[tuple[int, int], Any] = {}
+        self.missing: set[str] = set()  # layout helpers the release does not have
 
     # -- buffers ----------------------------------------------------------------------------------
     def _flat(self, key: tuple[Any, ...], numel: int, dtype: Any, fill: Any = None) -> Any:
@@ -145,11 +147,22 @@ class Runner:
             self._ragged(shape, m)
 
     def _helpers(self, sf: Any, mn: int, k: int, groups: int | None) -> None:
-        """The layout helper calls an engine makes on row-major float32 scales."""
-        get_mn_major_tma_aligned_tensor(sf)
-        transform_sf_into_required_layout(sf, mn, k, (1, 128, 128), num_groups=groups, is_sfa=True)
+        """The layout helper calls an engine makes on row-major float32 scales (those the release has: one it
+        lacks, no engine can call, so there is nothing to warm)."""
+        helpers: list[tuple[str, Callable[[], Any]]] = [
+            ("mn_major", lambda: get_mn_major_tma_aligned_tensor(sf)),
+            ("transform", lambda: transform_sf_into_required_layout(sf, mn, k, (1, 128, 128), num_groups=groups,
+                                                                    is_sfa=True)),
+        ]
         if self.ue8m0:
-            get_mn_major_tma_aligned_packed_ue8m0_tensor(sf)
+            helpers.append(("packed", lambda: get_mn_major_tma_aligned_packed_ue8m0_tensor(sf)))
+        for name, call in helpers:
+            if name in self.missing:
+                continue
+            try:
+                call()
+            except (IncompatibleBuildError, UnsupportedFeatureError):
+                self.missing.add(name)
 
     def _fp8_act(self, rows: int, k: int, form: str, groups: int | None = None) -> tuple[Any, Any]:
         torch = self.torch

@@ -120,6 +120,10 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
                     timeout_s=timeout_s, t0=t0, rule=rule)
         result = pool.run(chosen)
     notes.extend(result.notes)
+    if result.families and result.families != ((family or "unknown"),):
+        notes.append(f"the calls were planned for the GPU family {family or 'unknown'} (what the calling process can "
+                     f"tell without CUDA: DGCOMPAT_ARCH, NVML, nvidia-smi) but the workers saw "
+                     f"{', '.join(result.families)}: the scale forms may not be those serving uses")
     if result.method == "stand-in" and policy.kind != "changes":
         source = "from the release's source" if rule.read else "a guess the verify pass checks"
         checked = "every call then verified" if verify else "the other calls not verified (verify=False)"

@@ -81,6 +81,7 @@ class PoolResult:
     identified: int = 0
     verified: int = 0
     verify_kernels: int = 0
+    families: tuple[str, ...] = ()  # the GPU families the worker processes saw
     notes: list[str] = field(default_factory=list)
 
 
@@ -240,6 +241,7 @@ class Pool:
         result.entries = sorted(state.entries.values(), key=lambda e: e.identity)
         result.new_entries = count_entries(self.cache) - before
         result.notes.extend(state.notes)
+        result.families = tuple(sorted(f or "unknown" for f in state.families))
         return result
 
     def _identify_tasks(self, n: int, st: _State) -> list[tuple[str, int, str, list[int]]]:
@@ -348,6 +350,7 @@ class _State:
         self.members: dict[CallKey, list[CallKey]] = {}  # representative -> the other calls of its class
         self.probes: deque[tuple[Any, ...]] = deque()  # probe tasks not sent yet
         self.probing = 0  # probe tasks sent and not answered
+        self.families: set[str | None] = set()  # the GPU families the workers saw
         self.planned: set[CallKey] = set()
 
     # -- planning -----------------------------------------------------------------------------------
@@ -584,6 +587,7 @@ class _State:
         if kind in ("installed", "probed", "done"):
             self.answers += 1
         if kind == "ready":
+            self.families.add(msg[2])
             self.ready += 1
             if self.ready == 1:
                 self.first_up_s = self.now()
