@@ -275,7 +275,7 @@ def render_identify(res: dict[str, Any]) -> str:
         f"identification, one worker process{' (fake JIT, this CPU)' if res.get('fake') else ''}:",
         f"  {one['identified']} calls, each its own M class: {one['identify_s']:.2f} s, {per:.2f} ms per identified call",
         f"  DeepSeek-V3 dense at every M <= 4096: {dense['calls']} calls (shape x M x scale form), "
-        f"{dense['identified']} identified (one per M class and shape) in {dense['identify_s']:.2f} s: "
+        f"{dense['identified']} identified (one per M class, shape and scale form) in {dense['identify_s']:.2f} s: "
         f"{1000 * dense['identify_s'] / max(1, dense['calls']):.3f} ms per call of the description",
     ])
 
