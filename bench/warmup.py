@@ -37,7 +37,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dgcompat.jit_warmup import warmup
 from dgcompat.jit_warmup.cache import entries as _entries
+from dgcompat.jit_warmup.calls import Runner
 from dgcompat.jit_warmup.presets import DEEPSEEK_V3_DENSE, DEEPSEEK_V3_SAMPLED_MS, dense_shapes, layer_set, preset
 from dgcompat.jit_warmup.spec import GroupedGemm, MPolicy, WarmupSpec, plan_calls
 from dgcompat_conformance.results import results_dir
@@ -61,9 +63,7 @@ def _layer_set() -> WarmupSpec:
 def _child_calls(shapes: int, cache: str) -> dict[str, Any]:
     """Every call of the spec, serially, in this process (``DG_JIT_CACHE_DIR`` = ``cache``)."""
     t_start = time.perf_counter()
-    os.environ["DG_JIT_CACHE_DIR"] = cache
-    from dgcompat.jit_warmup.calls import Runner
-
+    os.environ["DG_JIT_CACHE_DIR"] = cache  # before deep_gemm reads it (the first call)
     runner = Runner(0)
     calls = plan_calls(_spec(shapes), family=runner.family)
     t0 = time.perf_counter()
@@ -78,10 +78,8 @@ def _child_warmup(shapes: int, cache: str, workers: int | None, fresh: bool,
                   processes: int | None = None) -> dict[str, Any]:
     """``shapes`` 0 means the whole layer set."""
     t_start = time.perf_counter()
-    import dgcompat
-
     spec = _spec(shapes) if shapes else _layer_set()
-    report = dgcompat.warmup(spec, cache_dir=cache, isolate=False, workers=workers, progress=False, fresh=fresh,
+    report = warmup(spec, cache_dir=cache, isolate=False, workers=workers, progress=False, fresh=fresh,
                              processes=processes)
     out = report.as_dict()
     out["process_s"] = time.perf_counter() - t_start
@@ -92,12 +90,10 @@ def _child_identify(cache: str, count: int) -> dict[str, Any]:
     """What identifying a call costs in one worker process: ``count`` calls that are each their own M class
     (contiguous MoE totals 128, 256, ...), then DeepSeek-V3's dense GEMMs at every M up to 4096 (no verify pass:
     identification only)."""
-    import dgcompat
-
     single = WarmupSpec((GroupedGemm(8, 256, 512),), MPolicy.values([128 * i for i in range(1, count + 1)]),
                         scales=("tma",))
-    one = dgcompat.warmup(single, cache_dir=f"{cache}/single", processes=1, progress=False, verify=False)
-    dense = dgcompat.warmup(preset("deepseek-v3-dense", max_tokens=4096), cache_dir=f"{cache}/dense", processes=1,
+    one = warmup(single, cache_dir=f"{cache}/single", processes=1, progress=False, verify=False)
+    dense = warmup(preset("deepseek-v3-dense", max_tokens=4096), cache_dir=f"{cache}/dense", processes=1,
                             progress=False, verify=False)
     return {"single": {"identified": one.identified, "identify_s": one.identify_s - one.start_s},
             "dense": {"calls": dense.calls, "identified": dense.identified,
@@ -232,7 +228,8 @@ def render(res: dict[str, Any]) -> str:
                     if s["extrapolated"] else f"{s['calls_s']:.1f} s ({s['entries']} kernels; process {s['wall_s']:.1f} s)")
     lines = [
         f"dgcompat warmup benchmark: {len(res['shapes'])} dense FP8 shapes x {len(res['ms'])} M values = "
-        f"{res['calls']} calls, release {c['release']}",
+        f"{res['calls']} (shape, M) calls in every scale form the GPU takes ({c.get('calls', res['calls'])} calls), release "
+        f"{c['release']}",
         "",
         "| run | wall | kernels compiled | found in cache |",
         "|---|---|---|---|",

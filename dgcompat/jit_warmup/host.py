@@ -7,6 +7,7 @@ GPU is asked through ``nvidia-smi`` only.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -39,11 +40,16 @@ def cpu_count() -> int:
 
 def nvidia_smi(query: str, device: int) -> str | None:
     """``nvidia-smi --query-gpu=<query>`` for ``device`` (mapped through ``CUDA_VISIBLE_DEVICES``), or None.
-    The parent asks this instead of CUDA so that it never creates a CUDA context."""
+    The parent asks this instead of CUDA so that it never creates a CUDA context; an answer is kept for the
+    process's lifetime (a warm start asks twice)."""
+    return _nvidia_smi(query, device, os.environ.get("CUDA_VISIBLE_DEVICES", "").strip())
+
+
+@functools.lru_cache(maxsize=16)
+def _nvidia_smi(query: str, device: int, visible: str) -> str | None:
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
     ident = str(device)
     if visible:
         items = [v.strip() for v in visible.split(",") if v.strip()]
@@ -64,7 +70,8 @@ def gpu_family(device: int) -> str | None:
     family = arch_family(current_arch())
     if family is not None:
         return family
-    cap = nvidia_smi("compute_cap", device)
+    answer = nvidia_smi("name,compute_cap", device)  # the record's question too: one nvidia-smi run
+    cap = answer.rsplit(",", 1)[-1].strip() if answer else None
     if cap is None or "." not in cap:
         return None
     major, _, minor = cap.partition(".")
