@@ -203,23 +203,46 @@ def render(res: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _find(folders: list[Path], dist: str, version: str) -> Path | None:
+    """The first wheel of ``dist==version`` in ``folders`` (searched recursively, in order)."""
+    from packaging.utils import canonicalize_name, parse_wheel_filename
+    from packaging.version import Version
+
+    for folder in folders:
+        for wheel in sorted(folder.rglob("*.whl")) if folder.is_dir() else []:
+            try:
+                name, ver, _build, _tags = parse_wheel_filename(wheel.name)
+            except ValueError:
+                continue
+            if name == canonicalize_name(dist) and ver == Version(version):
+                return wheel
+    return None
+
+
 def wheels(folders: list[Path], release: str) -> list[Path]:
     """The sgl-deep-gemm ``release`` wheel in ``folders`` and the apache-tvm-ffi wheel its metadata pins."""
-    found = [w for f in folders for w in sorted(f.rglob(f"sgl_deep_gemm-{release}-*.whl"))]
-    if not found:
-        raise SystemExit(f"warmup_gpu: no sgl_deep_gemm-{release}-*.whl in {', '.join(map(str, folders))}")
-    wheel = found[0]
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    wheel = _find(folders, "sgl-deep-gemm", release)
+    if wheel is None:
+        raise SystemExit(f"warmup_gpu: no sgl-deep-gemm {release} wheel in {', '.join(map(str, folders))}")
     with zipfile.ZipFile(wheel) as zf:
         meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
         text = zf.read(meta).decode()
-    pins = [ln.split("==", 1)[1].split(";")[0].strip() for ln in text.splitlines()
-            if ln.startswith("Requires-Dist: apache-tvm-ffi==") and "extra" not in ln]
+    pins = []
+    for line in text.splitlines():
+        if line.startswith("Requires-Dist:"):
+            req = Requirement(line.split(":", 1)[1].strip())
+            pinned = [spec.version for spec in req.specifier if spec.operator == "=="]
+            if canonicalize_name(req.name) == "apache-tvm-ffi" and pinned and not (req.marker and "extra" in str(req.marker)):
+                pins.append(pinned[0])
     out = [wheel]
     if pins:
-        tvm = [w for f in folders for w in sorted(f.rglob(f"apache_tvm_ffi-{pins[0]}-*.whl"))]
-        if not tvm:
+        tvm = _find(folders, "apache-tvm-ffi", pins[0])
+        if tvm is None:
             raise SystemExit(f"warmup_gpu: {wheel.name} needs apache-tvm-ffi=={pins[0]}; no such wheel found")
-        out.append(tvm[0])
+        out.append(tvm)
     return out
 
 

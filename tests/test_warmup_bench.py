@@ -57,3 +57,29 @@ def test_the_identification_cost_is_measured_and_printed(tmp_path: Path) -> None
     res = json.loads((tmp_path / "bench-warmup-identify.json").read_text())
     assert res["single"]["identified"] == 16
     assert res["dense"]["calls"] == 6 * 4096 * 2 and res["dense"]["identified"] < res["dense"]["calls"] // 50
+
+
+def test_the_gpu_script_finds_the_release_wheel_and_its_tvm_ffi_pin(tmp_path: Path) -> None:
+    import zipfile
+
+    def wheel(folder: Path, name: str, version: str, requires: str = "") -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{name}-{version}-cp39-abi3-manylinux_2_28_x86_64.whl"
+        with zipfile.ZipFile(path, "w") as zf:
+            zf.writestr(f"{name}-{version}.dist-info/METADATA",
+                        f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{requires}")
+        return path
+
+    dg = wheel(tmp_path / "a", "sgl_deep_gemm", "0.1.4",
+               "Requires-Dist: torch\nRequires-Dist: apache-tvm-ffi==0.1.9\n"
+               "Requires-Dist: apache-tvm-ffi==0.1.12; extra == \"test\"\n")
+    wheel(tmp_path / "a", "sgl_deep_gemm", "0.1.5")
+    wheel(tmp_path / "b" / "x", "apache_tvm_ffi", "0.1.12")
+    tvm = wheel(tmp_path / "b" / "x", "apache_tvm_ffi", "0.1.9")
+    assert G.wheels([tmp_path / "a", tmp_path / "b"], "0.1.4") == [dg, tvm]
+    try:
+        G.wheels([tmp_path / "b"], "0.1.4")
+    except SystemExit as exc:
+        assert "no sgl-deep-gemm 0.1.4 wheel" in str(exc)
+    else:
+        raise AssertionError("a missing wheel must stop the script")
