@@ -308,3 +308,22 @@ def test_a_layout_helper_the_release_lacks_is_skipped(jit_env: dict[str, Any]) -
                              workers=2, progress=False)
     assert report.method == "stand-in" and report.verified == report.calls == 200
     assert report.compiled == 3  # block_m 64 and 128, and the transpose the GEMM and get_mn_major_... need
+
+
+def test_the_check_loads_neither_torch_nor_deep_gemm_in_the_calling_process(jit_env: dict[str, Any]) -> None:
+    code = textwrap.dedent(f"""
+        import json, sys
+        from dgcompat.jit_warmup import DenseGemm, WarmupSpec, warmup
+        from dgcompat.jit_warmup.check import check
+        if __name__ == "__main__":
+            spec = WarmupSpec((DenseGemm(256, 512),), max_tokens=64)
+            warmup(spec, cache_dir={str(jit_env['cache'])!r}, workers=1, progress=False)
+            r = check(spec, cache_dir={str(jit_env['cache'])!r}, sample=4)
+            print(json.dumps([r.ok, r.calls, "torch" in sys.modules, "deep_gemm" in sys.modules]))
+    """)
+    script = jit_env["cache"].parent / "checker.py"
+    script.write_text(code)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=jit_env["env"],
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [True, 8, False, False]
