@@ -37,41 +37,25 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dgcompat.jit_warmup import warmup
+from dgcompat.jit_warmup.cache import entries as _entries
+from dgcompat.jit_warmup.calls import Runner
+from dgcompat.jit_warmup.presets import DEEPSEEK_V3_DENSE, DEEPSEEK_V3_SAMPLED_MS, dense_shapes, layer_set, preset
+from dgcompat.jit_warmup.spec import GroupedGemm, MPolicy, WarmupSpec, plan_calls
 from dgcompat_conformance.results import results_dir
 
 REPO = Path(__file__).resolve().parent.parent
-SHAPES: tuple[tuple[int, int], ...] = (
-    (2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048),
-)
-MS: tuple[int, ...] = tuple(sorted({2 ** i for i in range(13)} | set(range(7, 257, 7))))
+SHAPES: tuple[tuple[int, int], ...] = DEEPSEEK_V3_DENSE
+MS: tuple[int, ...] = DEEPSEEK_V3_SAMPLED_MS
 
 
-def _spec(shapes: int) -> Any:
-    from dgcompat import DenseGemm, MPolicy, WarmupSpec
-
-    return WarmupSpec(tuple(DenseGemm(n, k) for n, k in SHAPES[:shapes]), MPolicy.values(MS))
+def _spec(shapes: int) -> WarmupSpec:
+    return WarmupSpec(dense_shapes(shapes), MPolicy.values(MS))
 
 
-def _layer_set() -> Any:
-    """A whole DeepSeek-V3(.2) layer set per rank of an EP-8 deployment: the dense GEMMs, the MoE GEMMs
-    (32 local experts, gate-up 4096x7168 and down 7168x2048) contiguous (prefill) and masked (decode,
-    256 rows per expert), and the indexer (64 heads of 128, 64-token blocks, next_n 1 and 2)."""
-    from dgcompat import DenseGemm, GroupedGemm, MPolicy, PagedIndexer, WarmupSpec
-    from dgcompat.jit_warmup import Shape
-
-    moe = ((32, 4096, 7168), (32, 7168, 2048))
-    shapes: tuple[Shape, ...] = (*(DenseGemm(n, k) for n, k in SHAPES),
-              *(GroupedGemm(e, n, k, "contiguous") for e, n, k in moe),
-              *(GroupedGemm(e, n, k, "masked", max_m=256) for e, n, k in moe),
-              PagedIndexer(64, 128, 64, 1), PagedIndexer(64, 128, 64, 2))
-    return WarmupSpec(shapes, MPolicy.values(MS))
-
-
-def _entries(cache: Path) -> list[str]:
-    try:
-        return sorted(p.name for p in (cache / "cache").iterdir() if p.name.startswith("kernel."))
-    except FileNotFoundError:
-        return []
+def _layer_set() -> WarmupSpec:
+    """A whole DeepSeek-V3(.2) layer set per rank of an EP-8 deployment (:func:`dgcompat.jit_warmup.presets.layer_set`)."""
+    return layer_set(MPolicy.values(MS))
 
 
 # ---- children -----------------------------------------------------------------------------------
@@ -79,15 +63,12 @@ def _entries(cache: Path) -> list[str]:
 def _child_calls(shapes: int, cache: str) -> dict[str, Any]:
     """Every call of the spec, serially, in this process (``DG_JIT_CACHE_DIR`` = ``cache``)."""
     t_start = time.perf_counter()
-    os.environ["DG_JIT_CACHE_DIR"] = cache
-    from dgcompat import jit_warmup as W
-    from dgcompat._warmup.calls import Runner
-
+    os.environ["DG_JIT_CACHE_DIR"] = cache  # before deep_gemm reads it (the first call)
     runner = Runner(0)
-    calls = W.plan_calls(_spec(shapes))
+    calls = plan_calls(_spec(shapes), family=runner.family)
     t0 = time.perf_counter()
     for c in calls:
-        runner.run(c.shape, c.m)
+        runner.run(c.shape, c.m, c.form)
     _sync()
     t1 = time.perf_counter()
     return {"calls": len(calls), "calls_s": t1 - t0, "process_s": t1 - t_start, "entries": len(_entries(Path(cache)))}
@@ -97,14 +78,26 @@ def _child_warmup(shapes: int, cache: str, workers: int | None, fresh: bool,
                   processes: int | None = None) -> dict[str, Any]:
     """``shapes`` 0 means the whole layer set."""
     t_start = time.perf_counter()
-    import dgcompat
-
     spec = _spec(shapes) if shapes else _layer_set()
-    report = dgcompat.warmup(spec, cache_dir=cache, isolate=False, workers=workers, progress=False, fresh=fresh,
+    report = warmup(spec, cache_dir=cache, isolate=False, workers=workers, progress=False, fresh=fresh,
                              processes=processes)
     out = report.as_dict()
     out["process_s"] = time.perf_counter() - t_start
     return out
+
+
+def _child_identify(cache: str, count: int) -> dict[str, Any]:
+    """What identifying a call costs in one worker process: ``count`` calls that are each their own M class
+    (contiguous MoE totals 128, 256, ...), then DeepSeek-V3's dense GEMMs at every M up to 4096 (no verify pass:
+    identification only)."""
+    single = WarmupSpec((GroupedGemm(8, 256, 512),), MPolicy.values([128 * i for i in range(1, count + 1)]),
+                        scales=("tma",))
+    one = warmup(single, cache_dir=f"{cache}/single", processes=1, progress=False, verify=False)
+    dense = warmup(preset("deepseek-v3-dense", max_tokens=4096), cache_dir=f"{cache}/dense", processes=1,
+                            progress=False, verify=False)
+    return {"single": {"identified": one.identified, "identify_s": one.identify_s - one.start_s},
+            "dense": {"calls": dense.calls, "identified": dense.identified,
+                      "identify_s": dense.identify_s - dense.start_s}}
 
 
 def _sync() -> None:
@@ -118,6 +111,8 @@ def _child_main(argv: list[str]) -> int:
     role, shapes, cache = argv[0], int(argv[1]), argv[2]
     if role == "calls":
         result = _child_calls(shapes, cache)
+    elif role == "identify":
+        result = _child_identify(cache, shapes)
     else:
         procs = argv[5] if len(argv) > 5 else "auto"
         result = _child_warmup(shapes, cache, None if argv[3] == "auto" else int(argv[3]), argv[4] == "fresh",
@@ -233,7 +228,8 @@ def render(res: dict[str, Any]) -> str:
                     if s["extrapolated"] else f"{s['calls_s']:.1f} s ({s['entries']} kernels; process {s['wall_s']:.1f} s)")
     lines = [
         f"dgcompat warmup benchmark: {len(res['shapes'])} dense FP8 shapes x {len(res['ms'])} M values = "
-        f"{res['calls']} calls, release {c['release']}",
+        f"{res['calls']} (shape, M) calls in every scale form the GPU takes ({c.get('calls', res['calls'])} calls), release "
+        f"{c['release']}",
         "",
         "| run | wall | kernels compiled | found in cache |",
         "|---|---|---|---|",
@@ -267,6 +263,35 @@ def _layer_lines(layers: dict[str, Any] | None) -> list[str]:
                 f"{layers['calls']} calls, {layers['kernels']} kernels, {layers['compiled']} compiled, "
                 f"{layers['wall_s']:.1f} s cold with {layers['workers']} compiles at once (process "
                 f"{layers['wall_s_with_start']:.1f} s; {_phases(layers)})"]
+
+
+def render_identify(res: dict[str, Any]) -> str:
+    one, dense = res["single"], res["dense"]
+    per = 1000 * one["identify_s"] / max(1, one["identified"])
+    return "\n".join([
+        f"identification, one worker process{' (fake JIT, this CPU)' if res.get('fake') else ''}:",
+        f"  {one['identified']} calls, each its own M class: {one['identify_s']:.2f} s, {per:.2f} ms per identified call",
+        f"  DeepSeek-V3 dense at every M <= 4096: {dense['calls']} calls (shape x M x scale form), "
+        f"{dense['identified']} identified (one per M class, shape and scale form) in {dense['identify_s']:.2f} s: "
+        f"{1000 * dense['identify_s'] / max(1, dense['calls']):.3f} ms per call of the description",
+    ])
+
+
+def _identify_cost(args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory(prefix="dgcompat-bench-identify-") as tmp:
+        env = dict(os.environ)
+        if args.fake:
+            env.update(_fake_env(Path(tmp)))
+        env["PYTHONPATH"] = os.pathsep.join([p for p in (env.get("PYTHONPATH", ""), str(REPO),
+                                                         str(REPO / "conformance")) if p])
+        res, wall = _run(["identify", str(args.identify_calls), str(Path(tmp) / "cache")], env, args.timeout)
+    res["fake"], res["wall_s"] = args.fake, wall
+    print(render_identify(res))
+    out = args.json.with_name("bench-warmup-identify.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=2) + "\n")
+    print(f"wrote {out}")
+    return 0
 
 
 def _fake_env(base: Path) -> dict[str, str]:
@@ -305,7 +330,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=480, help="seconds per child process")
     p.add_argument("--fake", action="store_true", help="run against the CPU fake JIT (checks the code path only)")
     p.add_argument("--no-layer-set", action="store_true", help="skip the cold warmup of a whole layer set")
+    p.add_argument("--identify-cost", action="store_true",
+                   help="only measure what identifying a call costs in one worker process (and how many calls "
+                        "DeepSeek-V3's dense GEMMs at every M <= 4096 identify)")
+    p.add_argument("--identify-calls", type=int, default=256, help="calls of the --identify-cost measurement")
     args = p.parse_args(argv)
+    if args.identify_cost:
+        return _identify_cost(args)
     with tempfile.TemporaryDirectory(prefix="dgcompat-bench-warmup-") as tmp:
         # Each run needs its own empty cache: subfolders of --base, else of DG_JIT_CACHE_DIR, else a temp folder.
         given = args.base or (Path(os.environ["DG_JIT_CACHE_DIR"]) if os.environ.get("DG_JIT_CACHE_DIR") else None)

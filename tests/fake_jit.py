@@ -6,8 +6,13 @@ the compiler is built on the first kernel build and reads ``DG_JIT_CACHE_DIR`` a
 ``<cache>/cache/kernel.<name>.<hash of name, flags, code>``; a miss writes ``kernel.cu`` into
 ``<cache>/tmp/<uuid>/``, runs ``cd <cache>/tmp && <nvcc> <cu> -cubin -o <cubin> <flags>`` through
 the shell, raises on a non-zero exit and otherwise renames the folder into place; loaded kernels are
-remembered per path. Kernel choice depends on M the way block-size heuristics do. The fake NVCC
-sleeps, copies the source to the cubin and appends one line per compile to ``$FAKE_NVCC_LOG``.
+remembered per path; the flags name the package's include folder (``-I<deep_gemm>/include``), as the
+real ones do. Kernel choice depends on M the way block-size heuristics do (only through the classes
+of :mod:`dgcompat.jit_warmup.classes`); float32 activation scales that are not MN-major and TMA-aligned
+are transposed first by a ``transpose_fp32`` kernel per ``ceil(K/128)``, in the GEMMs as in the layout
+helpers; the paged schedule kernel is compiled per batch rounded up to 32 and the paged logits kernel
+per (heads, head_dim, next_n); the ragged logits kernel per (heads, head_dim). The fake NVCC sleeps,
+copies the source to the cubin and appends one line per compile to ``$FAKE_NVCC_LOG``.
 """
 
 from __future__ import annotations
@@ -46,7 +51,8 @@ class _Compiler:
         out = _subprocess.run(f"{self.nvcc} --version", shell=True, capture_output=True, text=True)
         if out.returncode != 0 or "release" not in out.stdout:
             raise RuntimeError("Assertion error (compiler.hpp): return_code == 0")
-        self.flags = "-std=c++20 -I/fake/include --gpu-architecture=sm_90a -O3"
+        include = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "include")
+        self.flags = f"-std=c++20 -I{include} --gpu-architecture=sm_90a -O3"
 
     def build(self, name, code):
         key = _hashlib.sha256(f"{name}$${self.flags}$${code}".encode()).hexdigest()[:32]
@@ -93,10 +99,42 @@ def _gemm_config(m, n, k):
     return dict(block_m=block_m, block_n=block_n, stages=4 if k >= 4096 else 6)
 
 
-def _check_sf(sf, rows):
-    if sf.dim() == 2 and rows > 1 and sf.stride(0) != 1:
+def _tma_aligned(sf):
+    mn = sf.shape[-2]
+    return sf.stride(-2) == 1 and sf.stride(-1) == -(-mn // 4) * 4
+
+
+def _check_sf(sf, rows=None):
+    if sf.dtype == torch.float32 and not _tma_aligned(sf):
         # a K-major activation scale is transposed by its own JIT kernel first
-        _build("transpose_fp32", sf_k=sf.shape[1])
+        _build("transpose_fp32", sf_k=sf.shape[-1])
+
+
+def _mn_major(sf, cols, dtype):
+    # the layout the real kernel returns (MN-major, TMA-aligned); the values are never read here
+    *lead, mn, _ = sf.shape
+    aligned = -(-mn // 4) * 4
+    strides = (aligned, 1) if not lead else (cols * aligned, aligned, 1)
+    return torch.empty((*lead, cols, aligned), dtype=dtype).as_strided(
+        (*lead, mn, cols), (*strides[:-2], 1, aligned) if lead else (1, aligned))
+
+
+def get_mn_major_tma_aligned_tensor(sf):
+    if _tma_aligned(sf):
+        return sf
+    _check_sf(sf)
+    return _mn_major(sf, sf.shape[-1], torch.float32)
+
+
+def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf):
+    _build("transpose_and_pack_fp32_into_ue8m0", sf_k=sf.shape[-1])
+    return _mn_major(sf, -(-sf.shape[-1] // 4), torch.int32)
+
+
+def transform_sf_into_required_layout(sf, mn, k, recipe, num_groups=None, is_sfa=None, disable_ue8m0_cast=False):
+    if len(recipe) == 3 and not is_sfa:
+        return sf  # 128x128 weight scales are read as they are on SM90
+    return get_mn_major_tma_aligned_tensor(sf)
 
 
 def fp8_fp4_gemm_nt(a, b, d, c=None, recipe=None, recipe_a=None, recipe_b=None, compiled_dims='',
@@ -122,6 +160,7 @@ def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, grouped_layout, recipe=None, r
                                          ensure_zero_padding=True, expected_m_for_psum_layout=None):
     m, k = a[0].shape
     g, n, _ = b[0].shape
+    _check_sf(a[1])
     _build("sm90_m_grouped_fp8_gemm_contiguous", groups=g, **_gemm_config(m // g + 1, n, k))
 
 
@@ -132,6 +171,7 @@ def m_grouped_fp8_fp4_gemm_nt_masked(a, b, d, masked_m, expected_m, recipe=None,
                                      compiled_dims='nk', disable_ue8m0_cast=False):
     g, max_m, k = a[0].shape
     n = b[0].shape[1]
+    _check_sf(a[1])
     _build("sm90_fp8_m_grouped_gemm_masked", groups=g, max_m=max_m, **_gemm_config(expected_m, n, k))
 
 
@@ -139,15 +179,22 @@ fp8_m_grouped_gemm_nt_masked = m_grouped_fp8_fp4_gemm_nt_masked
 
 
 def get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms, indices=None):
-    _build("paged_mqa_logits_metadata", block_kv=block_kv, num_sms=num_sms)
+    b = context_lens.shape[0]
+    _build("paged_mqa_logits_metadata", aligned_batch=-(-b // 32) * 32, block_kv=block_kv, num_sms=num_sms)
     return _R.get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms)
 
 
 def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
                          clean_logits=False, indices=None):
     b, next_n, h, dim = q.shape
-    _build("sm90_fp8_paged_mqa_logits", heads=h, head_dim=dim, next_n=next_n, aligned_batch=-(-b // 32) * 32)
+    _build("sm90_fp8_paged_mqa_logits", heads=h, head_dim=dim, next_n=next_n)
     return torch.zeros((b * next_n, max_context_len), dtype=torch.float32)
+
+
+def fp8_mqa_logits(q, kv, weights, ks, ke, clean_logits=False, max_seqlen_k=0):
+    nq, h, dim = q.shape
+    _build("sm90_fp8_mqa_logits", heads=h, head_dim=dim, compressed=int(max_seqlen_k > 0))
+    return torch.zeros((nq, max_seqlen_k or kv[0].shape[0]), dtype=torch.float32)
 '''
 
 

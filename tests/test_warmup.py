@@ -15,11 +15,16 @@ import pytest
 
 import dgcompat
 from dgcompat import jit_warmup as W
-from dgcompat._warmup.worker import STAND_IN, lock_kernel, read_log
 from dgcompat.errors import BadArgumentError, DeepGemmUnavailableError, UnsupportedFeatureError
+from dgcompat.jit_warmup import host as H
+from dgcompat.jit_warmup import spec as S
+from dgcompat.jit_warmup.cache import lock_kernel
+from dgcompat.jit_warmup.standin import STAND_IN, read_log
 
 from . import fake_jit
-from .conftest import write_dist
+from .warmup_env import compiles as _compiles
+from .warmup_env import jit_env_fixture  # noqa: F401 - the jit_env fixture
+from .warmup_env import serve_all as _serve_all
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -49,8 +54,8 @@ def test_plan_dedupes_and_applies_layout_rules() -> None:
     dense = W.DenseGemm(256, 512)
     contiguous = W.GroupedGemm(4, 256, 512)
     masked = W.GroupedGemm(4, 256, 512, "masked", max_m=64)
-    spec = W.WarmupSpec((dense, dense, contiguous, masked), W.MPolicy.values([3, 1, 3, 100, 200]))
-    calls = W.plan_calls(spec)
+    spec = W.WarmupSpec((dense, dense, contiguous, masked), W.MPolicy.values([3, 1, 3, 100, 200]), scales=("tma",))
+    calls = S.plan_calls(spec)
     assert [c.m for c in calls if c.shape == dense] == [1, 3, 100, 200]
     assert [c.m for c in calls if c.shape == contiguous] == [128, 256]  # rounded to the alignment, deduped
     assert [c.m for c in calls if c.shape == masked] == [1, 3]  # expected_m <= max_m
@@ -66,25 +71,25 @@ def test_m_policies() -> None:
 
 
 def test_worker_memory_estimate() -> None:
-    small, big = (W.scratch_bytes(W.Call(W.DenseGemm(7168, 16384), m)) for m in (1, 4096))
+    small, big = (H.scratch_bytes(S.Call(W.DenseGemm(7168, 16384), m)) for m in (1, 4096))
     assert big > 4096 * 16384 > small
-    assert W.weight_bytes(W.DenseGemm(7168, 16384)) > 7168 * 16384
-    moe = [W.Call(W.GroupedGemm(32, 4096, 7168), 128), W.Call(W.GroupedGemm(32, 4096, 7168, "masked", max_m=8), 8)]
+    assert H.weight_bytes(W.DenseGemm(7168, 16384)) > 7168 * 16384
+    moe = [S.Call(W.GroupedGemm(32, 4096, 7168), 128), S.Call(W.GroupedGemm(32, 4096, 7168, "masked", max_m=8), 8)]
     # the two layouts share one (32, 4096, 7168) weight in a worker
-    assert W.worker_bytes(moe) < W.WORKER_OVERHEAD_BYTES + 2 * 32 * 4096 * 7168
+    assert H.worker_bytes(moe) < H.WORKER_OVERHEAD_BYTES + 2 * 32 * 4096 * 7168
 
 
 def test_default_processes(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(W, "_cpu_count", lambda: 16)
-    monkeypatch.setattr(W, "free_gpu_bytes", lambda device: None)
-    few = [W.Call(W.DenseGemm(256, 512), m) for m in range(1, 295)]
-    assert W.default_processes(few, 0, 16)[0] == 4  # a quarter of the cores
-    assert W.default_processes(few, 0, 2)[0] == 2  # never more than the compiles at once
-    many = [W.Call(W.DenseGemm(256, 512), m) for m in range(1, 6 * 4096 + 1)]
-    assert W.default_processes(many, 0, 16)[0] == 16  # long call lists: up to the cores
-    assert W.default_processes(few[:1], 0, 16)[0] == 1  # never more than the calls
-    monkeypatch.setattr(W, "free_gpu_bytes", lambda device: 3 * W.WORKER_OVERHEAD_BYTES)
-    assert W.default_processes(few, 0, 16)[0] == 2  # what fits in the free GPU memory
+    monkeypatch.setattr(H, "cpu_count", lambda: 16)
+    monkeypatch.setattr(H, "free_gpu_bytes", lambda device: None)
+    few = [S.Call(W.DenseGemm(256, 512), m) for m in range(1, 295)]
+    assert H.default_processes(few, 0, 16)[0] == 4  # a quarter of the cores
+    assert H.default_processes(few, 0, 2)[0] == 2  # never more than the compiles at once
+    many = [S.Call(W.DenseGemm(256, 512), m) for m in range(1, 6 * 4096 + 1)]
+    assert H.default_processes(many, 0, 16)[0] == 16  # long call lists: up to the cores
+    assert H.default_processes(few[:1], 0, 16)[0] == 1  # never more than the calls
+    monkeypatch.setattr(H, "free_gpu_bytes", lambda device: 3 * H.WORKER_OVERHEAD_BYTES)
+    assert H.default_processes(few, 0, 16)[0] == 2  # what fits in the free GPU memory
 
 
 # ---- the cache folder ----------------------------------------------------------------------------
@@ -97,22 +102,26 @@ def test_cache_folder_per_release_and_torch(fake_site: Callable[..., Path], tmp_
     monkeypatch.delenv("DGCOMPAT_JIT_CACHE_ROOT", raising=False)
     fake_site("sgl-deep-gemm", "0.1.4", "")
     torch_mm = ".".join(md.version("torch").split("+")[0].split(".")[:2])
-    folder = W.jit_cache_dir(tmp_path)
+    folder = W.jit_cache_dir(tmp_path, isolate=True)
     assert folder == tmp_path / f"dgcompat-sgl-deep-gemm-0.1.4-torch{torch_mm}"
-    assert W.jit_cache_dir(tmp_path, isolate=False) == tmp_path
+    assert W.jit_cache_dir(tmp_path) == tmp_path  # the default: the folder itself
+    assert W.jit_cache_dir(folder, isolate=True) == folder  # asking again with what it gave does not nest
     fake_site("sgl-deep-gemm", "0.1.5", "")
-    assert W.jit_cache_dir(tmp_path) != folder  # a wheel swap gets a new folder
+    assert W.jit_cache_dir(tmp_path, isolate=True) != folder  # a wheel swap gets a new folder
 
 
 def test_use_jit_cache_dir_is_stable(fake_site: Callable[..., Path], tmp_path: Path,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     fake_site("sgl-deep-gemm", "0.1.4", "")
-    monkeypatch.delenv("DGCOMPAT_JIT_CACHE_ROOT", raising=False)
+    monkeypatch.setenv("DGCOMPAT_JIT_CACHE_ROOT", "")  # restored (removed) after the test: the calls below set it
+    monkeypatch.delenv("DGCOMPAT_JIT_CACHE_ROOT")
     monkeypatch.setenv("DG_JIT_CACHE_DIR", str(tmp_path))
-    first = W.use_jit_cache_dir()
+    first = W.use_jit_cache_dir(isolate=True)
     assert os.environ["DG_JIT_CACHE_DIR"] == str(first) and first.parent == tmp_path
-    assert W.use_jit_cache_dir() == first  # not nested again
+    assert W.use_jit_cache_dir(isolate=True) == first  # not nested again
     assert W.jit_cache_dir() == first  # what warmup would fill is what the engine reads
+    monkeypatch.delenv("DGCOMPAT_JIT_CACHE_ROOT")
+    assert W.jit_cache_dir(isolate=True) == first  # DG_JIT_CACHE_DIR set to the folder it printed: not nested
 
 
 # ---- locks -------------------------------------------------------------------------------------
@@ -120,7 +129,7 @@ def test_use_jit_cache_dir_is_stable(fake_site: Callable[..., Path], tmp_path: P
 def test_lock_is_exclusive_across_processes(tmp_path: Path) -> None:
     fd = lock_kernel(tmp_path, "abc", blocking=False)
     assert fd is not None
-    probe = ("import sys; from pathlib import Path; from dgcompat._warmup.worker import lock_kernel; "
+    probe = ("import sys; from pathlib import Path; from dgcompat.jit_warmup.cache import lock_kernel; "
              f"print(lock_kernel(Path({str(tmp_path)!r}), 'abc', blocking=False) is None)")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), *sys.path])}
     busy = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
@@ -133,7 +142,7 @@ def test_lock_is_exclusive_across_processes(tmp_path: Path) -> None:
 _CLAIMER = textwrap.dedent("""
     import os, sys, time
     from pathlib import Path
-    from dgcompat._warmup.worker import lock_kernel
+    from dgcompat.jit_warmup.cache import lock_kernel
     cache = Path(sys.argv[1])
     for ident in sys.argv[2:]:
         fd = lock_kernel(cache, ident, blocking=True)
@@ -225,16 +234,19 @@ def test_stand_in_compiles_only_the_named_kernel(stand_in: Callable[..., Any], t
 
 def test_stand_in_keeps_a_recipe_and_installs_what_the_parent_built(stand_in: Callable[..., Any], tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    from dgcompat._warmup.build import build, read_recipe
+    from dgcompat.jit_warmup.build import build, read_recipe
+    from dgcompat.jit_warmup.standin import keep_recipe
 
     monkeypatch.setenv("FAKE_NVCC_LOG", str(tmp_path / "nvcc.log"))  # the parent's build runs in this process
     monkeypatch.setenv("FAKE_NVCC_SECONDS", "0")
 
     recipes, built = tmp_path / "recipes", tmp_path / "built"
     recipes.mkdir()
-    env = {"DGCOMPAT_WARMUP_RECIPES": str(recipes), "DGCOMPAT_WARMUP_BUILT": str(built)}
+    env = {"DGCOMPAT_WARMUP_BUILT": str(built)}
     assert stand_in("identify", extra=env).returncode == 86
-    ident = read_log(tmp_path / "log")[0].identity
+    (record,) = read_log(tmp_path / "log")
+    ident = record.identity
+    assert keep_recipe(record, recipes)  # the worker keeps it (the stand-in starts no process to identify)
     recipe = read_recipe(recipes / ident)
     assert recipe is not None and recipe.identity == ident
     assert recipe.output == str(tmp_path / "build" / "k.cubin") and recipe.code in recipe.args
@@ -263,7 +275,7 @@ def test_stand_in_keeps_a_recipe_and_installs_what_the_parent_built(stand_in: Ca
 
 
 def test_a_recipe_is_pointed_at_its_own_build_folder(tmp_path: Path) -> None:
-    from dgcompat._warmup.build import Recipe, read_recipe, rewrite
+    from dgcompat.jit_warmup.build import Recipe, read_recipe, rewrite
 
     jit = "/cache/tmp/1234"
     recipe = Recipe("x", tmp_path / "source", f"{jit}/kernel.cu", f"{jit}/kernel.cubin",
@@ -295,7 +307,9 @@ def test_stand_in_passes_version_and_pass_mode(stand_in: Callable[..., Any], tmp
 
 # ---- the reference backend, nothing installed, the CLI ----------------------------------------------
 
-SPEC = W.WarmupSpec((W.DenseGemm(256, 512), W.DenseGemm(384, 1024)), W.MPolicy.values([1, 2, 64, 65, 300, 2000]))
+# One scale form: these tests count the GEMM kernels (the scale forms have tests of their own).
+SPEC = W.WarmupSpec((W.DenseGemm(256, 512), W.DenseGemm(384, 1024)), W.MPolicy.values([1, 2, 64, 65, 300, 2000]),
+                    scales=("tma",))
 
 
 def test_reference_backend_is_a_reported_no_op(clean_dgcompat: None, monkeypatch: pytest.MonkeyPatch,
@@ -331,8 +345,8 @@ def test_warmup_argument_errors(clean_dgcompat: None, monkeypatch: pytest.Monkey
 
 def test_cli_parses_and_reports(clean_dgcompat: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from dgcompat.jit_warmup.cli import _parser, build_spec
     from dgcompat_conformance.cli import main
-    from dgcompat_conformance.warmup_cli import _parser, build_spec
 
     spec = build_spec(_parser().parse_args(["--dense", "256,512", "--dense", "256,512,bf16", "--grouped",
                                             "8,256,512,masked,64", "--grouped", "8,256,512", "--indexer",
@@ -342,61 +356,25 @@ def test_cli_parses_and_reports(clean_dgcompat: None, monkeypatch: pytest.Monkey
                            W.PagedIndexer(64, 128, 64, 2))
     assert spec.m == W.MPolicy.changes(300)
     monkeypatch.setenv("DGCOMPAT_BACKEND", "reference")
-    assert main(["warmup", "--preset", "deepseek-v3", "--json", "--cache-dir", str(tmp_path)]) == 0
+    monkeypatch.setenv("DGCOMPAT_ARCH", "sm90")
+    assert main(["warmup", "--preset", "deepseek-v3-dense", "--ms", "1,2,4,7", "--json", "--cache-dir",
+                 str(tmp_path)]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["method"] == "none" and report["calls"] == 6 * len(set(
-        [2 ** i for i in range(13)] + list(range(7, 257, 7))))
+    assert report["method"] == "none" and report["calls"] == 6 * 4 * 2  # two scale forms on SM90
+    assert report["forms"] == ["tma", "row"]
     assert main(["warmup", "--dense", "256,100", "--ms", "1"]) == 2
     assert "multiple of 128" in capsys.readouterr().err
-    assert main(["warmup", "--dense", "256,512"]) == 2  # no M given
+    assert main(["warmup", "--dense", "256,512", "--ms", "1", "--max-tokens", "8"]) == 2  # two M policies
+    assert "give one of them" in capsys.readouterr().err
+    assert main(["warmup", "--json"]) == 2  # no shapes
     assert main(["warmup", "--print-cache-dir", "--cache-dir", str(tmp_path), "--no-isolate"]) == 0
     assert capsys.readouterr().out.strip() == str(tmp_path)
 
 
 # ---- whole warmups against the fake JIT -----------------------------------------------------------
 
-@pytest.fixture
-def jit_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_dgcompat: None) -> dict[str, Any]:
-    """A fake sgl-deep-gemm 0.1.4 with a JIT, first on the path of this process and of its workers."""
-    site = tmp_path / "site"
-    write_dist(site, "sgl-deep-gemm", "0.1.4", {"deep_gemm/__init__.py": fake_jit.source("0.1.4")})
-    nvcc = fake_jit.write_nvcc(tmp_path / "bin")
-    env = {"PYTHONPATH": os.pathsep.join([str(site), str(REPO), str(REPO / "conformance")]),
-           "DGCOMPAT_ALLOW_TORCH_MISMATCH": "1", "DGCOMPAT_ARCH": "sm90", "DG_JIT_NVCC_COMPILER": str(nvcc),
-           "FAKE_NVCC_LOG": str(tmp_path / "nvcc.log"), "FAKE_NVCC_SECONDS": "0.05"}
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.delenv("DG_JIT_USE_NVRTC", raising=False)
-    monkeypatch.syspath_prepend(str(site))
-    dgcompat.reset()
-    return {"env": {**os.environ, **env}, "cache": tmp_path / "cache", "log": tmp_path / "nvcc.log",
-            "site": site}
-
-
-def _compiles(log: Path) -> list[str]:
-    return log.read_text().splitlines() if log.exists() else []
-
-
-def _serve_all(jit: dict[str, Any], spec_code: str) -> str:
-    """Make every call of the spec in a fresh process on the warm cache; return its stdout."""
-    code = textwrap.dedent(f"""
-        import dgcompat
-        from dgcompat import jit_warmup as W
-        from dgcompat._warmup.calls import Runner
-        dgcompat.use_jit_cache_dir({str(jit['cache'])!r})
-        spec = {spec_code}
-        r = Runner(0)
-        for c in W.plan_calls(spec):
-            r.run(c.shape, c.m)
-        print("served")
-    """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=jit["env"], timeout=300)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
-
-
 SPEC_CODE = ("W.WarmupSpec((W.DenseGemm(256, 512), W.DenseGemm(384, 1024)), "
-             "W.MPolicy.values([1, 2, 64, 65, 300, 2000]))")
+             "W.MPolicy.values([1, 2, 64, 65, 300, 2000]), scales=('tma',))")
 
 
 def test_cold_then_warm(jit_env: dict[str, Any]) -> None:
@@ -445,8 +423,9 @@ def test_calls_needing_two_kernels_and_bisection(jit_env: dict[str, Any]) -> Non
     report = dgcompat.warmup(spec, cache_dir=jit_env["cache"], workers=2, progress=False)
     compiles = _compiles(jit_env["log"])
     assert len(compiles) == len(set(compiles)) == report.compiled
-    # indexer: one schedule kernel + one logits kernel per align(B, 32) for B <= 300 (10); dense: block_m 64, 128
-    assert report.compiled == 1 + 10 + 2
+    # indexer: one logits kernel + one schedule kernel per align(B, 32) for B <= 300 (10); dense: block_m 64, 128,
+    # and the transpose of its row-major scales
+    assert report.compiled == 1 + 10 + 2 + 1
     served = _serve_all(jit_env, "W.WarmupSpec((W.PagedIndexer(64, 128, 64, 1, 256), W.DenseGemm(256, 512)), "
                                  "W.MPolicy.every(300))")
     assert "served" in served and len(_compiles(jit_env["log"])) == report.compiled  # every M was covered
@@ -471,8 +450,9 @@ def test_compiles_start_on_the_first_report_and_phase_two_waits_for_every_lock(t
     import queue
     from concurrent.futures import ThreadPoolExecutor
 
-    from dgcompat._warmup import pool as P
-    from dgcompat._warmup.build import Outcome
+    from dgcompat.jit_warmup import pool as P
+    from dgcompat.jit_warmup.build import Outcome
+    from dgcompat.jit_warmup.classes import SM90_01
 
     started: list[str] = []
 
@@ -484,56 +464,75 @@ def test_compiles_start_on_the_first_report_and_phase_two_waits_for_every_lock(t
 
     monkeypatch.setattr(P, "prepare_build", fake_build)
     (tmp_path / "dgcompat-locks").mkdir()
-    pool = P.Pool(W.plan_calls(SPEC), SPEC.m, workers=2, processes=2, device=0, cache=tmp_path, scratch=tmp_path,
-                  nvcc="nvcc", verify=True, out=None, timeout_s=None)
+    pool = P.Pool(S.plan_calls(SPEC), SPEC.policy, workers=3, processes=2, device=0, cache=tmp_path,
+                  scratch=tmp_path, nvcc="nvcc", verify=True, out=None, timeout_s=None, rule=SM90_01)
     work: queue.Queue[Any] = queue.Queue()
-    builder = ThreadPoolExecutor(2)
+    builder = ThreadPoolExecutor(3)
     st = P._State(pool, "stand-in", 2, work, builder)
     st.recipes = [tmp_path, tmp_path]
-    st.handle(("identified", 0, 0, [(1, "a"), (2, "a"), (64, "a"), (65, "b")]))
+    assert st.plan_classes(0, "tma") == [2, 64, 65, 300, 2000]  # M=1 and 2 share a class: 2 stands for 1
+    st.handle(("identified", 0, 0, "tma", [(2, "a"), (64, "c"), (65, "b")]))
     builder.shutdown(wait=True)
-    assert sorted(started) == ["a", "b"] and st.identified_all == 0  # compiling began before identifying ended
+    assert sorted(started) == ["a", "b", "c"] and st.identified_all == 0  # compiling began before identifying ended
     st.drain_builds()
-    assert work.get_nowait() == ("install", 0, 65, "b") and work.empty()
-    assert st.later == [("compile", 0, 1, "a")]  # left to phase 2
+    tasks = sorted(str(work.get_nowait()) for _ in range(work.qsize()))
+    # "b" is installed by its first call; the calls waiting for "a" and "c", which another process compiles (or
+    # compiled), are probed
+    assert tasks == sorted([str(("install", 0, "tma", 65, "b")), str(("probe", 0, "tma", [2], None)),
+                            str(("probe", 0, "tma", [64], None))])
+    st.handle(("probed", 0, 0, "tma", [2], []))  # M=2 found "a" in the cache
+    st.handle(("probed", 0, 0, "tma", [], [(64, "c")]))  # M=64 did not find "c": left to phase 2
+    assert work.get_nowait() == ("probe", 0, "tma", [1], None)  # the representative is complete: verify its class
+    assert st.parked == [(0, "tma", 64)]
     for wid in (0, 1):
         st.handle(("identified-all", wid))
         st.maybe_phase2()
     assert not st.phase2  # every call identified, but the lock of "b" is still held
-    st.handle(("done", 1, "install", 0, 65, "b", [("b", "compiled", 0.01)], False))
+    st.handle(("installed", 1, 0, "tma", 65, "b", "compiled", 0.01, None))
     assert not st.held and (tmp_path / "dgcompat-locks" / "b.present").exists()
     assert st.entries["b"].status == "compiled" and st.entries["b"].seconds == pytest.approx(1.01)
+    assert st.entries["a"].status == "cached"  # M=2 found it in the cache
+    st.maybe_phase2()
+    assert not st.phase2  # the verify probe of M=1 is still out
+    st.handle(("probed", 0, 0, "tma", [1], []))
     st.maybe_phase2()
     assert st.phase2
-    tasks = [work.get_nowait() for _ in range(work.qsize())]
-    assert tasks == [("compile", 0, 1, "a"), ("verify", 0, 2, None), ("verify", 0, 64, None)]
-    assert st.outstanding == 3 and not st.finished()
+    assert [work.get_nowait() for _ in range(work.qsize())] == [("compile", 0, "tma", 64, "c")]
+    assert st.outstanding == 1 and not st.finished()
+    st.handle(("done", 0, "compile", 0, "tma", 64, "c", [("c", "compiled", 2.0)]))
+    assert st.finished() and st.complete == {(0, "tma", m) for m in (1, 2, 64, 65)}
 
 
 def test_identification_order_meets_every_shape_and_m_range_first(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Kernels change with M in steps, and all compiles start from the first reports: the first chunks the
     workers take must cover every shape and each shape's whole M range, and every call exactly once."""
-    from dgcompat._warmup import pool as P
+    from dgcompat.jit_warmup import pool as P
 
     ms = sorted({2 ** i for i in range(13)} | set(range(7, 257, 7)))
     spec = W.WarmupSpec(tuple(W.DenseGemm(n, 512) for n in (256, 512, 768)), W.MPolicy.values(ms))
-    calls = W.plan_calls(spec)
-    pool = P.Pool(calls, spec.m, workers=4, processes=4, device=0, cache=tmp_path, scratch=tmp_path,
+    calls = S.plan_calls(spec)
+    pool = P.Pool(calls, spec.policy, workers=4, processes=4, device=0, cache=tmp_path, scratch=tmp_path,
                   nvcc="nvcc", verify=True, out=None, timeout_s=None)
     monkeypatch.setattr(P.random, "randrange", lambda n: 0)  # no rotation: the order itself is checked
-    tasks = pool._identify_tasks(4)
-    assert sorted((idx, m) for _kind, idx, chunk in tasks for m in chunk) == sorted(
-        (pool.shapes.index(c.shape), c.m) for c in calls)
-    first = tasks[:len(pool.shapes)]
-    assert sorted(idx for _kind, idx, _chunk in first) == [0, 1, 2]  # the shapes take turns
-    for _kind, _idx, chunk in first:  # a coarse sample of the whole range, not its smallest M values
-        assert min(chunk) == 1 and max(chunk) >= 2048 and len(chunk) < len(ms)
+    st = P._State(pool, "stand-in", 4, None, None)
+    tasks = pool._identify_tasks(4, st)
+    reps = sorted(st.members)
+    assert sorted((idx, form, m) for _kind, idx, form, chunk in tasks for m in chunk) == reps  # each one once
+    planned = sorted((idx, form, m) for rep, members in st.members.items() for idx, form, m in [rep, *members])
+    assert planned == sorted((pool.shapes.index(c.shape), c.form, c.m) for c in calls)  # every call in one class
+    assert len(reps) < len(calls) // 2
+    first = tasks[:len(pool.shapes) * 2]
+    assert sorted((idx, form) for _kind, idx, form, _chunk in first) == [
+        (i, f) for i in range(3) for f in ("row", "tma")]  # the shapes and scale forms take turns
+    for _kind, idx, form, chunk in first:  # a coarse sample of the whole range, not its smallest M values
+        mine = sorted(m for i, f, m in reps if (i, f) == (idx, form))
+        assert min(chunk) == mine[0] and max(chunk) >= mine[len(mine) // 2] and len(chunk) < len(mine)
     assert P._spread([3, 1, 2, 4]) == [1, 3, 2, 4] and P._spread([]) == []
 
 
 def test_without_a_usable_recipe_the_workers_compile(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    from dgcompat._warmup import build as _warmup_build
+    from dgcompat.jit_warmup import build as _warmup_build
 
     monkeypatch.setattr(_warmup_build, "read_recipe", lambda folder: None)  # read by this (the calling) process
     report = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
@@ -618,12 +617,12 @@ def test_bench_render_and_checks() -> None:
 
 
 def test_a_recorded_warmup_returns_at_once(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(W, "nvidia_smi", lambda query, device: "NVIDIA H200, 9.0")  # the record needs a GPU model
+    monkeypatch.setattr(H, "nvidia_smi", lambda query, device: "NVIDIA H200, 9.0")  # the record needs a GPU model
     cold = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
     assert cold.method == "stand-in" and cold.compiled == 6
     again = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
     assert (again.method, again.kernels, again.compiled, again.cached, again.workers) == ("record", 6, 0, 6, 0)
-    other = W.WarmupSpec(SPEC.shapes, W.MPolicy.values([1, 2, 64, 65, 300]))  # another description: no record
+    other = W.WarmupSpec(SPEC.shapes, W.MPolicy.values([1, 2, 64, 65, 300]), scales=("tma",))  # another: no record
     assert dgcompat.warmup(other, cache_dir=jit_env["cache"], workers=1, progress=False).method == "stand-in"
     folder = W.jit_cache_dir(jit_env["cache"])
     import shutil
@@ -649,4 +648,5 @@ def test_the_calling_process_loads_neither_torch_nor_deep_gemm(jit_env: dict[str
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=jit_env["env"],
                          timeout=300)
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == [2, False, False]
+    # block_m 64 and 128, and the transpose of the row-major scale form
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [3, False, False]

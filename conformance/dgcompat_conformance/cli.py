@@ -53,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command == "table":
         return _table(rest)
     if command == "warmup":
-        from .warmup_cli import main as warmup_main
+        from dgcompat.jit_warmup.cli import main as warmup_main
 
         return warmup_main(rest)
     if command == "run":

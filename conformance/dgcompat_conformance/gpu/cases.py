@@ -1183,6 +1183,34 @@ for _k in (128, 512):
           tolerance=TOL_FP8_GEMM)(_make_scales())
 
 
+# --- warmup --------------------------------------------------------------------------------------
+
+_WARMUP_MAX_TOKENS = 256
+
+
+@_case("warmup_zero_compiles", f"dgcompat.warmup of fp8_gemm_nt N={GEMM_N}, K={GEMM_K} at every M <= "
+       f"{_WARMUP_MAX_TOKENS} in every scale form the GPU takes, into this release's JIT cache; then the check "
+       "(sampled calls in a fresh process against that folder) compiles nothing", metric=EXACT_METRIC, tolerance=0,
+       timeout=300.0)
+def _warmup_zero_compiles(c: Checks) -> None:
+    import dgcompat
+    from dgcompat.jit_warmup import DenseGemm, WarmupSpec
+    from dgcompat.jit_warmup.check import check
+
+    spec = WarmupSpec((DenseGemm(GEMM_N, GEMM_K),), max_tokens=_WARMUP_MAX_TOKENS)
+    report = dgcompat.warmup(spec, workers=4, processes=2, progress=False)  # the folder DG_JIT_CACHE_DIR names
+    if report.method == "none":  # the reference backend (the cases' CPU dry run)
+        c.exact("reference backend: nothing to compile", report.kernels == 0, report.summary())
+        return
+    c.exact("every call verified against the folder", report.method != "stand-in" or report.verified == report.calls,
+            report.summary())
+    if report.method == "stand-in":
+        c.exact("each kernel counted once", report.compiled + report.cached == report.kernels > 0, report.summary())
+    found = check(spec, sample=8, seed=1)
+    c.exact("the check compiled nothing", found.compiled == 0 and not found.errors, found.summary()[:1500])
+    c.exact("the check ran calls", found.calls > 0, f"{found.calls} calls")
+
+
 # --- running one case ----------------------------------------------------------------------------
 
 def run_case(case_id: str) -> dict[str, Any]:

@@ -1,106 +1,43 @@
-"""A warmup worker process: identifies calls' kernels, compiles them under per-kernel locks.
+"""A warmup worker process: identifies calls' kernels, probes calls against the shared cache, installs what the
+calling process compiled, and (last) compiles under per-kernel locks.
 
-Started by :mod:`dgcompat._warmup.pool` with the ``spawn`` method; :func:`main` sets deep_gemm's
+Started by :mod:`dgcompat.jit_warmup.pool` with the ``spawn`` method; :func:`main` sets deep_gemm's
 environment before anything imports deep_gemm (its compiler reads ``DG_JIT_NVCC_COMPILER`` and
 ``DG_JIT_CACHE_DIR`` once, when the first kernel is built).
 
 ``DG_JIT_CACHE_DIR`` is a symbolic link owned by this worker. While identifying it points at an
-empty folder, so every call reaches the compiler and the stand-in records its first kernel; then
-the worker turns it to the shared cache once (deep_gemm resolves the path on every lookup) and
-compiles. A worker never identifies after that turn: deep_gemm's in-process table of loaded kernels
-is keyed by path, and a kernel loaded through the link would otherwise answer an identification.
+empty folder, so every call reaches the compiler and the stand-in (:mod:`dgcompat.jit_warmup.standin`)
+records its first kernel; then the worker turns it to the shared cache once (deep_gemm resolves the
+path on every lookup). A worker never identifies after that turn: deep_gemm's in-process table of
+loaded kernels is keyed by path, and a kernel loaded through the link would otherwise answer an
+identification. After the turn a call in ``identify`` mode is a *probe*: it finishes where every kernel
+it needs is in the shared cache, and otherwise fails on the first missing one, which the stand-in
+records (with its recipe) at the cost of one failed compiler start.
 
-The stand-in (:data:`STAND_IN`) is told what to do by ``DGCOMPAT_WARMUP_MODE``, which deep_gemm's
-compiler command inherits from this process's environment at each call:
-
-- ``identify``: append ``identified <digest> <source>`` to ``DGCOMPAT_WARMUP_LOG`` and fail; the first
-  time this worker meets a digest, also keep its build recipe (the source and the compiler arguments)
-  in ``DGCOMPAT_WARMUP_RECIPES/<digest>/``, from which the parent compiles it without deep_gemm
-  (:mod:`dgcompat._warmup.build`);
-- ``install:<digest>``: for that kernel, copy the output the parent built into place and replay NVCC's
-  messages (``installed ...``), or run NVCC where nothing was built (``compiled ...``); fail for any
-  other kernel (``refused ...``);
-- ``compile:<digest>``: run NVCC if the kernel is that one (``compiled ...``), else fail
-  (``refused ...``), so one call compiles exactly the kernel whose lock the worker holds;
-- ``pass``: run NVCC (also for ``--version``, always).
-
-The digest (the first 128 bits of a SHA-256) covers the generated source and the compiler flags,
-leaving out the output file and the arguments that name the build's folder (a fresh temporary one,
-or the entry itself in older JITs that write the source there): the parts deep_gemm's own cache key
-hashes besides the kernel name and the NVCC version.
+Each identify or probe task carries several calls of one (shape, scale form); the worker makes them
+one after the other with the same scratch buffers (:class:`~dgcompat.jit_warmup.calls.Runner`) and
+reads the stand-in's log once per call.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from queue import Empty
 from typing import Any, Callable
 
-from ..jit_warmup import Shape
+from ..errors import BadArgumentError, KernelError, UnsupportedFeatureError
+from ..knobs import compile_mode
+from .cache import lock_kernel, mark_present
+from .calls import Runner
+from .spec import MPolicy, Shape
+from .standin import Record, keep_recipe, read_log
 
-__all__ = ["STAND_IN", "WorkerConfig", "main", "read_log", "lock_kernel", "mark_present", "marked_present"]
-
-STAND_IN = r"""#!/bin/sh
-# dgcompat warmup stand-in for nvcc: records the kernel it is asked to build (see dgcompat/_warmup/worker.py).
-real="${DGCOMPAT_WARMUP_NVCC:?DGCOMPAT_WARMUP_NVCC is not set}"
-mode="${DGCOMPAT_WARMUP_MODE:-pass}"
-case "$mode" in pass) exec "$real" "$@" ;; esac
-code=""
-for a in "$@"; do
-  case "$a" in
-    --version) exec "$real" "$@" ;;
-    *.cu) if [ -z "$code" ] && [ -f "$a" ]; then code="$a"; fi ;;
-  esac
-done
-[ -n "$code" ] || exec "$real" "$@"
-# The digest leaves out the output file and every argument naming the build's own folder.
-dir="${code%/*}"
-flags=""; skip=0; out=""
-for a in "$@"; do
-  if [ "$skip" = 1 ]; then skip=0; out="$a"; continue; fi
-  case "$a" in
-    -o|--output-file) skip=1; continue ;;
-    --output-file=*) out="${a#--output-file=}"; continue ;;
-    -o?*|*"$dir"*) continue ;;
-  esac
-  flags="$flags $a"
-done
-id=$( { cat "$code"; printf '\n#flags%s' "$flags"; } | sha256sum )
-id="${id%% *}"
-id="${id%????????????????????????????????}"
-case "$mode" in
-  identify)
-    echo "identified $id $code" >> "$DGCOMPAT_WARMUP_LOG"
-    r="${DGCOMPAT_WARMUP_RECIPES:-}"
-    # (the test first spares every later identification of this digest a mkdir process)
-    if [ -n "$r" ] && [ -n "$out" ] && [ ! -d "$r/$id" ] && mkdir "$r/$id" 2>/dev/null; then
-      cp "$code" "$r/$id/source" && printf '%s\n' "$#" "$code" "$out" > "$r/$id/where" \
-        && printf '%s\n' "$@" > "$r/$id/args.new" && mv "$r/$id/args.new" "$r/$id/args"
-    fi
-    exit 86 ;;
-  install:*)
-    if [ "$id" = "${mode#install:}" ]; then
-      b="${DGCOMPAT_WARMUP_BUILT:-/nonexistent}/$id"
-      if [ -n "$out" ] && [ -f "$b/ok" ] && cp "$b/out" "$out" 2>/dev/null; then
-        cat "$b/stdout"; cat "$b/stderr" >&2
-        echo "installed $id $code" >> "$DGCOMPAT_WARMUP_LOG"; exit 0
-      fi
-      echo "compiled $id $code" >> "$DGCOMPAT_WARMUP_LOG"; exec "$real" "$@"
-    fi
-    echo "refused $id $code" >> "$DGCOMPAT_WARMUP_LOG"; exit 86 ;;
-  compile:*)
-    if [ "$id" = "${mode#compile:}" ]; then
-      echo "compiled $id $code" >> "$DGCOMPAT_WARMUP_LOG"; exec "$real" "$@"
-    fi
-    echo "refused $id $code" >> "$DGCOMPAT_WARMUP_LOG"; exit 86 ;;
-esac
-exec "$real" "$@"
-"""
+__all__ = ["WorkerConfig", "Worker", "main", "prepare"]
 
 
 @dataclass(frozen=True)
@@ -121,56 +58,6 @@ class WorkerConfig:
     built: str = ""  # where the parent puts the kernels it compiled (stand-in method)
 
 
-@dataclass(frozen=True)
-class Record:
-    action: str  # identified | compiled | refused
-    identity: str
-    source: str
-
-
-def read_log(path: Path) -> list[Record]:
-    """The stand-in's records since the log was last emptied, then empty it."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return []
-    path.write_text("")
-    out = []
-    for line in text.splitlines():
-        parts = line.split(" ", 2)
-        if len(parts) == 3:
-            out.append(Record(*parts))
-    return out
-
-
-def lock_kernel(cache: Path, identity: str, *, blocking: bool) -> int | None:
-    """An exclusive ``flock`` on ``<cache>/dgcompat-locks/<identity>.lock`` (the fd), or None if another
-    process holds it and ``blocking`` is False. Closing the fd releases it (also when a process dies)."""
-    folder = cache / "dgcompat-locks"
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / f"{identity}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
-
-
-def _marker(cache: Path, identity: str) -> Path:
-    return cache / "dgcompat-locks" / f"{identity}.present"
-
-
-def mark_present(cache: Path, identity: str) -> None:
-    """Note, under the kernel's lock, that its cache entry was built or found: a process that takes the
-    lock later skips compiling it outside deep_gemm (a hint only: its call still checks the cache)."""
-    _marker(cache, identity).touch()
-
-
-def marked_present(cache: Path, identity: str) -> bool:
-    return _marker(cache, identity).exists()
-
-
 class Busy(Exception):
     """Another process holds the kernel's lock (retry later, blocking)."""
 
@@ -184,58 +71,90 @@ class Unhonored(Exception):
 
 
 class Worker:
-    def __init__(self, cfg: WorkerConfig, put: Callable[[tuple[Any, ...]], None]) -> None:
-        from .calls import Runner
+    """The calls of one worker process, made through ``runner`` (:class:`~dgcompat.jit_warmup.calls.Runner`)."""
 
+    def __init__(self, cfg: WorkerConfig, put: Callable[[tuple[Any, ...]], None], runner: Runner) -> None:
         self.cfg = cfg
         self.put = put
         self.log = Path(cfg.log)
         self.cache = Path(cfg.cache)
-        self.runner = Runner(cfg.device)
+        self.recipes = Path(cfg.recipes) if cfg.recipes else None
+        self.runner = runner
+        self._kept: set[str] = set()
 
     # -- one call ---------------------------------------------------------------------------------
-    def _attempt(self, shape: Shape, m: int, mode: str) -> tuple[BaseException | None, list[Record]]:
+    def _attempt(self, shape: Shape, m: int, form: str, mode: str) -> tuple[BaseException | None, list[Record]]:
         os.environ["DGCOMPAT_WARMUP_MODE"] = mode
-        self.log.write_text("")
         error: BaseException | None = None
         try:
-            self.runner.run(shape, m)
+            self.runner.run(shape, m, form)
         except Exception as exc:  # the stand-in's refusal arrives as deep_gemm's compile error
             error = exc
-        finally:
-            os.environ["DGCOMPAT_WARMUP_MODE"] = "pass"
         records = read_log(self.log)
         for r in records:
-            if r.action not in ("compiled", "installed"):  # a failed build's temporary folder stays behind
-                self._drop_build_dir(r.source)
+            if r.action in ("identified", "refused"):
+                self._keep(r)
+                self._drop_build_dir(r.source)  # a failed build's temporary folder stays behind
         return error, records
+
+    def _keep(self, record: Record) -> None:
+        if self.recipes is not None and record.identity not in self._kept and keep_recipe(record, self.recipes):
+            self._kept.add(record.identity)
 
     def _drop_build_dir(self, source: str) -> None:
         # Anything under the identification folder is ours; in the shared cache only a temporary build
         # folder is (older JITs write the source into the entry itself, which another process may be filling).
+        if not source:
+            return
         folder = Path(source).parent
         if _inside(folder, Path(self.cfg.empty)) or _inside(folder, self.cache / "tmp"):
             shutil.rmtree(folder, ignore_errors=True)
 
-    def identify(self, shape: Shape, m: int) -> str:
+    def identify(self, shape: Shape, m: int, form: str) -> str:
         """The digest of the first kernel the call needs (the link points at an empty cache)."""
-        error, records = self._attempt(shape, m, "identify")
+        error, records = self._attempt(shape, m, form, "identify")
         if records:
             return records[0].identity
         if error is None:
             raise Unhonored()
         raise error
 
-    def warm(self, shape: Shape, m: int, expect: str | None, *, blocking: bool) -> list[tuple[str, str, float]]:
+    def probe(self, shape: Shape, m: int, form: str) -> str | None:
+        """None if the call finds every kernel it needs in the shared cache, else the first one missing."""
+        error, records = self._attempt(shape, m, form, "identify")
+        if error is None:
+            return None
+        if records:
+            return records[0].identity
+        raise error
+
+    def install(self, shape: Shape, m: int, form: str, identity: str) -> tuple[str, float, str | None]:
+        """Make the call put the kernel ``identity``, which the parent compiled and holds the lock for, into
+        the shared cache. Returns its status (``compiled``: installed or compiled here, ``cached``: the cache
+        had it), the seconds and the next kernel the call misses (None: the call is complete)."""
+        t0 = time.perf_counter()
+        error, records = self._attempt(shape, m, form, f"install:{identity}")
+        mine = [r.action for r in records if r.identity == identity]
+        status = "compiled" if "installed" in mine or "compiled" in mine else "cached"
+        seconds = time.perf_counter() - t0
+        if error is None:
+            return status, seconds, None
+        refused = [r for r in records if r.action == "refused"]
+        if refused:
+            return status, seconds, refused[0].identity
+        if status == "compiled":
+            raise CompileFailed(f"installing kernel {identity} failed: {error}") from error
+        raise error
+
+    def warm(self, shape: Shape, m: int, form: str, expect: str | None, *,
+             blocking: bool) -> list[tuple[str, str, float]]:
         """Make the call succeed against the shared cache, compiling each missing kernel under its lock.
 
         Returns ``(digest, "compiled" | "cached", seconds)`` for the kernels met; ``expect`` (the call's
         identified first kernel) is reported as cached when the cache already had it.
         """
-        import time
-
         met: list[tuple[str, str, float]] = []
-        error, records = self._attempt(shape, m, "identify")
+        error, records = self._attempt(shape, m, form, "identify")
         if error is None:
             return [(expect, "cached", 0.0)] if expect else []
         if not records:
@@ -249,7 +168,7 @@ class Worker:
                 raise Busy(want)
             t0 = time.perf_counter()
             try:
-                error, records = self._attempt(shape, m, f"compile:{want}")
+                error, records = self._attempt(shape, m, form, f"compile:{want}")
             finally:
                 os.close(fd)
             compiled = any(r.action == "compiled" and r.identity == want for r in records)
@@ -266,25 +185,6 @@ class Worker:
             want = refused[0].identity
         raise RuntimeError("the call kept asking for new kernels")
 
-    def install(self, shape: Shape, m: int, identity: str) -> tuple[list[tuple[str, str, float]], bool]:
-        """Make the call put the kernel ``identity``, which the parent compiled and holds the lock for, into
-        the shared cache. Returns the kernel met and whether the call still needs other kernels (the parent
-        then hands it on as an ordinary task, once it holds no locks)."""
-        import time
-
-        t0 = time.perf_counter()
-        error, records = self._attempt(shape, m, f"install:{identity}")
-        mine = [r.action for r in records if r.identity == identity]
-        status = "compiled" if "installed" in mine or "compiled" in mine else "cached"
-        met = [(identity, status, time.perf_counter() - t0)]
-        if error is None:
-            return met, False
-        if any(r.action == "refused" for r in records):
-            return met, True
-        if status == "compiled":
-            raise CompileFailed(f"installing kernel {identity} failed: {error}") from error
-        raise error
-
     # -- the two phases ---------------------------------------------------------------------------
     def identify_phase(self, tasks: Any) -> bool:
         """Identify tasks until the turn; False if this worker stopped on an error it reported."""
@@ -295,35 +195,32 @@ class Worker:
                 shutil.rmtree(Path(self.cfg.empty) / "tmp", ignore_errors=True)
                 self.put(("identified-all", self.cfg.wid))
                 return True
-            kind, idx, ms = task
+            kind, idx, form, ms = task
             shape = self.cfg.shapes[idx]
             try:
                 if kind == "bisect":
-                    found = self._bisect(shape, ms)
-                else:
-                    # Each call is reported as it is identified: a new kernel's compile starts at once.
-                    for m in ms:
-                        self.put(("identified", self.cfg.wid, idx, [(m, _at(m, lambda: self.identify(shape, m)))]))
+                    self.put(("identified", self.cfg.wid, idx, form, self._bisect(shape, form, ms)))
                     continue
+                # Each call is reported as it is identified: a new kernel's compile starts at once.
+                for m in ms:
+                    digest = _at(m, lambda: self.identify(shape, m, form))
+                    self.put(("identified", self.cfg.wid, idx, form, [(m, digest)]))
             except Unhonored:
                 self.put(("unhonored", self.cfg.wid))
                 return False
             except Exception as exc:
-                self.put(("call-error", self.cfg.wid, idx, _failed_m(exc), _kind(exc), str(exc)))
+                self.put(("call-error", self.cfg.wid, idx, form, _failed_m(exc), _kind(exc), str(exc)))
                 return False
-            self.put(("identified", self.cfg.wid, idx, found))
 
-    def _bisect(self, shape: Shape, candidates: list[int]) -> list[tuple[int, str]]:
+    def _bisect(self, shape: Shape, form: str, candidates: list[int]) -> list[tuple[int, str]]:
         """Identify a grid of ``candidates``, then bisect between neighbours needing different kernels."""
-        from ..jit_warmup import MPolicy
-
         grid = set(MPolicy.changes(candidates[-1]).grid())
         pos = sorted({i for i, m in enumerate(candidates) if m in grid} | {0, len(candidates) - 1})
         ids: dict[int, str] = {}
 
         def ident(i: int) -> str:
             if i not in ids:
-                ids[i] = _at(candidates[i], lambda: self.identify(shape, candidates[i]))
+                ids[i] = _at(candidates[i], lambda: self.identify(shape, candidates[i], form))
             return ids[i]
 
         stack = [(a, b) for a, b in zip(pos, pos[1:])]
@@ -355,24 +252,38 @@ class Worker:
                 deferred.append(task)
 
     def _do(self, task: tuple[Any, ...], *, blocking: bool) -> bool:
-        kind, idx, m, expect = task
+        kind, idx, form, m, expect = task
         shape = self.cfg.shapes[idx]
-        more = False
-        met: list[tuple[str, str, float]] = []
+        wid = self.cfg.wid
         try:
-            if kind == "install":
-                met, more = self.install(shape, m, expect)
-            elif kind == "plain":
+            if kind == "probe":
+                ok: list[int] = []
+                missing: list[tuple[int, str]] = []
                 for one in m:
-                    _at(one, lambda: self.runner.run(shape, one))
+                    found = _at(one, lambda: self.probe(shape, one, form))
+                    if found is None:
+                        ok.append(one)
+                    else:
+                        missing.append((one, found))
+                self.put(("probed", wid, idx, form, ok, missing))
+                return True
+            if kind == "install":
+                status, seconds, nxt = self.install(shape, m, form, expect)
+                self.put(("installed", wid, idx, form, m, expect, status, seconds, nxt))
+                return True
+            if kind == "plain":
+                for one in m:
+                    _at(one, lambda: self.runner.run(shape, one, form))
+                met: list[tuple[str, str, float]] = []
             else:
-                met = self.warm(shape, m, expect, blocking=blocking)
+                met = self.warm(shape, m, form, expect, blocking=blocking)
         except Busy:
             return False
         except Exception as exc:
-            self.put(("call-error", self.cfg.wid, idx, _failed_m(exc, m), _kind(exc), str(exc)))
-            met = []
-        self.put(("done", self.cfg.wid, kind, idx, m, expect, met, more))
+            self.put(("call-error", wid, idx, form, _failed_m(exc, m if isinstance(m, int) else None), _kind(exc),
+                      str(exc)))
+            return True
+        self.put(("done", wid, kind, idx, form, m, expect, met))
         return True
 
 
@@ -400,8 +311,6 @@ def _failed_m(exc: BaseException, default: Any = None) -> Any:
 def _kind(exc: BaseException) -> str:
     """"rejected" when dgcompat or deep_gemm refused the call's arguments (an unsupported shape),
     else the exception's type."""
-    from ..errors import BadArgumentError, KernelError, UnsupportedFeatureError
-
     inner = exc.inner if isinstance(exc, _AtM) else exc
     if isinstance(inner, (BadArgumentError, UnsupportedFeatureError, KernelError)):
         return "rejected"
@@ -450,15 +359,13 @@ def main(cfg: WorkerConfig, identify_q: Any, work_q: Any, result_q: Any) -> None
         os.environ["DG_JIT_NVCC_COMPILER"] = cfg.stand_in
         os.environ["DGCOMPAT_WARMUP_NVCC"] = cfg.nvcc
         os.environ["DGCOMPAT_WARMUP_LOG"] = cfg.log
-        os.environ["DGCOMPAT_WARMUP_RECIPES"] = cfg.recipes
         os.environ["DGCOMPAT_WARMUP_BUILT"] = cfg.built
     try:
-        worker = Worker(cfg, result_q.put)
-        from ..knobs import compile_mode
-
+        runner = Runner(cfg.device)
+        worker = Worker(cfg, result_q.put, runner)
         # Where the release has a compile mode (the bundled copies), calls build kernels without launching them.
         with compile_mode(1):
-            result_q.put(("ready", cfg.wid))
+            result_q.put(("ready", cfg.wid, runner.family))
             if cfg.method == "stand-in" and not worker.identify_phase(identify_q):
                 return
             worker.work_phase(work_q)

@@ -2,7 +2,7 @@
 
 ``<cache>/dgcompat-warmup/<key>.json`` lists the cache entries (``cache/kernel.*``) present when the
 warmup finished. The key covers everything that decides which kernels the calls need and how they
-are built: the description, the release and torch, the NVCC binary (path, size, mtime), the
+are built: the description, the release, where it is installed, torch, the NVCC binary (path, size, mtime), the
 ``DG_JIT_*`` settings that change compiler flags, and the GPU model (from ``nvidia-smi``; without it
 there is no record). The entries needed are a subset of those listed, so "all listed entries exist"
 means the kernels are there; if one is gone, the warmup runs in full.
@@ -16,7 +16,11 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
+
+from ..detection import release
+from . import host
+from .cache import entries, torch_version
 
 __all__ = ["key", "read", "write", "Done"]
 
@@ -26,31 +30,29 @@ _FLAG_VARIABLES = ("DG_JIT_CPP_STANDARD", "DG_JIT_DEBUG", "DG_JIT_PTXAS_VERBOSE"
                    "DG_JIT_WITH_LINEINFO", "DG_JIT_USE_NVRTC")
 
 
+#: Changes whenever what a warmup covers for one description changes (a record of an earlier dgcompat
+#: that warmed fewer call forms must not answer for this one).
+FORMAT = "dgcompat-warmup-record 2"
+
+
 @dataclass(frozen=True)
 class Done:
+    """What the record of a complete warmup says."""
+
     calls: int
     kernels: int
     entries: int
     finished: str
+    notes: tuple[str, ...] = ()
 
 
 def _folder(cache: Path) -> Path:
     return cache / "dgcompat-warmup"
 
 
-def _entries(cache: Path) -> list[str]:
-    try:
-        return sorted(p.name for p in (cache / "cache").iterdir() if p.name.startswith("kernel."))
-    except FileNotFoundError:
-        return []
-
-
 def key(spec: Any, nvcc: str, device: int) -> str | None:
     """The record's key, or None where the GPU model cannot be read without CUDA."""
-    from ..detection import release
-    from ..jit_warmup import _torch_version, nvidia_smi
-
-    gpu = nvidia_smi("name,compute_cap", device)
+    gpu = host.nvidia_smi("name,compute_cap", device)
     if gpu is None:
         return None
     try:
@@ -58,7 +60,10 @@ def key(spec: Any, nvcc: str, device: int) -> str | None:
         binary = f"{os.path.realpath(nvcc)}:{st.st_size}:{int(st.st_mtime)}"
     except OSError:
         return None
-    parts = [repr(spec), release().label, _torch_version(), binary, gpu,
+    rel = release()
+    # The install location too: the 0.1.x JIT's key contains its include path (an -I flag), so the same
+    # release installed elsewhere (a moved virtualenv, a container) needs its kernels compiled again.
+    parts = [FORMAT, repr(spec), rel.label, str(rel.location), torch_version(), binary, gpu,
              *(f"{v}={os.environ.get(v, '')}" for v in _FLAG_VARIABLES)]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
 
@@ -68,18 +73,20 @@ def read(cache: Path, k: str) -> Done | None:
     try:
         data = json.loads((_folder(cache) / f"{k}.json").read_text())
         listed = set(data["entries"])
-        if not listed or not listed <= set(_entries(cache)):
+        if not listed or not listed <= set(entries(cache)):
             return None
-        return Done(int(data["calls"]), int(data["kernels"]), len(listed), str(data["finished"]))
+        return Done(int(data["calls"]), int(data["kernels"]), len(listed), str(data["finished"]),
+                    tuple(str(n) for n in data.get("notes", ())))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def write(cache: Path, k: str, *, calls: int, kernels: int) -> None:
-    """Record a complete warmup (written to a temporary file, then renamed: readers never see half)."""
+def write(cache: Path, k: str, *, calls: int, kernels: int, notes: Sequence[str] = ()) -> None:
+    """Record a complete warmup (written to a temporary file, then renamed: readers never see half); ``notes``
+    are said again by a warmup the record answers."""
     folder = _folder(cache)
     folder.mkdir(parents=True, exist_ok=True)
-    data = {"calls": calls, "kernels": kernels, "entries": _entries(cache),
+    data = {"calls": calls, "kernels": kernels, "entries": entries(cache), "notes": list(notes),
             "finished": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
     tmp = folder / f".{k}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(data, indent=1))

@@ -11,7 +11,7 @@ its own way (folder, rename, load). The number of compiles at once no longer dep
 worker processes, and compiling starts with the first digest found instead of after every worker
 has started.
 
-Sharing: the thread holds the kernel's lock (:func:`~dgcompat._warmup.worker.lock_kernel`) from before
+Sharing: the thread holds the kernel's lock (:func:`~dgcompat.jit_warmup.cache.lock_kernel`) from before
 NVCC until the install is done, and takes it without waiting: a kernel another process holds, or that
 a marker says is already present, is left to the ordinary worker path after this process's own
 compiles (so a process never waits on a lock while holding one: no deadlock between ranks).
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .worker import lock_kernel, marked_present
+from .cache import indexed, lock_kernel, marked_present
 
-__all__ = ["Recipe", "read_recipe", "build", "Outcome", "prepare_build", "source_index"]
+__all__ = ["Recipe", "read_recipe", "rewrite", "Built", "build", "Outcome", "prepare_build"]
 
 #: Flags that write the source's path into the output (line info, device debug info): built elsewhere,
 #: the kernel would name a folder that is gone, so such recipes are left to deep_gemm's own build.
@@ -91,6 +91,8 @@ def rewrite(recipe: Recipe, build_dir: Path) -> list[str]:
 
 @dataclass(frozen=True)
 class Built:
+    """How one NVCC run on a recipe went."""
+
     ok: bool
     seconds: float
     why: str = ""
@@ -120,36 +122,6 @@ def build(recipe: Recipe, nvcc: str, dest: Path, *, timeout_s: float | None) -> 
     return Built(True, time.perf_counter() - t0)
 
 
-def source_index(cache: Path) -> dict[int, list[Path]]:
-    """The sources of the entries already in ``cache`` (``cache/kernel.*/kernel.cu``) by size, read once per
-    pass: a kernel whose source is among them is most likely present (a cache warmed by serving, or before
-    the markers existed), so its compile is left to a worker's call, which then finds it."""
-    index: dict[int, list[Path]] = {}
-    try:
-        entries = list((cache / "cache").iterdir())
-    except OSError:
-        return index
-    for entry in entries:
-        src = entry / "kernel.cu"
-        try:
-            if entry.name.startswith("kernel.") and (entry / "kernel.cubin").is_file():
-                index.setdefault(src.stat().st_size, []).append(src)
-        except OSError:
-            continue
-    return index
-
-
-def _indexed(index: dict[int, list[Path]], source: Path) -> bool:
-    data = source.read_bytes()
-    for candidate in index.get(len(data), ()):
-        try:
-            if candidate.read_bytes() == data:
-                return True
-        except OSError:
-            continue
-    return False
-
-
 @dataclass(frozen=True)
 class Outcome:
     """How one digest's compile went: ``built`` (the lock ``fd`` is held until the install is done),
@@ -167,7 +139,7 @@ class Outcome:
 def prepare_build(identity: str, recipe_dir: Path, cache: Path, built: Path, nvcc: str,
                   timeout_s: float | None, present: dict[int, list[Path]] | None = None) -> Outcome:
     """Take the kernel's lock without waiting and compile it from its recipe (runs on a parent thread);
-    ``present``: :func:`source_index` of the cache."""
+    ``present``: :func:`~dgcompat.jit_warmup.cache.source_index` of the cache."""
     fd = lock_kernel(cache, identity, blocking=False)
     if fd is None:
         return Outcome(identity, "elsewhere", why="another process holds its lock")
@@ -179,7 +151,7 @@ def prepare_build(identity: str, recipe_dir: Path, cache: Path, built: Path, nvc
         if recipe is None:
             os.close(fd)
             return Outcome(identity, "failed", why="no complete recipe")
-        if present and _indexed(present, recipe.source):
+        if present and indexed(present, recipe.source):
             os.close(fd)
             return Outcome(identity, "elsewhere", why="its source is in the cache")
         result = build(recipe, nvcc, built / identity, timeout_s=timeout_s)

@@ -1,0 +1,169 @@
+"""The warmup entry point: checks the options, picks the method, runs the worker pool, records and reports."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Literal
+
+from .. import _backend
+from ..detection import release
+from ..errors import BadArgumentError, DeepGemmUnavailableError
+from . import host, record
+from .classes import classes, rule_for
+from .options import cache_folder, check_options
+from .pool import Pool
+from .report import WarmupError, WarmupReport
+from .spec import Call, DenseGemm, GroupedGemm, WarmupSpec, plan_calls
+
+__all__ = ["warmup"]
+
+
+def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
+           cache_dir: str | os.PathLike[str] | None = None, isolate: bool = False, verify: bool = True,
+           progress: bool | None = None, timeout_s: float | None = None,
+           method: Literal["auto", "stand-in", "calls"] = "auto", fresh: bool = False,
+           processes: int | None = None) -> WarmupReport:
+    """Compile every kernel the calls described by ``spec`` need, each once, in parallel; return a report.
+
+    - ``workers``: kernels compiled at once (default: the host's cores). With the calls method each is a
+      worker process, bounded by free GPU memory.
+    - ``processes``: worker processes of the stand-in method (default: :func:`~dgcompat.jit_warmup.host.default_processes`); they
+      identify calls and install the kernels the calling process compiled.
+    - ``device``: the CUDA device index the workers use.
+    - ``cache_dir``: the folder kernels go to (a relative path is taken from the current folder), default
+      the one deep_gemm reads: ``DG_JIT_CACHE_DIR``, else ``~/.deep_gemm``
+      (:func:`~dgcompat.jit_warmup.cache.jit_cache_dir`). A serving process with the same
+      ``DG_JIT_CACHE_DIR`` finds the kernels. ``isolate=True``: a folder per release and torch under it
+      instead, which serving must be pointed at (:func:`~dgcompat.jit_warmup.cache.use_jit_cache_dir`).
+    - ``verify``: after compiling one call per kernel, run every other call once against the warm
+      cache and compile whatever it still misses (a call that needs two kernels, e.g. schedule +
+      logits). Cheap: these calls hit the cache.
+    - ``progress``: a progress line on stderr (default: when stderr is a terminal).
+    - ``timeout_s``: give up (:class:`~dgcompat.jit_warmup.report.WarmupError`) after this many seconds.
+    - ``method``: ``"auto"`` uses the stand-in compiler where it works, else real calls.
+    - ``fresh``: ignore the record of an earlier identical warmup (see below) and check every call.
+
+    A complete warmup (stand-in method, ``verify`` on) leaves a record in the cache folder naming the
+    cache entries present when it finished, keyed by the description, the release, torch, the NVCC
+    binary, the ``DG_JIT_*`` settings and the GPU model. A later identical warmup whose recorded
+    entries all still exist returns at once (``method="record"``: every kernel found in the cache).
+
+    On the reference backend nothing is compiled: the report says so (``method="none"``, 0 kernels).
+    Raises :class:`~dgcompat.errors.UnsupportedFeatureError` for a shape the release cannot run,
+    :class:`~dgcompat.jit_warmup.report.WarmupError` when a compile or a worker fails.
+    """
+    t0 = time.perf_counter()
+    if not isinstance(spec, WarmupSpec):
+        raise BadArgumentError("warmup", "spec", "a WarmupSpec", type(spec).__name__)
+    check_options("warmup", workers=workers, device=device, method=method, processes=processes, timeout_s=timeout_s)
+    folder = cache_folder("warmup", cache_dir, isolate)
+    family = host.gpu_family(device)
+    calls = plan_calls(spec, family=family)
+    if not calls:
+        raise BadArgumentError("warmup", "spec", "at least one call", "none: every M exceeds its shape's bound")
+    policy = spec.policy
+    forms = tuple(dict.fromkeys(c.form for c in calls if c.form))
+    backend = _backend.backend_name()
+    if backend == "reference":
+        return WarmupReport("reference", "none", str(folder), 0, len(calls), 0, 0, 0,
+                            time.perf_counter() - t0, 0.0,
+                            notes=("the reference backend compiles nothing: warmup is a no-op",),
+                            policy=policy.coverage(), forms=forms)
+    if backend == "none":
+        raise DeepGemmUnavailableError(
+            "warmup(): deep_gemm is not installed; nothing to compile (DGCOMPAT_BACKEND=reference runs the "
+            "pure-torch backend, which needs no warmup)")
+    nvcc = host.real_nvcc()
+    if nvcc is None:
+        raise WarmupError("warmup(): no NVCC found (DG_JIT_NVCC_COMPILER, CUDA_HOME, CUDA_PATH, nvcc on PATH, "
+                          "/usr/local/cuda): deep_gemm could not compile either")
+    chosen, notes = _choose_method(method)
+    notes.extend(_form_notes(spec, family))
+    key = record.key(spec, nvcc, device) if chosen == "stand-in" and verify else None
+    done = None if key is None or fresh else record.read(folder, key)
+    if done is not None:
+        note = (f"an identical warmup finished at {done.finished}; its {done.entries} cache entries are all "
+                "present (fresh=True checks every call again)")
+        return WarmupReport(release().label, "record", str(folder), 0, done.calls, done.kernels, 0,
+                            done.kernels, time.perf_counter() - t0, 0.0, 0.0, (), (note, *done.notes),
+                            policy=policy.coverage(), forms=forms)
+    rel = release()
+    rule = rule_for(rel.dist, rel.version, family)
+    reps = [Call(shape, ms[-1]) for shape in dict.fromkeys(c.shape for c in calls)
+            for ms in classes(rule, shape, sorted({c.m for c in calls if c.shape == shape})).values()]
+    if chosen == "calls":
+        if workers is None:
+            workers, why = host.default_workers(reps, device)
+            notes.append(f"{workers} workers ({why})")
+        else:
+            workers = min(workers, max(1, len(calls)))
+        processes = workers
+    else:
+        workers = host.cpu_count() if workers is None else workers
+        if processes is None:
+            processes, why = host.default_processes(reps, device, workers)
+            notes.append(f"{workers} compiles at once, {processes} worker processes ({why})")
+        else:
+            processes = min(processes, max(1, len(calls)))
+    show = sys.stderr.isatty() if progress is None else bool(progress)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadArgumentError("warmup", "cache_dir", "a folder this process can create", f"{folder}: {exc}") from None
+    with tempfile.TemporaryDirectory(prefix="dgcompat-warmup-") as scratch:
+        pool = Pool(calls, policy, workers=workers, processes=processes, device=device, cache=folder,
+                    scratch=Path(scratch), nvcc=nvcc, verify=verify, out=sys.stderr if show else None,
+                    timeout_s=timeout_s, t0=t0, rule=rule)
+        result = pool.run(chosen)
+    notes.extend(result.notes)
+    if result.families and result.families != ((family or "unknown"),):
+        notes.append(f"the calls were planned for the GPU family {family or 'unknown'} (what the calling process can "
+                     f"tell without CUDA: DGCOMPAT_ARCH, NVML, nvidia-smi) but the workers saw "
+                     f"{', '.join(result.families)}: the scale forms may not be those serving uses")
+    if result.method == "stand-in" and policy.kind != "changes":
+        source = "from the release's source" if rule.read else "a guess the verify pass checks"
+        checked = "every call then verified" if verify else "the other calls not verified (verify=False)"
+        notes.append(f"one call per M class identified ({rule.name}, {source}); {checked}")
+    if result.verify_kernels:
+        notes.append(f"{result.verify_kernels} kernels were met only by the verify pass (this release picks "
+                     "kernels by finer M steps than the M classes say): compiled all the same")
+    if policy.kind != "every":
+        notes.append(f"sampled M values: {policy.coverage()}")
+    entries = tuple(result.entries)
+    exact = result.method == "stand-in"
+    compiled = sum(e.status == "compiled" for e in entries) if exact else result.new_entries
+    cached = sum(e.status == "cached" for e in entries) if exact else 0
+    kernels = len(entries) if exact else result.new_entries
+    if key is not None and exact:
+        record.write(folder, key, calls=len(result.calls), kernels=kernels,
+                     notes=[n for n in result.notes if "install folder" in n])
+    return WarmupReport(release().label, result.method, str(folder), workers, len(result.calls), kernels,
+                        compiled, cached, time.perf_counter() - t0, result.identify_s, result.start_s, entries,
+                        tuple(notes), result.processes, result.first_up_s, result.compile_s,
+                        identified=result.identified, verified=result.verified,
+                        verify_kernels=result.verify_kernels, policy=policy.coverage(), forms=forms)
+
+
+def _form_notes(spec: WarmupSpec, family: str | None) -> list[str]:
+    """What the scale forms asked for that this GPU does not take."""
+    fp8 = any(isinstance(s, (DenseGemm, GroupedGemm)) and s.dtype == "fp8" for s in spec.shapes)
+    if not fp8 or "ue8m0" not in spec.scales or family == "sm100":
+        return []
+    why = f"the GPU ({family}) takes float32 scales" if family else "the GPU's architecture is unknown here"
+    return [f"packed UE8M0 scales ('ue8m0') not warmed: {why}"]
+
+
+def _choose_method(method: str) -> tuple[Literal["stand-in", "calls"], list[str]]:
+    """The method to start with and why (the stand-in can still hand over to real calls at run time)."""
+    unusable = host.stand_in_unusable()
+    if method == "calls":
+        return "calls", []
+    if unusable is None:
+        return "stand-in", []
+    if method == "stand-in":
+        raise WarmupError(f"warmup(): the stand-in compiler cannot be used: {unusable}")
+    return "calls", [f"real calls instead of the stand-in compiler: {unusable}"]
