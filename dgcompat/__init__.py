@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers only; runtime access i
     from .jit_warmup import KernelEntry as KernelEntry
     from .jit_warmup import MPolicy as MPolicy
     from .jit_warmup import PagedIndexer as PagedIndexer
+    from .jit_warmup import RaggedIndexer as RaggedIndexer
     from .jit_warmup import WarmupError as WarmupError
     from .jit_warmup import WarmupReport as WarmupReport
     from .jit_warmup import WarmupSpec as WarmupSpec

@@ -10,7 +10,7 @@ from __future__ import annotations
 __all__ = ["NAMES", "SUBMODULES", "DEEP_GEMM_MODULES", "NOT_DEEP_GEMM"]
 
 _WARMUP = ("warmup", "WarmupSpec", "WarmupReport", "WarmupError", "DenseGemm", "GroupedGemm", "PagedIndexer",
-           "MPolicy", "KernelEntry", "jit_cache_dir", "use_jit_cache_dir")
+           "MPolicy", "KernelEntry", "jit_cache_dir", "use_jit_cache_dir", "RaggedIndexer")
 
 #: stable name -> the submodule of dgcompat that defines it.
 NAMES: dict[str, str] = {

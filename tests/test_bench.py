@@ -32,9 +32,11 @@ def _run_bench(*args: str, tmp_path: Path) -> dict[str, Any]:
 def test_cpu_benchmark_writes_the_expected_json(tmp_path: Path) -> None:
     result = _run_bench("--quick", "--import-runs", "1", tmp_path=tmp_path)
     assert {"schema", "command", "machine", "config", "goals", "overhead", "import", "summary"} <= set(result)
-    assert set(result["overhead"]) == {"0.1.4", "0.2.3"}
+    assert set(result["overhead"]) == {"0.1.4", "0.2.3", "sglang-kernel-0.4.2"}  # the wheels and the bundled family
+    labels = {"0.1.4": "sgl-deep-gemm 0.1.4", "0.2.3": "sgl-deep-gemm 0.2.3",
+              "sglang-kernel-0.4.2": "sglang-kernel 0.4.2 (bundled)"}
     for version, res in result["overhead"].items():
-        assert res["release"] == f"sgl-deep-gemm {version}"
+        assert res["release"] == labels[version]
         names = {c["name"] for c in res["cases"]}
         assert {"fp8_gemm_nt", "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked",
                 "get_paged_mqa_logits_metadata", "fp8_paged_mqa_logits [native next_n=2]",
