@@ -18,6 +18,9 @@ RELEASES=${RELEASES:-0.0.1,0.1.0,0.1.1,0.1.2,0.1.3,0.1.4,0.1.4.post1,0.1.5,0.1.5
 DEADLINE=${DEADLINE:-540}
 LIMIT=${LIMIT:-575}
 JOBS=${JOBS:-11}
+# CASES: comma-separated case ids to run instead of every case; SKIP: case ids to leave out of them.
+CASES=${CASES:-}
+SKIP=${SKIP:-}
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 export PYTHONPATH="$PWD:$PWD/conformance"
 STAGE=$(mktemp -d "${TMPDIR:-/tmp}/dgcompat-certify-XXXXXX")
@@ -26,11 +29,15 @@ mkdir -p "$STAGE/sgk" "$STAGE/vllm" "$OUT/c"
 tar xzf .gpu/a/sgk-0.4.2-site.tgz -C "$STAGE/sgk" || exit 2
 tar xzf .gpu/v/vllm-dg.tgz -C "$STAGE/vllm" || exit 2
 nvidia-smi -L 2>/dev/null
+if [ -n "$SKIP" ]; then
+    CASES=$(python3 -m dgcompat_conformance.gpu.runner --list | awk '{print $1}' \
+        | grep -v -x -F -f <(tr ',' '\n' <<< "$SKIP") | paste -sd, -)
+fi
 timeout -k 15 "$LIMIT" python3 -m dgcompat_conformance.gpu.runner \
     --wheels .gpu/a --wheels .gpu/b --releases "$RELEASES" \
     --site "$STAGE/sgk" \
     --folder "$STAGE/vllm/deep_gemm" --release-id vllm-0.33.0 \
-    --jobs "$JOBS" --deadline "$DEADLINE" \
+    --jobs "$JOBS" --deadline "$DEADLINE" ${CASES:+--cases "$CASES"} \
     --work "$STAGE/work" --out "$OUT/c" > "$OUT/gpu-certify.log" 2>&1
 rc=$?
 # Everything but the per-case lines ("[release] case outcome seconds ..."), which stay in the log.
