@@ -13,6 +13,7 @@ are transposed first by a ``transpose_fp32`` kernel per ``ceil(K/128)``, in the 
 helpers; the paged schedule kernel is compiled per batch rounded up to 32 and the paged logits kernel
 per (heads, head_dim, next_n); the ragged logits kernel per (heads, head_dim). The fake NVCC sleeps,
 copies the source to the cubin and appends one line per compile to ``$FAKE_NVCC_LOG``.
+``FAKE_JIT_LAYOUT=deep_jit`` switches to the build folders of the newer JIT (``_Compiler.build_deep_jit``).
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ class _Compiler:
         self.flags = f"-std=c++20 -I{include} --gpu-architecture=sm_90a -O3"
 
     def build(self, name, code):
+        if _os.environ.get("FAKE_JIT_LAYOUT") == "deep_jit":
+            return self.build_deep_jit(name, code)
         key = _hashlib.sha256(f"{name}$${self.flags}$${code}".encode()).hexdigest()[:32]
         final = _os.path.join(self.cache, "cache", f"kernel.{name}.{key}")
         if final in _LOADED:
@@ -67,21 +70,54 @@ class _Compiler:
             return
         tmp_root = _os.path.join(self.cache, "tmp")
         tmp = _os.path.join(tmp_root, _uuid.uuid4().hex)
-        _os.makedirs(tmp)
-        cu = _os.path.join(tmp, "kernel.cu")
-        with open(cu, "w") as f:
-            f.write(code)
+        cu = _source_in(tmp, code)
         cmd = f"cd {tmp_root} && {self.nvcc} {cu} -cubin -o {tmp}/kernel.cubin {self.flags}"
         out = _subprocess.run(cmd, shell=True, capture_output=True, text=True)
         if out.returncode != 0:
             raise RuntimeError(f"Assertion error (compiler.hpp): NVCC compilation failed: {out.stdout}{out.stderr}")
-        _os.makedirs(_os.path.dirname(final), exist_ok=True)
-        try:
-            _os.rename(tmp, final)
-        except OSError:  # another process won
+        _move_into_place(tmp, final, name)
+
+    def build_deep_jit(self, name, code):
+        # FAKE_JIT_LAYOUT=deep_jit: the JIT of upstream DeepGEMM 2.8 / sgl-deep-gemm 0.2.x as seen on the
+        # H200 (vLLM's 2.8.1): the build folder <cache>/tmp/<pid>-<uuid>/ holds kernel.cu, the command is
+        # "cd <build> && <nvcc> <build>/kernel.cu --cubin --output-file <build>/kernel.cubin <flags>", a
+        # failed build's folder is deleted before the error is raised, and a good one is committed as
+        # <cache>/cache/<name>.<hash>/ with meta.json and a .committed marker.
+        flags = self.flags.replace("-I", "--include-path ", 1)
+        key = _hashlib.sha256(f"{name}$${flags}$${code}".encode()).hexdigest()[:32]
+        final = _os.path.join(self.cache, "cache", f"{name}.{key}")
+        if final in _LOADED or _os.path.isfile(_os.path.join(final, ".committed")):
+            _LOADED.add(final)
+            return
+        tmp = _os.path.join(self.cache, "tmp", f"{_os.getpid()}-{_uuid.uuid4().hex}")
+        cu = _source_in(tmp, code)
+        cmd = f"cd {tmp} && {self.nvcc} {cu} --cubin --output-file {tmp}/kernel.cubin {flags}"
+        out = _subprocess.run(cmd, shell=True, capture_output=True, text=True)
+        if out.returncode != 0:
             _shutil.rmtree(tmp, ignore_errors=True)
-        BUILDS.append(name)
-        _LOADED.add(final)
+            raise RuntimeError(f"Assertion error (deep_jit/utils/command.hpp): exit_code == 0: {out.stdout}")
+        with open(_os.path.join(tmp, "meta.json"), "w") as f:
+            f.write("{}")
+        open(_os.path.join(tmp, ".committed"), "w").close()
+        _move_into_place(tmp, final, name)
+
+
+def _source_in(folder, code):
+    _os.makedirs(folder)
+    cu = _os.path.join(folder, "kernel.cu")
+    with open(cu, "w") as f:
+        f.write(code)
+    return cu
+
+
+def _move_into_place(tmp, final, name):
+    _os.makedirs(_os.path.dirname(final), exist_ok=True)
+    try:
+        _os.rename(tmp, final)
+    except OSError:  # another process won
+        _shutil.rmtree(tmp, ignore_errors=True)
+    BUILDS.append(name)
+    _LOADED.add(final)
 
 
 def _build(name, **params):

@@ -219,6 +219,25 @@ def test_stand_in_digest_covers_source_and_flags(stand_in: Callable[..., Any], t
     assert read_log(tmp_path / "log")[0].identity != base
 
 
+def test_a_vanished_source_gives_no_digest_unless_the_stand_in_kept_it(stand_in: Callable[..., Any],
+                                                                     tmp_path: Path) -> None:
+    stand_in("identify")
+    base = read_log(tmp_path / "log")[0].identity
+    stand_in("identify")
+    (tmp_path / "build" / "kernel.cu").rename(tmp_path / "kernel.cu.gone")  # the JIT deleted its build folder
+    (lost,) = read_log(tmp_path / "log")
+    assert lost.action == "identified" and lost.identity == ""  # never a digest of the flags alone
+    (tmp_path / "kernel.cu.gone").rename(tmp_path / "build" / "kernel.cu")
+    (tmp_path / "kept").mkdir()
+    keep = {"DGCOMPAT_WARMUP_KEEP": str(tmp_path / "kept")}
+    assert stand_in("identify", extra=keep).returncode == 86
+    assert stand_in("compile:" + "0" * 32, extra=keep).returncode == 86  # refused: kept as well
+    (tmp_path / "build" / "kernel.cu").unlink()
+    ident, refused = read_log(tmp_path / "log")
+    assert (ident.action, refused.action) == ("identified", "refused")
+    assert ident.identity == refused.identity == base and ident.kept and Path(ident.kept).is_file()
+
+
 def test_stand_in_compiles_only_the_named_kernel(stand_in: Callable[..., Any], tmp_path: Path) -> None:
     stand_in("identify")
     ident = read_log(tmp_path / "log")[0].identity
@@ -650,3 +669,18 @@ def test_the_calling_process_loads_neither_torch_nor_deep_gemm(jit_env: dict[str
     assert out.returncode == 0, out.stderr
     # block_m 64 and 128, and the transpose of the row-major scale form
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [3, False, False]
+
+
+def test_a_jit_that_deletes_its_failed_build_folder(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    # The newer JIT (upstream 2.8.1 as vLLM vendors it, seen on the H200) deletes the build folder, source
+    # included, before the stand-in's refusal reaches the worker: the digests must not depend on reading it then.
+    monkeypatch.setenv("FAKE_JIT_LAYOUT", "deep_jit")
+    jit_env["env"]["FAKE_JIT_LAYOUT"] = "deep_jit"  # the serving process too
+    cold = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    compiles = _compiles(jit_env["log"])
+    assert (cold.method, cold.calls, cold.kernels, cold.compiled, cold.cached) == ("stand-in", 12, 6, 6, 0)
+    assert len(compiles) == 6 and len(set(compiles)) == 6
+    entries = sorted((W.jit_cache_dir(jit_env["cache"]) / "cache").iterdir())
+    assert len(entries) == 6 and all((e / ".committed").exists() for e in entries)
+    assert "served" in _serve_all(jit_env, SPEC_CODE)
+    assert len(_compiles(jit_env["log"])) == 6  # serving needed nothing more

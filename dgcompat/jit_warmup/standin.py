@@ -17,6 +17,10 @@ deep_gemm's compiler command inherits from the worker's environment at each call
   so one call compiles exactly the kernel whose lock the worker holds;
 - ``pass``: run NVCC (also for ``--version``, always).
 
+Newer JITs (upstream 2.8's, sgl-deep-gemm 0.2.x's) delete a failed build's folder, source included, before
+the refusal reaches the worker; the worker then sets ``DGCOMPAT_WARMUP_KEEP`` to a folder of its own and the
+stand-in copies the source there (one ``cat``) and names the copy in its record.
+
 The digest (the first 128 bits of a SHA-256) covers the generated source and the compiler flags,
 leaving out the output file and the arguments that name the build's folder (a fresh temporary one,
 or the entry itself in older JITs that write the source there): the parts deep_gemm's own cache key
@@ -47,9 +51,14 @@ for a in "$@"; do
   esac
 done
 [ -n "$code" ] || exec "$real" "$@"
+# A JIT that deletes its build folder before the refusal reaches the worker takes the source with it: there
+# the worker sets DGCOMPAT_WARMUP_KEEP, and each record names a copy of the source ("" where it does not).
+keep() { kept=""; if [ -n "${DGCOMPAT_WARMUP_KEEP:-}" ] && cat "$code" > "$DGCOMPAT_WARMUP_KEEP/$$.cu"; then
+  kept="$DGCOMPAT_WARMUP_KEEP/$$.cu"; fi; }
 if [ "$mode" = identify ]; then
-  # shell builtins only: the worker computes the digest and keeps the recipe
-  { printf 'identify %s\n' "$#"; printf '%s\n' "$@"; } >> "$DGCOMPAT_WARMUP_LOG"
+  # shell builtins only (unless the source must be kept): the worker computes the digest and keeps the recipe
+  keep
+  { printf 'identify %s %s\n' "$#" "$kept"; printf '%s\n' "$@"; } >> "$DGCOMPAT_WARMUP_LOG"
   exit 86
 fi
 # The digest leaves out the output file and every argument naming the build's own folder.
@@ -77,12 +86,12 @@ case "$mode" in
       fi
       echo "compiled $id $code" >> "$DGCOMPAT_WARMUP_LOG"; exec "$real" "$@"
     fi
-    { printf 'refused %s\n' "$#"; printf '%s\n' "$@"; } >> "$DGCOMPAT_WARMUP_LOG"; exit 86 ;;
+    keep; { printf 'refused %s %s\n' "$#" "$kept"; printf '%s\n' "$@"; } >> "$DGCOMPAT_WARMUP_LOG"; exit 86 ;;
   compile:*)
     if [ "$id" = "${mode#compile:}" ]; then
       echo "compiled $id $code" >> "$DGCOMPAT_WARMUP_LOG"; exec "$real" "$@"
     fi
-    { printf 'refused %s\n' "$#"; printf '%s\n' "$@"; } >> "$DGCOMPAT_WARMUP_LOG"; exit 86 ;;
+    keep; { printf 'refused %s %s\n' "$#" "$kept"; printf '%s\n' "$@"; } >> "$DGCOMPAT_WARMUP_LOG"; exit 86 ;;
 esac
 exec "$real" "$@"
 """
@@ -94,9 +103,10 @@ class Record:
     ``compiled``), the kernel's digest, its source file and (identified / refused) the compiler arguments."""
 
     action: str
-    identity: str
+    identity: str  # "" where the source could not be read (see :func:`digest`)
     source: str
     args: tuple[str, ...] = field(default=(), repr=False)
+    kept: str = ""  # the stand-in's copy of the source (``DGCOMPAT_WARMUP_KEEP``), else ""
 
 
 def _source_of(args: Sequence[str]) -> str:
@@ -106,9 +116,11 @@ def _source_of(args: Sequence[str]) -> str:
     return ""
 
 
-def digest(args: Sequence[str]) -> tuple[str, str, str]:
-    """``(digest, source, output)`` of a compiler command, computed as :data:`STAND_IN` computes it."""
-    code = _source_of(args)
+def digest(args: Sequence[str], kept: str = "") -> tuple[str, str, str]:
+    """``(digest, source, output)`` of a compiler command, computed as :data:`STAND_IN` computes it, from the
+    source's bytes in ``kept`` (a copy) or else the source itself; the digest is "" where neither can be read
+    (a JIT that deleted its build folder), never a digest of the flags alone."""
+    code = _source_of(args) or next((a for a in args if a.endswith(".cu")), "")
     folder = code.rsplit("/", 1)[0] if "/" in code else code
     flags: list[str] = []
     out = ""
@@ -127,9 +139,11 @@ def digest(args: Sequence[str]) -> tuple[str, str, str]:
             continue
         flags.append(a)
     try:
-        data = Path(code).read_bytes()
+        data = Path(kept or code).read_bytes() if (kept or code) else None
     except OSError:
-        data = b""
+        data = None
+    if data is None:
+        return "", code, out
     text = "\n#flags" + "".join(" " + f for f in flags)
     return hashlib.sha256(data + text.encode()).hexdigest()[:32], code, out
 
@@ -150,11 +164,12 @@ def read_log(path: Path) -> list[Record]:
     while i < len(lines):
         parts = lines[i].split(" ", 2)
         i += 1
-        if len(parts) == 2 and parts[0] in ("identify", "refused") and parts[1].isdigit():
+        if len(parts) >= 2 and parts[0] in ("identify", "refused") and parts[1].isdigit():
             args = tuple(lines[i:i + int(parts[1])])
             i += int(parts[1])
-            ident, code, _ = digest(args)
-            out.append(Record("identified" if parts[0] == "identify" else "refused", ident, code, args))
+            kept = parts[2] if len(parts) == 3 else ""
+            ident, code, _ = digest(args, kept)
+            out.append(Record("identified" if parts[0] == "identify" else "refused", ident, code, args, kept))
         elif len(parts) == 3:
             out.append(Record(parts[0], parts[1], parts[2]))
     return out
@@ -167,11 +182,12 @@ def keep_recipe(record: Record, recipes: Path) -> bool:
     if (folder / "args").is_file():
         return True
     _, code, out = digest(record.args) if record.args else ("", record.source, "")
-    if not out or not code:
+    if not out or not code or not record.identity:
         return False
     try:
+        data = Path(record.kept or code).read_bytes()
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "source").write_bytes(Path(code).read_bytes())
+        (folder / "source").write_bytes(data)
         (folder / "where").write_text(f"{len(record.args)}\n{code}\n{out}\n")
         tmp = folder / "args.new"
         tmp.write_text("".join(a + "\n" for a in record.args))

@@ -91,10 +91,24 @@ class Worker:
         except Exception as exc:  # the stand-in's refusal arrives as deep_gemm's compile error
             error = exc
         records = read_log(self.log)
+        lost = [r for r in records if r.action in ("identified", "refused") and not r.identity]
+        if lost and not os.environ.get("DGCOMPAT_WARMUP_KEEP"):
+            # The JIT deleted its build folder, source included, before the refusal got here (upstream 2.8's
+            # JIT does): from now on the stand-in keeps a copy of each source it refuses, and the call is
+            # made again (a refused compile changed nothing but the kernels before it, which are in place).
+            kept = self.log.parent / "kept"
+            kept.mkdir(parents=True, exist_ok=True)
+            os.environ["DGCOMPAT_WARMUP_KEEP"] = str(kept)
+            return self._attempt(shape, m, form, mode)
+        if lost:
+            raise RuntimeError(f"the compiler's source {lost[0].source} was gone before dgcompat could read it, "
+                               "and no copy was kept")
         for r in records:
             if r.action in ("identified", "refused"):
                 self._keep(r)
                 self._drop_build_dir(r.source)  # a failed build's temporary folder stays behind
+                if r.kept:
+                    Path(r.kept).unlink(missing_ok=True)
         return error, records
 
     def _keep(self, record: Record) -> None:
