@@ -87,7 +87,9 @@ def _i32(*shape: int, fill: int = 0) -> Any:
     return torch.full(shape, fill, dtype=torch.int32, device=DEVICE[0])
 
 
-def _paged_inputs(next_n: int) -> dict[str, Any]:
+def _paged_inputs(next_n: int, lens_dims: str = "2d") -> dict[str, Any]:
+    """Paged-MQA inputs for ``_B`` sequences of ``next_n`` query rows; ``lens`` ``(B, next_n)``, or ``(B,)``
+    where ``lens_dims`` is ``"1d"`` (the form the bundled copies launch as given)."""
     import torch
 
     blocks = _MAX_LEN // _BKV
@@ -96,7 +98,7 @@ def _paged_inputs(next_n: int) -> dict[str, Any]:
         "q": _fp8(_B, next_n, _H, _D),
         "kv": torch.empty((_B * blocks, _BKV, 1, _D + 4), dtype=torch.uint8, device=DEVICE[0]),
         "w": _f32(rows, _H),
-        "lens": _i32(_B, next_n, fill=_MAX_LEN - 24),
+        "lens": _i32(_B, fill=_MAX_LEN - 24) if lens_dims == "1d" else _i32(_B, next_n, fill=_MAX_LEN - 24),
         "bt": torch.arange(_B * blocks, dtype=torch.int32, device=DEVICE[0]).view(_B, blocks),
         "L": _MAX_LEN,
         # Each layer has its own q (a fresh tensor every call), as in a real forward pass.
@@ -201,17 +203,22 @@ def build_cases(dg: ModuleType, up: ModuleType) -> list[Case]:
     paged_name = "fp8_paged_mqa_logits" if hasattr(up, "fp8_paged_mqa_logits") else "fp8_fp4_paged_mqa_logits"
     up_paged = getattr(up, paged_name)
 
-    meta_env = {"lens": _i32(_B, 2, fill=_MAX_LEN - 24), "f_up": up.get_paged_mqa_logits_metadata,
+    # Lengths in the form the release launches next_n=2 with as given: (B, 2), or (B,) on the bundled
+    # copies, whose kernels assert 1-D lengths (there dgcompat launches (B, 2) lengths split, as the
+    # fallback rows below time).
+    lens_dims = "1d" if dg.capabilities().paged_context_lens == "1d" else "2d"
+    meta_env = {"lens": _paged_inputs(2, lens_dims)["lens"], "f_up": up.get_paged_mqa_logits_metadata,
                 "f_dg": dg.get_paged_mqa_logits_metadata}
     cases.append(Case("get_paged_mqa_logits_metadata", "get_paged_mqa_logits_metadata", "batch", None, meta_env,
                       "f_up(lens, 64, 132)", "f_dg(lens, 64, 132)", upstream=up.get_paged_mqa_logits_metadata,
-                      note="(B, 2) lengths; dgcompat also records what the schedule belongs to",
+                      note=f"{'(B,)' if lens_dims == '1d' else '(B, 2)'} lengths; dgcompat also records what the "
+                      "schedule belongs to",
                       state={"_SCHEDULE": _i32(132 + 1, 2)}))
     cases.append(Case("get_num_sms", "get_num_sms", "batch", None, {"f_up": up.get_num_sms, "f_dg": dg.get_num_sms},
                       "f_up()", "f_dg()", upstream=up.get_num_sms))
 
-    # Native launch: (B, 2) lengths with q (B, 2, H, D) on SM90 go to the kernel as given.
-    native = _paged_inputs(2)
+    # Native launch: q (B, 2, H, D) and the release's own lengths form on SM90 go to the kernel as given.
+    native = _paged_inputs(2, lens_dims)
     native_state = {"_SCHEDULE": _i32(132 + 1, 2), "_LOGITS": _f32(2 * _B, _MAX_LEN)}
     setattr(up, "_SCHEDULE", native_state["_SCHEDULE"])
     sched_native = dg.get_paged_mqa_logits_metadata(native["lens"], _BKV, 132)
