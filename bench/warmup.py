@@ -297,14 +297,8 @@ def _identify_cost(args: argparse.Namespace) -> int:
 def _fake_env(base: Path) -> dict[str, str]:
     sys.path[:0] = [str(REPO)]
     from tests import fake_jit
-    from tests.conftest import write_dist
 
-    site = base / "fake-site"
-    write_dist(site, "sgl-deep-gemm", "0.1.4", {"deep_gemm/__init__.py": fake_jit.source("0.1.4")})
-    nvcc = fake_jit.write_nvcc(base / "fake-bin")
-    return {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
-            "DGCOMPAT_ALLOW_TORCH_MISMATCH": "1", "DGCOMPAT_ARCH": "sm90", "DG_JIT_NVCC_COMPILER": str(nvcc),
-            "FAKE_NVCC_SECONDS": "0.05"}
+    return fake_jit.site_env(base, 0.05)
 
 
 def main(argv: list[str] | None = None) -> int:

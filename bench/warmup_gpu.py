@@ -249,14 +249,8 @@ def wheels(folders: list[Path], release: str) -> list[Path]:
 def _fake_env(work: Path) -> dict[str, str]:
     sys.path[:0] = [str(REPO)]
     from tests import fake_jit
-    from tests.conftest import write_dist
 
-    site = work / "fake-site"
-    write_dist(site, "sgl-deep-gemm", "0.1.4", {"deep_gemm/__init__.py": fake_jit.source("0.1.4")})
-    nvcc = fake_jit.write_nvcc(work / "fake-bin")
-    return {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
-            "DGCOMPAT_ALLOW_TORCH_MISMATCH": "1", "DGCOMPAT_ARCH": "sm90", "DG_JIT_NVCC_COMPILER": str(nvcc),
-            "FAKE_NVCC_SECONDS": "0.02"}
+    return fake_jit.site_env(work, 0.02)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,7 @@ copies the source to the cubin and appends one line per compile to ``$FAKE_NVCC_
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 FAKE_NVCC = r"""#!/bin/sh
@@ -246,3 +247,17 @@ def write_nvcc(folder: Path) -> Path:
     path.write_text(FAKE_NVCC)
     path.chmod(0o755)
     return path
+
+
+def site_env(folder: Path, seconds: float) -> dict[str, str]:
+    """A fake sgl-deep-gemm 0.1.4 with this JIT in ``folder/fake-site`` and the fake NVCC in ``folder/fake-bin``
+    (each NVCC run sleeping ``seconds``): the environment a process needs to use them, the current
+    ``PYTHONPATH`` kept after the site."""
+    from .conftest import write_dist
+
+    site = folder / "fake-site"
+    write_dist(site, "sgl-deep-gemm", "0.1.4", {"deep_gemm/__init__.py": source("0.1.4")})
+    nvcc = write_nvcc(folder / "fake-bin")
+    return {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+            "DGCOMPAT_ALLOW_TORCH_MISMATCH": "1", "DGCOMPAT_ARCH": "sm90", "DG_JIT_NVCC_COMPILER": str(nvcc),
+            "FAKE_NVCC_SECONDS": str(seconds)}

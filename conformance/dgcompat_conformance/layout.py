@@ -98,25 +98,7 @@ def module_imports(path: Path, name: str, known: set[str], *, top_level_only: bo
     nodes = _top_level(tree) if top_level_only else [n for n in ast.walk(tree)
                                                        if isinstance(n, (ast.Import, ast.ImportFrom))]
     is_pkg = path.name == "__init__.py"
-    out: set[str] = set()
-    for node in nodes:
-        if isinstance(node, ast.Import):
-            targets = [a.name for a in node.names]
-        else:
-            if node.level:
-                base_parts = name.split(".")
-                drop = node.level - (1 if is_pkg else 0)
-                base_parts = base_parts[: len(base_parts) - drop] if drop else base_parts
-                base = ".".join(base_parts + ([node.module] if node.module else []))
-            else:
-                base = node.module or ""
-            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
-        for t in targets:
-            while t and t not in known:
-                t = t.rpartition(".")[0]
-            if t and t != name:
-                out.add(t)
-    return out
+    return {t for node in nodes for t in _targets(node, name, is_pkg, known) if t != name}
 
 
 @dataclass(frozen=True)

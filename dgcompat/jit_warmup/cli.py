@@ -6,7 +6,7 @@ import argparse
 import json
 import math
 import sys
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 from ..errors import BadArgumentError, DgcompatError
 from .cache import checked_folder, jit_cache_dir
@@ -24,6 +24,8 @@ from .spec import (
     Shape,
     WarmupSpec,
 )
+
+_T = TypeVar("_T")
 
 __all__ = ["main", "build_spec", "parse_dense", "parse_grouped", "parse_indexer", "parse_ragged", "parse_scales"]
 
@@ -86,37 +88,30 @@ def parse_scales(text: str) -> tuple[ScaleForm, ...]:
     return forms  # type: ignore[return-value]
 
 
+def _parsed(text: str, convert: Callable[[str], _T], ok: Callable[[_T], bool], expected: str) -> _T:
+    """``convert(text)`` where it converts and ``ok`` holds, else the usage error naming what was expected."""
+    try:
+        value = convert(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+    if not ok(value):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+    return value
+
+
 def positive_int(text: str) -> int:
     """An argparse type: a positive integer."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+    return _parsed(text, int, lambda v: v >= 1, "a positive integer")
 
 
 def device_index(text: str) -> int:
     """An argparse type: a CUDA device index (an integer >= 0)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a CUDA device index >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a CUDA device index >= 0, got {text!r}")
-    return value
+    return _parsed(text, int, lambda v: v >= 0, "a CUDA device index >= 0")
 
 
 def seconds(text: str) -> float:
     """An argparse type: a positive, finite number of seconds."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive, finite number of seconds, got {text!r}")
-    return value
+    return _parsed(text, float, lambda v: math.isfinite(v) and v > 0, "a positive, finite number of seconds")
 
 
 #: The option of each warmup() argument, for usage errors.
