@@ -46,6 +46,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers only; runtime access i
     from .detection import release as release
     from .gemm import bf16_gemm_nt as bf16_gemm_nt
     from .gemm import fp8_gemm_nt as fp8_gemm_nt
+    from .indexer import fp8_fp4_mqa_logits as fp8_fp4_mqa_logits
+    from .indexer import fp8_fp4_paged_mqa_logits as fp8_fp4_paged_mqa_logits
     from .indexer import fp8_mqa_logits as fp8_mqa_logits
     from .indexer import fp8_paged_mqa_logits as fp8_paged_mqa_logits
     from .indexer import get_paged_mqa_logits_metadata as get_paged_mqa_logits_metadata

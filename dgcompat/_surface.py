@@ -25,6 +25,7 @@ NAMES: dict[str, str] = {
     "fp8_m_grouped_gemm_nt_masked": "moe", "m_grouped_bf16_gemm_nt_contiguous": "moe",
     "m_grouped_bf16_gemm_nt_masked": "moe",
     "fp8_mqa_logits": "indexer", "get_paged_mqa_logits_metadata": "indexer", "fp8_paged_mqa_logits": "indexer",
+    "fp8_fp4_mqa_logits": "indexer", "fp8_fp4_paged_mqa_logits": "indexer",
     "get_tma_aligned_size": "scales", "ceil_to_ue8m0": "scales", "get_mn_major_tma_aligned_tensor": "scales",
     "get_mn_major_tma_aligned_packed_ue8m0_tensor": "scales", "transform_sf_into_required_layout": "scales",
     "transform_scale_ue8m0": "scales",

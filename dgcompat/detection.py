@@ -45,7 +45,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from . import _elf, _env, _torch_abi
+from . import _elf, _env, _pysurface, _torch_abi
 
 __all__ = ["Release", "KernelWheel", "release", "reset", "KNOWN_SGL_DEEP_GEMM", "EXPECTED_TORCH", "VENDORED"]
 
@@ -71,6 +71,25 @@ KNOWN_SGL_DEEP_GEMM: tuple[str, ...] = (
 
 #: Upstream DeepGEMM releases dgcompat has capability rows for (table.py); others are probed.
 KNOWN_UPSTREAM: tuple[str, ...] = ("2.6.1", "2.8.1")
+
+#: The functions whose Python signatures detection reads from a build's source (:mod:`dgcompat._pysurface`):
+#: the ones whose parameters the capability table's signature rows ask about.
+SIGNATURE_NAMES: tuple[str, ...] = (
+    "fp8_fp4_mqa_logits", "fp8_fp4_paged_mqa_logits", "fp8_mqa_logits", "fp8_paged_mqa_logits",
+    "get_paged_mqa_logits_metadata",
+)
+
+#: Builds that share a version but not a surface: ``(distribution, version) -> {surface id: what tells the
+#: build apart}`` (:attr:`Release.surface` over :data:`SIGNATURE_NAMES`). A version listed here with a surface
+#: not listed is reported as "same version, different surface".
+KNOWN_SURFACES: dict[tuple[str, str], dict[str, str]] = {
+    # vLLM 0.34.0 vendors a DeepGEMM whose __init__.py is byte-identical to 0.33.0's but whose _C.py inserts
+    # logits_dtype (before schedule_meta in fp8_fp4_mqa_logits, before indices in fp8_fp4_paged_mqa_logits).
+    (UPSTREAM, "2.8.1"): {
+        "e9ca061f2eb6": "MQA logits without logits_dtype (the build vLLM 0.33.0 vendors)",
+        "435a184a5c2a": "MQA logits with logits_dtype (the build vLLM 0.34.0 vendors)",
+    },
+}
 
 #: (distribution, releases, torch the native library was built against, evidence).
 #: Only for libraries that import torch's C++ symbols (they need this exact torch): the binary
@@ -140,6 +159,15 @@ class Release:
     torch_evidence: str = ""
     refusal: str | None = None
     """Why this install must not be used (unidentified or unrelated); ``None`` when usable."""
+    signatures: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """``(name, parameter names)`` of the functions in :data:`SIGNATURE_NAMES` the package defines in Python,
+    read from its source (:mod:`dgcompat._pysurface`); the capability table's signature rows read them."""
+
+    @property
+    def surface(self) -> str:
+        """A 12-digit id of :attr:`signatures` (two builds of one version with different ids differ in what
+        callers see); ``""`` when no signature was read."""
+        return _pysurface.digest(self.signatures) if self.signatures else ""
 
     @property
     def label(self) -> str:
@@ -149,7 +177,17 @@ class Release:
             return "none" if self.source == "none" else f"{self.dist or 'deep_gemm'} ({self.source})"
         suffix = {"bundled": " (bundled)", "unowned": " (unowned)", "unrelated": " (unrelated)",
                   "vendored": f" (vendored in {self.owner})"}.get(self.source, "")
-        return f"{self.dist} {self.version}{suffix}"
+        told = self.surface_note
+        return f"{self.dist} {self.version}{suffix}" + (f" [{told}]" if told else "")
+
+    @property
+    def surface_note(self) -> str:
+        """What tells this build apart from others of its version (:data:`KNOWN_SURFACES`): the recorded
+        description, ``"surface <id>, not recorded for <version>"``, or ``""`` where one surface is known."""
+        known = KNOWN_SURFACES.get((self.dist or "", str(self.version)))
+        if not known or not self.signatures:
+            return ""
+        return known.get(self.surface) or f"surface {self.surface}, not recorded for {self.version}"
 
     @property
     def installed(self) -> bool:
@@ -163,6 +201,7 @@ class Release:
             f"  owner:        {self.owner or '-'}",
             f"  version from: {self.version_source}",
             f"  binding:      {self.binding}",
+            f"  surface:      {self.surface or '-'}" + (f" ({self.surface_note})" if self.surface_note else ""),
             f"  location:     {self.location or '-'}",
             f"  torch:        {self.torch or 'not installed'}"
             + (f" (native library needs torch{self.expected_torch}{rule})" if self.expected_torch else ""),
@@ -649,11 +688,18 @@ def _identify(copy: _Copy, torch_v: Version | None) -> Release:
     need = _torch_need(found.dist, found.version, native) if found.refusal is None else _TorchNeed(None, "unknown", "")
     torch_ok, torch_problems = _torch_check(f"{found.dist} {found.version}", need, torch_v)
     kw = _kernel_wheel(found.source)
+    signatures = tuple(sorted(_pysurface.source_parameters(copy.pkg_dir, SIGNATURE_NAMES).items()))
+    surfaces = KNOWN_SURFACES.get((found.dist or "", str(found.version)))
+    if surfaces and signatures and _pysurface.digest(signatures) not in surfaces:
+        found.problems.append(
+            f"{found.dist} {found.version}: same version, different surface (signatures {_pysurface.digest(signatures)} "
+            f"are none of the builds of {found.version} dgcompat knows): dgcompat reads what these functions take from "
+            f"the build itself; run `dgcompat conform` before deploying it")
     return Release(
         found.dist, found.version, found.source, native.binding, str(copy.pkg_dir), need.spec, torch_v, torch_ok,
         kw, found.known, tuple(found.problems + list(need.problems) + torch_problems + _kernel_problems(kw)),
         module=copy.module, owner=found.owner, version_source=found.version_source, torch_rule=need.rule,
-        torch_evidence=need.evidence, refusal=found.refusal)
+        torch_evidence=need.evidence, refusal=found.refusal, signatures=signatures)
 
 
 def _judge_known(found: _Found) -> None:

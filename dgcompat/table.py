@@ -7,8 +7,10 @@ capability go from the most specific to the catch-all.
 
 Rows of kind ``"presence"`` say what a release is expected to have; once deep_gemm has been
 imported, :func:`capabilities` replaces their answer with a probe of the live module (the table is
-only a fallback before import and for planning). Rows of kind ``"behaviour"`` are what a probe
-cannot see (argument positions, layouts, return values) and are authoritative.
+only a fallback before import and for planning). Rows of kind ``"signature"`` ask whether a function
+takes a parameter: detection reads the build's Python source before import (:mod:`dgcompat._pysurface`;
+two builds can share a version and differ here) and the loaded function answers after. Rows of kind
+``"behaviour"`` are what a probe cannot see (layouts, return values, host asserts) and are authoritative.
 
 Architecture-dependent answers are keyed by family (``sm90``, ``sm100``, ``sm120``, and
 ``other`` for any other or unknown architecture). The current CUDA device decides once CUDA is
@@ -25,7 +27,7 @@ from typing import Any, Literal, Mapping
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from . import _backend, _device, _env
+from . import _backend, _device, _env, _pysurface
 from ._env import ARCHES
 from .detection import KNOWN_SGL_DEEP_GEMM, Release, release
 
@@ -58,10 +60,13 @@ class Row:
     upstream: str  # what the upstream call looks like there
     since: str  # the upstream change behind the row
     drop_when: str  # when the row can be deleted
-    kind: str = "behaviour"  # "behaviour" (version gate) or "presence" (verified by probe after import)
-    probe: str | None = None  # for presence rows: attribute path on deep_gemm, "a|b" = first present
+    kind: str = "behaviour"  # "behaviour" (version gate), "presence" (probed after import) or "signature"
+    probe: str | None = None
+    """Presence rows: attribute path on deep_gemm, ``"a|b"`` = first present. Signature rows:
+    ``"function:parameter"``, read from the build's source before import and from the function after."""
     probe_values: Mapping[str, Any] | None = None
-    """For presence rows whose answer is not the name found: found path -> value (absent -> None)."""
+    """Presence rows whose answer is not the name found: found path -> value (absent -> None). Signature rows:
+    ``"present"`` / ``"absent"`` -> value."""
     informative: bool = False
     """No adapter reads the answer: it documents a difference (and the intake checks it against surfaces)."""
 
@@ -76,6 +81,23 @@ class Row:
 _FFI_ERA_END = "0.2.3 (TORCH_LIBRARY binding) became the minimum"
 # Where the PDL switch lives: a Python function at top level, or only the native op.
 _PDL_PROBE: Mapping[str, Any] = MappingProxyType({"set_pdl": "top-level", "_C.set_pdl": "native"})
+
+def _all_arches(value: Any) -> dict[str, Any]:
+    """One per-architecture value that is the same on every architecture."""
+    return {"sm90": value, "sm100": value, "sm120": value, OTHER_ARCH: value}
+
+
+# Signature rows: whether the named function has the parameter -> the capability's value.
+_MQA_DTYPE: Mapping[str, Any] = MappingProxyType({"present": "fp8_fp4_mqa_logits", "absent": None})
+_PAGED_DTYPE: Mapping[str, Any] = MappingProxyType({"present": "fp8_fp4_paged_mqa_logits", "absent": None})
+# The builds with logits_dtype take float32 weights on SM100 too; those without (0.2.5, vLLM 0.33.0's 2.8.1)
+# take only bf16 weights there (their MX/bf16 contract, dgcompat.indexer._sm100).
+_WEIGHTS: Mapping[str, Any] = MappingProxyType({
+    "present": MappingProxyType({"sm90": ("float32",), "sm100": ("float32", "bfloat16"), "sm120": ("float32",),
+                                 OTHER_ARCH: ("float32",)}),
+    "absent": MappingProxyType({"sm90": ("float32",), "sm100": ("bfloat16",), "sm120": ("float32",),
+                                OTHER_ARCH: ("float32",)}),
+})
 
 ROWS: tuple[Row, ...] = (
     # --- runtime knobs -------------------------------------------------------------------------
@@ -198,19 +220,40 @@ ROWS: tuple[Row, ...] = (
         "moved to column ks[i] + j", "upstream DeepGEMM 2.8 host assert max_seqlen_k > 0 (csrc/apis/attention.hpp; "
         "seen on an H200 with vLLM's 2.8.1)", "a release restores max_seqlen_k=0"),
     Row("mqa_uncompressed", ANY, "", "native", "max_seqlen_k=0 (or no max_seqlen_k) returns (Nq, Nk)", "-", "never"),
-    # Which release function takes logits_dtype (dgcompat forwards a non-float32 request to it).
+    # Which function takes logits_dtype: read from the build's own signature (kind "signature"), since two
+    # builds of one version differ (vLLM 0.33.0's and 0.34.0's DeepGEMM 2.8.1). dgcompat passes it by keyword,
+    # so its position (7 in sgl-deep-gemm <= 0.2.3.post2, 6 in vLLM 0.34.0's ragged function) does not matter
+    # to the call; where no function takes it, float32 logits are converted (capability docs in indexer).
     Row("mqa_logits_dtype", SGL, ">=0.2.5", None, "fp8_fp4_mqa_logits(...) has no logits_dtype (float32 logits)",
-        "sgl-deep-gemm 0.2.5 dropped clean_logits and logits_dtype", "a release restores logits_dtype"),
-    Row("mqa_logits_dtype", UP, ">=2.8", None, "fp8_fp4_mqa_logits(...) has no logits_dtype (float32 logits)",
-        "upstream DeepGEMM 2.8 schema fp8_fp4_mqa_logits(q, q_sf, kv, kv_sf, weights, ks, ke, max_seqlen_k, "
-        "schedule_meta)", "a release restores logits_dtype"),
+        "sgl-deep-gemm 0.2.5 dropped clean_logits and logits_dtype", "a release restores logits_dtype", "signature",
+        "fp8_fp4_mqa_logits:logits_dtype", _MQA_DTYPE),
+    Row("mqa_logits_dtype", UP, ">=2.8", None,
+        "vLLM 0.33.0's 2.8.1: fp8_fp4_mqa_logits(q, kv, weights, ks, ke, max_seqlen_k, schedule_meta=None); vLLM "
+        "0.34.0's 2.8.1: fp8_fp4_mqa_logits(q, kv, weights, ks, ke, max_seqlen_k, logits_dtype=torch.float32, "
+        "schedule_meta=None)", "vLLM 0.34.0's DeepGEMM (still __version__ 2.8.1) inserted logits_dtype "
+        "(schema ScalarType logits_dtype=float)", "never (read from the signature)", "signature",
+        "fp8_fp4_mqa_logits:logits_dtype", _MQA_DTYPE),
     Row("mqa_logits_dtype", BUNDLED, "", None, "fp8_mqa_logits(...) only (float32 logits)", "bundled schema",
-        "bundles are unsupported"),
-    Row("mqa_logits_dtype", REF, "", None, "dgcompat.reference returns float32 logits", "-", "never"),
+        "bundles are unsupported", "signature", "fp8_fp4_mqa_logits:logits_dtype", _MQA_DTYPE),
     Row("mqa_logits_dtype", ANY, "", "fp8_fp4_mqa_logits",
         "fp8_fp4_mqa_logits(q, kv, weights, ks, ke, clean_logits, max_seqlen_k, logits_dtype=torch.float)",
-        "upstream DeepGEMM 2.4.2 (7f2a703) added fp8_fp4_mqa_logits with logits_dtype", "0.2.5 is the minimum",
-        "presence", "fp8_fp4_mqa_logits"),
+        "upstream DeepGEMM 2.4.2 (7f2a703) added fp8_fp4_mqa_logits with logits_dtype", "never (read from the signature)",
+        "signature", "fp8_fp4_mqa_logits:logits_dtype", _MQA_DTYPE),
+    Row("paged_logits_dtype", SGL, ">=0.2.5", None,
+        "fp8_fp4_paged_mqa_logits(..., max_context_len, indices=None): no logits_dtype",
+        "sgl-deep-gemm 0.2.5 dropped clean_logits and logits_dtype", "a release restores logits_dtype", "signature",
+        "fp8_fp4_paged_mqa_logits:logits_dtype", _PAGED_DTYPE),
+    Row("paged_logits_dtype", UP, ">=2.8", None,
+        "vLLM 0.33.0's 2.8.1: (..., max_context_len, indices=None); vLLM 0.34.0's 2.8.1: (..., max_context_len, "
+        "logits_dtype=torch.float32, indices=None)", "vLLM 0.34.0's DeepGEMM (still __version__ 2.8.1) inserted "
+        "logits_dtype before indices", "never (read from the signature)", "signature",
+        "fp8_fp4_paged_mqa_logits:logits_dtype", _PAGED_DTYPE),
+    Row("paged_logits_dtype", BUNDLED, "", None, "fp8_paged_mqa_logits(...) only (float32 logits)", "bundled schema",
+        "bundles are unsupported", "signature", "fp8_fp4_paged_mqa_logits:logits_dtype", _PAGED_DTYPE),
+    Row("paged_logits_dtype", ANY, "", "fp8_fp4_paged_mqa_logits",
+        "fp8_fp4_paged_mqa_logits(..., max_context_len, clean_logits=False, logits_dtype=torch.float, indices=None)",
+        "upstream DeepGEMM 2.4.2 (7f2a703) added fp8_fp4_paged_mqa_logits with logits_dtype",
+        "never (read from the signature)", "signature", "fp8_fp4_paged_mqa_logits:logits_dtype", _PAGED_DTYPE),
     Row("paged_mqa_logits", SGL, ">=0.2.5", "fp8_fp4_paged_mqa_logits",
         "fp8_fp4_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, indices=None)",
         "sgl-deep-gemm 0.2.5 removed fp8_paged_mqa_logits", "never", "presence",
@@ -276,6 +319,39 @@ ROWS: tuple[Row, ...] = (
         "a release takes FP32 scales on SM100 again"),
     Row("indexer_inputs", ANY, "", {"sm90": "fp8-f32", "sm100": "fp8-f32", "sm120": "fp8-f32", OTHER_ARCH: "fp8-f32"},
         "FP8 q, float32 KV scales and weights, float32 logits", "-", "never"),
+    # Query formats the indexer kernels compute on each architecture: "fp8" (FP8 q, per-token scale folded into
+    # the weights), "mxfp8" (FP8 q with int32 packed UE8M0 scales), "fp4" (packed e2m1 q with UE8M0 scales).
+    Row("indexer_q_formats", REF, "", _all_arches(("fp8", "mxfp8", "fp4")), "-", "the reference computes every form",
+        "never"),
+    Row("indexer_q_formats", BUNDLED, "", _all_arches(("fp8",)), "fp8_mqa_logits / fp8_paged_mqa_logits only",
+        "bundled snapshot (no fp8_fp4 names)", "bundles are unsupported"),
+    Row("indexer_q_formats", SGL, ">=0.2.5", {"sm90": ("fp8",), "sm100": ("fp8", "mxfp8", "fp4"),
+                                               "sm120": ("fp8", "fp4"), OTHER_ARCH: ("fp8",)},
+        "fp8_fp4_*mqa_logits((q, q_sf), ...): MX scales on SM100, FP4 with MX scales on SM120",
+        "host asserts of 0.2.5's _C.so: is_mx_sf == (arch_major == 10 or (arch_major == 12 and is_fp4)); plain FP8 "
+        "on SM100 through dgcompat.indexer._sm100 (not run on an SM100 GPU here)", "never"),
+    Row("indexer_q_formats", UP, ">=2.8", {"sm90": ("fp8",), "sm100": ("fp8", "mxfp8", "fp4"),
+                                           "sm120": ("fp8", "fp4"), OTHER_ARCH: ("fp8",)},
+        "fp8_fp4_*mqa_logits((q, q_sf), ...): MX scales on SM100, FP4 with MX scales on SM120",
+        "host asserts of 2.8.1's _C_extension.abi3.so (the same conditions as sgl-deep-gemm 0.2.5); not run on an "
+        "SM100 GPU here", "never"),
+    Row("indexer_q_formats", ANY, "", {"sm90": ("fp8",), "sm100": ("fp8", "fp4"), "sm120": ("fp8",),
+                                       OTHER_ARCH: ("fp8",)},
+        "fp8_fp4_*mqa_logits((q, q_sf), ...): FP4 q (kPackedFP4) with int32 UE8M0 scales on SM100",
+        "host asserts of sgl-deep-gemm 0.1.4's _C.so: q_fp.scalar_type() == kPackedFP4, q_sf int32, kv_sf int32; the "
+        "SM90 kernels are FP8 only (not run on an SM100 GPU here)", "never"),
+    # Weight dtypes the indexer kernels take on each architecture (bf16 weights reduce in bf16 and need bf16
+    # logits). dgcompat upcasts bf16 weights to float32 where only float32 is taken (exact).
+    Row("indexer_weights", REF, "", _all_arches(("float32", "bfloat16")), "-", "-", "never"),
+    Row("indexer_weights", BUNDLED, "", _all_arches(("float32",)), "weights float32", "bundled snapshot",
+        "bundles are unsupported"),
+    Row("indexer_weights", ANY, "", {"sm90": ("float32",), "sm100": ("float32", "bfloat16"), "sm120": ("float32",),
+                                     OTHER_ARCH: ("float32",)},
+        "weights.scalar_type() == kFloat or (arch_major == 10 and weights.scalar_type() == kBFloat16); "
+        "weights.scalar_type() != kBFloat16 or logits_dtype == kBFloat16",
+        "host asserts of sgl-deep-gemm 0.1.4's and vLLM 0.34.0's native libraries; sgl-deep-gemm 0.2.5 and vLLM "
+        "0.33.0's 2.8.1 (no logits_dtype parameter) take only bf16 weights on SM100", "never", "signature",
+        "fp8_fp4_mqa_logits:logits_dtype", _WEIGHTS),
     Row("paged_block_kv", REF, "", {"sm90": (), "sm100": (), "sm120": (), OTHER_ARCH: ()}, "-", "-", "never"),
     Row("paged_block_kv", UP, ">=2.8", {"sm90": (32, 64), "sm100": (32, 64, 128), "sm120": (32, 64), OTHER_ARCH: ()},
         "host assert (arch 10: 32/64/128) or (arch 9: 32/64) or (arch 12: 32/64)",
@@ -424,7 +500,7 @@ IsSfa = Literal["bool", "optional"]
 
 @dataclass(frozen=True)
 class Capabilities:
-    """The installed release's answers. ``sources[name]`` is ``"table"`` or ``"probe"``."""
+    """The installed release's answers. ``sources[name]`` is ``"table"``, ``"probe"`` or ``"signature"``."""
 
     release: str
     backend: str
@@ -443,6 +519,7 @@ class Capabilities:
     mqa_max_seqlen_k: SeqlenK
     mqa_uncompressed: NativeOrEmulated
     mqa_logits_dtype: MqaName | None
+    paged_logits_dtype: PagedName | None
     paged_mqa_logits: PagedName | None
     paged_context_lens: ContextLens
     paged_clean_logits: Literal["emulated"]
@@ -452,6 +529,8 @@ class Capabilities:
     paged_heads: tuple[int, ...]
     paged_block_kv: tuple[int, ...]
     indexer_inputs: str
+    indexer_q_formats: tuple[str, ...]
+    indexer_weights: tuple[str, ...]
     mqa_q_form: str
     compiled_dims_default: str
     mk_alignment_arity: int
@@ -503,6 +582,23 @@ UPSTREAM_IDENTITY: Mapping[str, tuple[str, Any] | None] = MappingProxyType({
 })
 
 
+_UNKNOWN: Any = object()
+
+
+def _parameters(rel: Release, backend: str, module: Any, fname: str) -> Any:
+    """The parameter names of ``fname`` in the build the table is evaluated for: the loaded function's
+    (``module``), else the ones detection read from the installed build's source; None where the build has no
+    such function; :data:`_UNKNOWN` where neither source exists (the reference backend before it is loaded,
+    a build whose source could not be read)."""
+    if module is not None:
+        fn = getattr(module, fname, None)
+        return None if fn is None else _pysurface.live_parameters(fn) or _UNKNOWN
+    if backend == "reference" or rel.refusal is not None:
+        return _UNKNOWN
+    # A name the source does not define may still be a native op bound at import: unknown until then.
+    return dict(rel.signatures).get(fname, _UNKNOWN)
+
+
 def compute(rel: Release, *, backend: str, arch: str | None, module: Any = None) -> Capabilities:
     """Evaluate the table for ``rel`` (and probe ``module`` when given)."""
     dist, version = _effective(rel, backend)
@@ -514,9 +610,15 @@ def compute(rel: Release, *, backend: str, arch: str | None, module: Any = None)
             continue
         row = lookup(name, dist, version)
         value = row.value
+        sources[name] = "table"
+        if row.kind == "signature" and row.probe and row.probe_values is not None:
+            fname, param = row.probe.split(":")
+            params = _parameters(rel, backend, module, fname)
+            if params is not _UNKNOWN:
+                sources[name] = "signature"
+                value = row.probe_values["present" if params is not None and param in params else "absent"]
         if isinstance(value, Mapping):  # per architecture
             value = value.get(family or OTHER_ARCH, value[OTHER_ARCH])
-        sources[name] = "table"
         if row.kind == "presence" and row.probe and module is not None:
             found = _probe(module, row.probe)
             sources[name] = "probe"

@@ -90,6 +90,8 @@ def _paged(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_c
         raise RuntimeError("Assertion error: block_table.stride(1) == 1")
     if clean_logits and LENS_DIMS == 2:
         raise RuntimeError("Assertion error: not clean_logits")
+    if schedule_meta.shape[0] != _state["num_sms"] + 1:  # the kernel launches on every SM the runtime has
+        raise RuntimeError("Assertion error (attention.hpp): schedule_meta.size(0) == num_sms + 1")
     if not _R.paged_schedule_matches(schedule_meta, context_lens, kv_cache.shape[1], schedule_meta.shape[0] - 1):
         raise HANG("the persistent kernel would wait forever")
     LAUNCHES.append((tuple(q.shape), tuple(context_lens.shape), tuple(block_table.shape)))
@@ -321,9 +323,36 @@ def transform_sf_into_required_layout(sf, mn, k, recipe, num_groups=None, is_sfa
                                                 is_sfa=is_sfa if len(recipe) == 3 else None)
 '''
 
+# vLLM 0.34.0's DeepGEMM: still __version__ 2.8.1, but logits_dtype inserted before schedule_meta (ragged) and
+# before indices (paged), computing bf16 logits (its _C.py wrappers, /vllm/third_party/deep_gemm/_C.py).
+_UP_281_MQA = UP_281[UP_281.index("def fp8_fp4_mqa_logits("):UP_281.index("def transform_sf_into_required_layout(")]
+UP_281_034 = UP_281.replace(_UP_281_MQA, '''def fp8_fp4_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, max_seqlen_k,
+        logits_dtype=torch.float32, schedule_meta=None):
+    q_fp, q_sf = q[0], q[1]
+    if q_fp.dim() != 3:
+        raise RuntimeError("Assertion error (attention.hpp): q.dim() == 3")
+    if not max_seqlen_k > 0:
+        raise RuntimeError("Assertion error (attention.hpp): max_seqlen_k > 0")
+    if logits_dtype not in (torch.float32, torch.bfloat16):
+        raise RuntimeError("Assertion error (attention.hpp): logits_dtype == kFloat32 or logits_dtype == kBFloat16")
+    out = _R.fp8_mqa_logits(q_fp, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits=False,
+                            max_seqlen_k=max_seqlen_k or None)
+    return out.nan_to_num(neginf=12345.0).to(logits_dtype)
+
+def fp8_fp4_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
+        logits_dtype=torch.float32, indices=None):
+    q_fp, q_sf = q[0], q[1]
+    if logits_dtype not in (torch.float32, torch.bfloat16):
+        raise RuntimeError("Assertion error (attention.hpp): logits_dtype == kFloat32 or logits_dtype == kBFloat16")
+    out = _paged(q_fp, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, False)
+    return out.to(logits_dtype)
+
+''')
+
 FAMILIES = {
     "sgl-0.1.3": ("sgl-deep-gemm", "0.1.3", SGL_013),
     "sgl-0.2.5": ("sgl-deep-gemm", "0.2.5", SGL_025),
     "bundled": ("sglang-kernel", "0.4.1.post1", BUNDLED),
     "up-2.8.1": ("deep_gemm", "2.8.1", UP_281),
+    "up-2.8.1-logits-dtype": ("deep_gemm", "2.8.1", UP_281_034),
 }

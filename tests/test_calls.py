@@ -92,7 +92,11 @@ def _exercise(family: str) -> dict[str, Callable[[], Any]]:
         schedule.append(dgcompat.get_paged_mqa_logits_metadata(lens, 64, 4))
 
     def paged() -> Any:
-        return dgcompat.fp8_paged_mqa_logits(pq, cache, torch.rand(2, 32), lens, bt, schedule[-1], blocks * 64)
+        out = dgcompat.fp8_paged_mqa_logits(pq, cache, torch.rand(2, 32), lens, bt, schedule[-1], blocks * 64)
+        if dgcompat.capabilities().paged_logits_dtype:  # bf16 logits computed by the build, where it takes them
+            dgcompat.fp8_paged_mqa_logits(pq, cache, torch.rand(2, 32), lens, bt, schedule[-1], blocks * 64,
+                                          logits_dtype=torch.bfloat16)
+        return out
 
     def masked_overlap() -> Any:
         if not dgcompat.capabilities().masked_overlap:

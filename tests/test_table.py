@@ -119,8 +119,11 @@ def test_upstream_identity_is_table_data() -> None:
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: f"{r.capability}:{r.dist}:{r.releases or 'all'}")
 def test_row_is_documented(row: table.Row) -> None:
     assert row.upstream and row.since and row.drop_when
-    assert row.kind in ("behaviour", "presence")
-    assert (row.kind == "presence") == (row.probe is not None)
+    assert row.kind in ("behaviour", "presence", "signature")
+    assert (row.kind in ("presence", "signature")) == (row.probe is not None)
+    if row.kind == "signature":  # "function:parameter", answered "present" / "absent"
+        assert row.probe is not None and row.probe.count(":") == 1 and row.probe_values is not None
+        assert set(row.probe_values) == {"present", "absent"}
     if row.releases:
         SpecifierSet(row.releases)  # parses
 

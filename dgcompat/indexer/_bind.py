@@ -12,7 +12,8 @@ from ..table import capabilities
 from . import _sm100
 from ._state import STATE
 
-__all__ = ["B", "bind_metadata", "bind_paged", "bind_paged_varlen", "native_metadata", "no_diagnosis"]
+__all__ = ["B", "bind_metadata", "bind_paged", "bind_paged_varlen", "bind_paged_fp8_fp4", "native_metadata",
+           "no_diagnosis"]
 
 
 def bind_metadata() -> Callable[..., Any]:
@@ -90,8 +91,37 @@ def bind_paged_varlen() -> Callable[..., Any]:
     return keyword
 
 
+def bind_paged_fp8_fp4() -> Callable[..., Any]:
+    """``f(q, q_sf, kv, weights, lens, block_table, schedule, max_len, logits_dtype, indices)``: the build's
+    ``fp8_fp4_paged_mqa_logits`` with q as the pair ``(q, q_sf)``, ``logits_dtype`` by keyword where the build
+    takes it (capability ``paged_logits_dtype``; None: not passed) and ``indices`` by keyword when given (keywords:
+    the builds put these parameters in different positions). For scaled (MX / FP4) queries and logits the build
+    computes in another dtype; the caller converts a tvm-ffi result to a torch tensor."""
+    bind_paged_common()  # records torch's tensor type
+    mod = load()
+    caps = capabilities()
+    target = getattr(mod, "fp8_fp4_paged_mqa_logits", None)
+    if target is None:
+        def refuse(*_args: Any) -> Any:
+            raise UnsupportedFeatureError("fp8_fp4_paged_mqa_logits", "fp8_fp4_paged_mqa_logits", release_label())
+        return refuse
+    takes_dtype = caps.paged_logits_dtype is not None
+
+    def impl(q: Any, q_sf: Any, kv: Any, w: Any, lens: Any, bt: Any, sched: Any, max_len: int, dtype: Any,
+             ix: Any) -> Any:
+        if dtype is not None and takes_dtype:
+            if ix is None:
+                return target((q, q_sf), kv, w, lens, bt, sched, max_len, logits_dtype=dtype)
+            return target((q, q_sf), kv, w, lens, bt, sched, max_len, logits_dtype=dtype, indices=ix)
+        if ix is None:
+            return target((q, q_sf), kv, w, lens, bt, sched, max_len)
+        return target((q, q_sf), kv, w, lens, bt, sched, max_len, indices=ix)
+    return impl
+
+
 #: The bound upstream calls of the paged path.
-B = _binding.Slots(metadata=bind_metadata, paged=bind_paged, paged_varlen=bind_paged_varlen)
+B = _binding.Slots(metadata=bind_metadata, paged=bind_paged, paged_varlen=bind_paged_varlen,
+                   paged_fp8_fp4=bind_paged_fp8_fp4)
 
 
 def native_metadata(fn: str, launch_lens: Any, block_kv: int, num_sms: int, indices: Any) -> Any:

@@ -9,7 +9,8 @@ is refused (:class:`~dgcompat.errors.ScheduleMismatchError`).
 A plan is one tuple (read by the hot path with a single unpacking):
 ``(lens_ref, lens_version, sched_ref, sched_version, bt_ref, bt_version (-1: not read), same_meta (see
 :func:`~dgcompat.indexer._guards.same_metadata`), max_len, clean, the capture-status query of q's device,
-capture token, (indices_ref, version) (None: no indices), launch, plain)``. Exactly one of the last two is
+capture token, (indices_ref, version) (None: no indices), logits_dtype as given, launch, plain)`` (:data:`Plan`).
+Exactly one of the last two is
 set: ``plain``, for the common launch that passes the launch tensors straight on, is ``(upstream, lens,
 block_table, schedule, torch.Tensor, from_dlpack)``, called by ``fp8_paged_mqa_logits`` itself (one Python
 frame less per call); ``launch``, for every other plan, is a closure (:func:`make_launcher`: the launch
@@ -29,8 +30,9 @@ from typing import Any, Callable
 from .. import _env
 from .._checks import release_label
 from ..errors import ScheduleMismatchError
+from ..knobs import get_num_sms
 from ..table import capabilities
-from ._args import check_paged
+from ._args import check_paged, weights_plan
 from ._bind import B, native_metadata
 from ._cache import cached
 from ._capture import capture_state
@@ -39,13 +41,21 @@ from ._layout import hint_key, launch_layout, lens_recipe, make_launch_lens, row
 from ._schedules import mem_key, owns_storage, root_of, version_key
 from ._state import STATE
 
-__all__ = ["make_plan", "make_launcher", "launch_table", "mask_rows", "lookup_plan"]
+__all__ = ["Plan", "make_plan", "make_launcher", "launch_table", "mask_rows", "lookup_plan"]
+
+#: The repeat call's plan: ``(lens_ref, lens_version, sched_ref, sched_version, bt_ref, bt_version, same_meta,
+#: max_len, clean, capturing, capture_token, indices_key, logits_dtype, launch, plain)`` (a plain tuple: the hot
+#: path unpacks it in one step, several times faster than a named tuple's attributes).
+Plan = tuple["weakref.ref[Any]", int, "weakref.ref[Any]", int, "weakref.ref[Any]", int, Callable[..., bool], int, bool,
+             Callable[[], bool], Any, "tuple[weakref.ref[Any], int] | None", Any, "Callable[..., Any] | None",
+             "tuple[Any, ...] | None"]
 
 
-def make_plan(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, schedule: Any, max_len: Any,
-          clean: Any, indices: Any) -> tuple[Any, ...]:
-    fn = "fp8_paged_mqa_logits"
-    b, n, form = check_paged(fn, q, kv_cache, weights, lens, block_table, schedule, max_len, clean, indices)
+def make_plan(q: Any, q_sf: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, schedule: Any,
+              max_len: Any, clean: Any, indices: Any, dtype: Any) -> Plan:
+    fn = "fp8_paged_mqa_logits" if q_sf is None else "fp8_fp4_paged_mqa_logits"
+    b, n, form = check_paged(fn, q, q_sf, kv_cache, weights, lens, block_table, schedule, max_len, clean, indices,
+                             dtype)
     caps = capabilities()
     dims = caps.paged_context_lens
     rows = b * n
@@ -53,7 +63,10 @@ def make_plan(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, 
     varlen = indices is not None
     layout = launch_layout(dims, caps.paged_native_next_n, form, n, per_row, varlen)
     block_kv = kv_cache.shape[1]
-    num_sms = schedule.shape[0] - 1
+    # The kernel asserts a schedule of exactly num_sms + 1 rows for the SMs it launches on (num_sms / 2 + 1 only
+    # for a KV-multicast launch, which dgcompat does not make: next_n 4 is split on SM90). An engine's schedule
+    # with another slot count (vLLM passes num_sms // 2 for next_n 4) is replaced by one built for the launch.
+    num_sms = get_num_sms()
     token = capture_state(q.device)
     debug = _env.debug()
     if lens.dim() == 1 or lens.shape[1] > 1:
@@ -80,7 +93,8 @@ def make_plan(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, 
             # from the very lengths the launch reads (always right) instead of trusted.
         else:
             trusted = (not debug and token is None and rec.recipe == recipe and rec.block_kv == block_kv
-                       and rec.num_sms == num_sms and rec.indices_key == ix_key)
+                       and rec.num_sms == num_sms and schedule.shape[0] == num_sms + 1
+                       and rec.indices_key == ix_key)
 
     if trusted:
         launch_lens, launch_schedule = rec.launch_lens, schedule  # type: ignore[union-attr]
@@ -105,27 +119,56 @@ def make_plan(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, 
     if clean and caps.paged_clean_logits == "emulated":
         row_len = cached(("rows", lens_key, form, b, n, token), (root_of(lens),),
                           lambda: (row_lengths(lens, b, n, form).view(-1, 1),))[0]
+    upcast, kernel_dtype = weights_plan(fn, weights, dtype)
+    native_dtype = kernel_dtype if caps.paged_logits_dtype is not None else None
+    want = _float32() if dtype is None else dtype
     launch, plain = None, None
-    if q_shape is None and row_len is None and rows > 1 and not varlen:
+    if q_sf is None and kernel_dtype is None and not upcast and q_shape is None and row_len is None and rows > 1 \
+            and not varlen:
         plain = (B.bound("paged"), launch_lens, launch_bt, launch_schedule, STATE.tensor_type, STATE.from_dlpack)
     else:
-        launch = make_launcher(q_shape, launch_lens, launch_bt, launch_schedule, row_len, rows <= 1, varlen)
+        launch = make_launcher(q_shape, launch_lens, launch_bt, launch_schedule, row_len, rows <= 1, varlen,
+                               scaled=q_sf is not None or native_dtype is not None, dtype=native_dtype, want=want,
+                               upcast=upcast)
     return (weakref.ref(lens), lens._version, weakref.ref(schedule), schedule._version, weakref.ref(block_table),
-            block_table._version if bt_read else -1, same_metadata(q, weights, kv_cache), max_len, clean, STATE.probe(q.device), token,
-            None if indices is None else (weakref.ref(indices), indices._version), launch, plain)
+            block_table._version if bt_read else -1, same_metadata(q, weights, kv_cache), max_len, clean,
+            STATE.probe(q.device), token, None if indices is None else (weakref.ref(indices), indices._version),
+            dtype, launch, plain)
+
+
+def _float32() -> Any:
+    import torch
+
+    return torch.float32
 
 
 def make_launcher(q_shape: tuple[int, ...] | None, lens: Any, bt: Any, sched: Any, row_len: Any, one_row: bool,
-              varlen: bool) -> Callable[[Any, Any, Any, int, Any], Any]:
-    """The launch of a plan that is not plain, as ``f(q, kv_cache, weights, max_len, indices)``: the bound
-    upstream call on the planned launch tensors with the steps this plan needs around it."""
-    paged = B.bound("paged_varlen" if varlen else "paged")  # binding sets STATE.tensor_type / STATE.from_dlpack
-    tensor_type, from_dlpack = STATE.tensor_type, STATE.from_dlpack
+                  varlen: bool, *, scaled: bool = False, dtype: Any = None, want: Any = None,
+                  upcast: bool = False) -> Callable[..., Any]:
+    """The launch of a plan that is not plain, as ``f(q, q_sf, kv_cache, weights, max_len, indices)``: the bound
+    upstream call on the planned launch tensors with the steps this plan needs around it.
 
-    def general(q: Any, kv: Any, w: Any, max_len: int, indices: Any) -> Any:
+    ``scaled``: launch the build's ``fp8_fp4_paged_mqa_logits`` with ``(q, q_sf)`` and ``logits_dtype=dtype``
+    (None: not passed); ``want``: the dtype returned (logits of another dtype are converted, on the device);
+    ``upcast``: bf16 weights go to the kernel as float32 (exact; the build takes float32 weights only).
+    """
+    if scaled:
+        paged = B.bound("paged_fp8_fp4")
+    else:
+        paged = B.bound("paged_varlen" if varlen else "paged")  # binding sets STATE.tensor_type / STATE.from_dlpack
+    tensor_type, from_dlpack = STATE.tensor_type, STATE.from_dlpack
+    sf_shape = None if q_shape is None else q_shape[:-1]
+
+    def general(q: Any, q_sf: Any, kv: Any, w: Any, max_len: int, indices: Any) -> Any:
         if q_shape is not None:
             q = q.view(q_shape)
-        if varlen:
+            if q_sf is not None:
+                q_sf = q_sf.view(sf_shape)
+        if upcast:
+            w = w.float()
+        if scaled:
+            out = paged(q, q_sf, kv, w, lens, bt, sched, max_len, dtype, indices)
+        elif varlen:
             out = paged(q, kv, w, lens, bt, sched, max_len, indices)
         else:
             out = paged(q, kv, w, lens, bt, sched, max_len)
@@ -137,6 +180,8 @@ def make_launcher(q_shape: tuple[int, ...] | None, lens: Any, bt: Any, sched: An
             # A one-row result that crossed DLPack may come back with row stride 1; consumers (fused top-k)
             # need a 4-aligned row stride. With one row any stride addresses the same elements.
             out = out.as_strided(tuple(out.shape), (-(-out.shape[1] // 4) * 4, 1))
+        if want is not None and out.dtype is not want:
+            out = out.to(want)
         return out
     return general
 
@@ -172,10 +217,11 @@ def mask_rows(out: Any, row_len: Any) -> Any:
     return out.masked_fill_(cols.unsqueeze(0) >= row_len, float("-inf"))
 
 
-def lookup_plan(q: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, schedule: Any, max_len: Any,
-                 clean: Any, indices: Any) -> tuple[Any, ...]:
-    """A cached plan for these objects (validated again in full), else a new one."""
-    p = make_plan(q, kv_cache, weights, lens, block_table, schedule, max_len, clean, indices)
-    if not _env.debug():
+def lookup_plan(q: Any, q_sf: Any, kv_cache: Any, weights: Any, lens: Any, block_table: Any, schedule: Any,
+                max_len: Any, clean: Any, indices: Any, dtype: Any) -> Plan:
+    """A new plan for this call (checked in full), kept as the repeat call's plan unless ``q_sf`` is given (scaled
+    queries are planned on every call: the repeat check does not cover the scale tensor)."""
+    p = make_plan(q, q_sf, kv_cache, weights, lens, block_table, schedule, max_len, clean, indices, dtype)
+    if not _env.debug() and q_sf is None:
         STATE.last = p
     return p
