@@ -119,7 +119,12 @@ def make_plan(q: Any, q_sf: Any, kv_cache: Any, weights: Any, lens: Any, block_t
     if clean and caps.paged_clean_logits == "emulated":
         row_len = cached(("rows", lens_key, form, b, n, token), (root_of(lens),),
                           lambda: (row_lengths(lens, b, n, form).view(-1, 1),))[0]
-    upcast, kernel_dtype = weights_plan(fn, weights, dtype)
+    if q_sf is None and caps.indexer_inputs == "mx-bf16":
+        # FP8 queries without scales where the build requires MX ones: the bound launch refuses, saying what the
+        # build requires (dgcompat.indexer._sm100)
+        upcast, kernel_dtype = False, None
+    else:
+        upcast, kernel_dtype = weights_plan(fn, weights, dtype)
     native_dtype = kernel_dtype if caps.paged_logits_dtype is not None else None
     if native_dtype is None and q_sf is None and kernel_dtype is not None and not upcast \
             and str(weights.dtype) == "torch.bfloat16":
