@@ -105,6 +105,8 @@ def collect(*, run_abi: bool = True) -> dict[str, Any]:
     from dgcompat.errors import DgcompatError
     from dgcompat.table import capabilities
 
+    from ._text import UnsafeTextError
+    from .certificate import CertificateError
     from .pins import suggest
 
     rel = release()
@@ -126,6 +128,11 @@ def collect(*, run_abi: bool = True) -> dict[str, Any]:
         backend = _tooling.backend_name()
     except DgcompatError as exc:  # an unknown DGCOMPAT_BACKEND: listed under environment
         backend = f"unknown ({exc})"
+    try:
+        pin = suggest(rel)
+    except (UnsafeTextError, CertificateError) as exc:  # never a pin that would not read back as meant
+        pin = ["# no pin: see problems"]
+        problems.append(f"pin: {exc}")
     # A folder only the tools read (wheel cache, results) is listed as a problem; it does not stop the engine's stack.
     works = (rel.installed and rel.refusal is None and rel.torch_ok is not False
              and all(v.valid for v in env if v.read_by != "tools")
@@ -146,7 +153,7 @@ def collect(*, run_abi: bool = True) -> dict[str, Any]:
         "capabilities": caps_dict,
         "environment": [v._asdict() for v in env],
         "problems": problems,
-        "pin": suggest(rel),
+        "pin": pin,
         "works": works,
     }
 
