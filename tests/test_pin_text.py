@@ -137,6 +137,14 @@ def test_doctor_never_suggests_a_pin_that_reads_as_more(monkeypatch: pytest.Monk
     assert "evil.example" not in "\n".join(data["pin"])
 
 
+def test_conform_prints_one_line_per_certificate_whatever_it_holds() -> None:
+    from dgcompat_conformance.harness.certificate import progress_line, render_table
+
+    cert = dict(_committed("cpu-0.1.4.json"), release="0.1.4\u2028evilpkg==6.6.6", harness_error="boom\n  at x\x85y")
+    assert len(progress_line(1, 1, cert).splitlines()) == 1
+    assert len(render_table([cert, _committed("cpu-0.1.5.json")]).splitlines()) == 4
+
+
 # --------------------------------------------------------------------------- generated hostile certificates
 
 _PIECES = st.one_of(
