@@ -845,10 +845,10 @@ def _paged_logits(ctx: Ctx, a: _Args) -> Any:
     # docs/sources/upstream-history.md §1.5 and §4.1: block_table int32 with stride(1) == 1.
     _assert(_dtype(block_table) == "int32", where, "block_table.scalar_type() == torch::kInt")
     _assert(block_table.dim() == 2 and block_table.stride(1) == 1, where, "block_table.stride(1) == 1")
-    # docs/sources/upstream-history.md §1.6 contract: schedule_meta.size(0) == get_num_sms() + 1 at launch. vLLM
-    # 0.34.0's 2.8.1 launches SM90 next_n 4 as 2-SM KV-multicast clusters, one task each: its host assert
-    # `_schedule_meta_size == num_sms / num_kv_multicast + 1` (the binary's text), seen on an H200; vLLM's
-    # `_paged_mqa_logits_schedule_slots` builds the schedule for num_sms // 2 there.
+    # docs/sources/upstream-history.md §1.6 contract: schedule_meta.size(0) == get_num_sms() + 1 at launch. vLLM's
+    # 2.8.1 builds (0.33.0, 0.34.0) launch SM90 next_n 4 as 2-SM KV-multicast clusters, one task each: their host
+    # assert `_schedule_meta_size == num_sms / num_kv_multicast + 1` (the binary's text; upstream-history.md, the
+    # nv_dev row), seen on an H200; vLLM 0.34.0's `_paged_mqa_logits_schedule_slots` asks for num_sms // 2 there.
     multicast = 2 if (ctx.profile.rules is not None and ctx.profile.rules.kv_multicast and ctx.profile.arch == "sm90"
                       and next_n == 4) else 1
     slots = ctx.state.num_sms // multicast
