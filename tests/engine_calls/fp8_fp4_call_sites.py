@@ -7,18 +7,20 @@ typed dgcompat error (:class:`dgcompat.errors.DgcompatError`) naming what the bu
 TypeError, AttributeError, ImportError, raw assert, other untyped error or wrong value. Which calls must
 compute where is explicit (:func:`expectation`):
 
-- FP8 inputs with float32 or bfloat16 logits compute on every family (bf16 converted where not native);
-- MX-scaled FP8 (the SM100 form vLLM uses there) and FP4 inputs compute on the reference backend and on
-  SM100 families that have DeepGEMM's ``fp8_fp4`` kernels; FP4 is refused on SM90 with a typed error naming
-  the architecture, and by the bundled copies (no FP4 kernels); MX FP8 on a bundled copy may compute or be
-  refused.
+- plain FP8 inputs (float32 per-token scales) with float32 or bfloat16 logits compute on every family
+  (bf16 converted where not native), except on an SM100 build that asserts MX-scaled inputs (sgl-deep-gemm
+  0.2.5, upstream 2.8), which may refuse them with a typed error;
+- MX-scaled FP8 (the form vLLM uses on SM100) and FP4 inputs compute on the reference backend and on the
+  SM100 builds with DeepGEMM's ``fp8_fp4`` kernels (float32 head weights may be refused where the build
+  asserts bfloat16 ones); they are refused on SM90 with a typed error naming the architecture; the bundled
+  copies (no FP4 kernels) refuse FP4, and may compute or refuse MX FP8.
 
 On the CPU tier a stand-in that does not emulate a native path (``does not emulate``) makes the test skip
 with that reason: nothing was checked. A call site the engine itself never takes on the family's
 architecture (vLLM's MXFP4 indexer cache below SM100) is skipped as not applicable.
 
 This module is run by the conformance harness child (``tests/test_engine_call_sites.py``, and
-``tests/engine_calls/call_site_table.py``, which sets ``ENGINE_CALLS_RECORD`` to collect one JSON line per
+``python -m tests.call_sites``, which sets ``ENGINE_CALLS_RECORD`` to collect one JSON line per
 call site). Its file name does not start with ``test_`` so that the unit-test run does not collect it on
 its own.
 
@@ -55,18 +57,28 @@ H, D, BLOCK = 64, 128, 64  # DeepSeek V3.2 / V4 indexer: 64 heads of 128, 64-tok
 
 @dataclass(frozen=True)
 class Family:
-    """The deep_gemm build under test: its release id, kind and the architecture the run emulates."""
+    """The deep_gemm build under test: its release id, kind, the architecture the run emulates, and the
+    indexer input rules the build asserts on that architecture (SM100 builds of sgl-deep-gemm >= 0.2.5 and
+    upstream 2.8 take only MX-scaled q and keys, and some only bfloat16 weights)."""
 
     name: str
     kind: str  # "reference", "sgl" (sgl-deep-gemm), "bundled" (sgl-kernel / sglang-kernel), "upstream" (2.x)
     arch: str  # "sm90" or "sm100"
+    mx_only: bool = False
+    bf16_weights_only: bool = False
 
     def __str__(self) -> str:
         return f"{self.name}@{self.arch}"
 
 
 def family() -> Family:
-    """The family of this process: from the harness session when the harness runs us, else from detection."""
+    """The family of this process: from the harness session when the harness runs us, else from detection.
+
+    On the CPU tier the input rules are the ones the stand-ins read from the build's own host asserts
+    (``dgcompat_conformance.harness.indexer_rules``), not dgcompat's table; on a GPU without the harness they
+    are assumed from the release (sgl-deep-gemm >= 0.2.5 and upstream builds: MX-only and bf16-weights-only on
+    SM100), which only ever relaxes an expectation to "compute or a typed refusal".
+    """
     arch = "sm100" if device_capability_major() == 10 else "sm90"
     try:
         from dgcompat_conformance.harness.session import current
@@ -78,33 +90,53 @@ def family() -> Family:
     if session is not None and session.installed is not None:
         profile = session.installed.profile
         kind = "bundled" if profile.flavor == "bundled" else "sgl" if profile.dist == "sgl-deep-gemm" else "upstream"
-        return Family(session.release_id, kind, arch)
+        rules = profile.rules
+        mx = bool(rules is not None and rules.mx_sf.get(arch))
+        bf16 = bool(rules is not None and rules.bf16_weights.get(arch))
+        return Family(session.release_id, kind, arch, mx, bf16)
     if os.environ.get("DGCOMPAT_BACKEND") == "reference":
         return Family("reference", "reference", arch)
+    from packaging.version import Version
+
     import dgcompat
 
     rel = dgcompat.release()
     kind = {"sgl-deep-gemm": "sgl", "bundled": "bundled"}.get(rel.source, "upstream")
-    return Family(rel.label, kind, arch)
+    newer = kind == "upstream" or (kind == "sgl" and rel.version is not None and rel.version >= Version("0.2.5"))
+    strict = arch == "sm100" and newer
+    return Family(rel.label, kind, arch, strict, strict)
 
 
-#: What a call site needs of the build (see :func:`expectation`).
-FP8_INPUTS, BF16_LOGITS, MX_INPUTS, FP4_INPUTS = "fp8", "bf16", "mx", "fp4"
+#: What a call site needs of the build (see :func:`expectation`): plain FP8 (float32 per-token scales),
+#: bfloat16 logits, MX-scaled FP8, FP4, float32 head weights next to MX / FP4 inputs.
+FP8_INPUTS, BF16_LOGITS, MX_INPUTS, FP4_INPUTS, F32_WEIGHTS = "fp8", "bf16", "mx", "fp4", "f32-weights"
 
 _ARCH_NAMED = re.compile(r"sm_?90|hopper", re.IGNORECASE)
 
 
 def expectation(needs: Iterable[str], fam: Family) -> str:
     """``"compute"``, ``"refuse-arch"`` (a typed error naming SM90), ``"refuse"`` (a typed error) or
-    ``"either"`` (compute or a typed error), for a call site that needs ``needs`` on ``fam``."""
+    ``"either"`` (compute or a typed error), for a call site that needs ``needs`` on ``fam``.
+
+    - MX / FP4 inputs: computed by the reference backend; refused on SM90 naming the architecture; refused
+      (FP4) or either (MX FP8) by the bundled copies, which have no ``fp8_fp4`` kernels; computed by the other
+      SM100 builds, except that float32 weights where the build asserts bfloat16 ones may also be refused.
+    - Plain FP8 (with float32 or bfloat16 logits): computed everywhere, except by an SM100 build that takes
+      only MX-scaled inputs, which may refuse it (the float32-scaled cache cannot be converted exactly).
+    """
     needs = set(needs)
+    if fam.kind == "reference":
+        return "compute"
     if needs & {MX_INPUTS, FP4_INPUTS}:
-        if fam.kind == "reference":
-            return "compute"
         if fam.arch == "sm90":
             return "refuse-arch"
         if fam.kind == "bundled":
             return "refuse" if FP4_INPUTS in needs else "either"
+        if F32_WEIGHTS in needs and fam.bf16_weights_only:
+            return "either"
+        return "compute"
+    if fam.mx_only:
+        return "either"
     return "compute"
 
 
@@ -118,21 +150,49 @@ def _chain(exc: BaseException) -> str:
     return " <- ".join(parts)
 
 
-def _record(site: str, needs: Iterable[str], expect: str, outcome: str, message: str) -> None:
+def _record(site: str, needs: Iterable[str], expect: str, outcome: str, verdict: str, message: str) -> None:
     path = os.environ.get("ENGINE_CALLS_RECORD")
     if not path:
         return
     fam = family()
     line = {"site": site, "family": fam.name, "kind": fam.kind, "arch": fam.arch, "binding": binding(),
-            "needs": sorted(needs), "expected": expect, "outcome": outcome, "message": message[:400]}
+            "needs": sorted(needs), "expected": expect, "outcome": outcome, "verdict": verdict,
+            "message": message[:400]}
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(json.dumps(line) + "\n")
 
 
 def not_applicable(site: str, needs: Iterable[str], why: str) -> None:
     """The engine never takes this call site on this architecture: record it and skip."""
-    _record(site, needs, "n/a", "n/a", why)
+    _record(site, needs, "n/a", "n/a", "skip", why)
     pytest.skip(f"not applicable: {why}")
+
+
+def _classify(exc: BaseException) -> str:
+    """``refused`` (a typed dgcompat refusal), ``kernel-error`` (dgcompat let the call through and the build's
+    own host code rejected it: a wrapped raw assert), ``hang`` (a stand-in stood for a GPU hang) or ``error``
+    (anything untyped: TypeError, AttributeError, ImportError, RuntimeError, an engine assert, ...)."""
+    if isinstance(exc, dg_errors.KernelError):
+        return "kernel-error"
+    if isinstance(exc, dg_errors.DgcompatError):
+        return "refused"
+    if type(exc).__name__ == "StandInHang":
+        return "hang"
+    return "error"
+
+
+def _verdict(expect: str, outcome: str, exc: BaseException | None) -> str | None:
+    """None when ``outcome`` meets ``expect``, else why not."""
+    if outcome == "ok":
+        return None if expect in ("compute", "either") else "computed, but the build has no such kernels: must be refused"
+    if outcome == "refused":
+        if expect == "compute":
+            return "refused, but must compute"
+        if expect == "refuse-arch" and not _ARCH_NAMED.search(str(exc)):
+            return "the refusal must name the architecture (SM90)"
+        return None
+    return {"kernel-error": "the build's own host code rejected what dgcompat let through",
+            "hang": "a GPU hang", "wrong": "wrong value", "error": "an untyped error"}[outcome]
 
 
 def run_site(site: str, needs: Iterable[str], call: Callable[[], Any], check: Callable[[Any], None]) -> None:
@@ -141,40 +201,35 @@ def run_site(site: str, needs: Iterable[str], call: Callable[[], Any], check: Ca
     needs = frozenset(needs)
     fam = family()
     expect = expectation(needs, fam)
+    error: BaseException | None = None
     try:
         result = call()
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # noqa: BLE001 - every outcome is classified below
+        error = exc
         text = _chain(exc)
-        if "does not emulate" in text:
-            _record(site, needs, expect, "not-emulated", text)
+        # A stand-in's StandInNotEmulated, raw or as dgcompat's KernelError quoting it (not a typed refusal
+        # that merely happened while an earlier probe's stand-in error was being handled).
+        if "does not emulate" in str(exc) or type(exc).__name__ == "StandInNotEmulated":
             if expect in ("refuse", "refuse-arch"):
+                _record(site, needs, expect, "not-emulated", "fail", text)
                 pytest.fail(f"{site} on {fam}: expected a typed refusal before the native call, but it reached "
                             f"a stand-in that does not emulate it: {text}")
+            _record(site, needs, expect, "not-emulated", "skip", text)
             pytest.skip(f"not emulated by the CPU tier's stand-ins: {text}")
-        if isinstance(exc, dg_errors.DgcompatError):
-            outcome = "refused"
-        elif type(exc).__name__ == "StandInHang":
-            outcome = "hang"
+        outcome = _classify(exc)
+    else:
+        try:
+            check(result)
+        except AssertionError as exc:
+            outcome, text = "wrong", f"wrong value: {exc}"
         else:
-            outcome = "error"
-        _record(site, needs, expect, outcome, text)
-        if outcome == "refused":
-            if expect == "compute":
-                pytest.fail(f"{site} must compute on {fam} but was refused: {text}")
-            if expect == "refuse-arch" and not _ARCH_NAMED.search(str(exc)):
-                pytest.fail(f"{site} on {fam}: the refusal must name the architecture (SM90): {text}")
-            return
-        pytest.fail(f"{site} on {fam}: {outcome} (expected {expect}): {text}")
-    try:
-        check(result)
-    except AssertionError as exc:
-        _record(site, needs, expect, "wrong", f"wrong value: {exc}")
-        pytest.fail(f"{site} on {fam}: wrong value: {exc}")
-    _record(site, needs, expect, "ok", "")
-    if expect in ("refuse", "refuse-arch"):
-        pytest.fail(f"{site} on {fam} computed, but must be refused ({expect}): the build has no such kernels")
+            outcome, text = "ok", ""
+    why = _verdict(expect, outcome, error)
+    _record(site, needs, expect, outcome, "pass" if why is None else "fail", text)
+    if why is not None:
+        pytest.fail(f"{site} on {fam} (expected {expect}): {why}: {text}")
 
 
 # --------------------------------------------------------------------------- the oracle (plain torch)
@@ -310,8 +365,10 @@ def check_logits(out: Any, refs: list[tuple[int, int, torch.Tensor]], *, dtype: 
     for row, start, ref in refs:
         got = out[row, start : start + ref.numel()].float().cpu()
         scale = max(1.0, float(ref.abs().max())) if ref.numel() else 1.0
-        torch.testing.assert_close(got, ref, rtol=tol, atol=tol * scale,
-                                   msg=lambda m, row=row: f"row {row}: {m}")
+        try:
+            torch.testing.assert_close(got, ref, rtol=tol, atol=tol * scale)
+        except AssertionError as exc:
+            raise AssertionError(f"row {row}: {exc}") from None
 
 
 def _logits_dtype_id(dt: torch.dtype) -> str:
@@ -321,8 +378,17 @@ def _logits_dtype_id(dt: torch.dtype) -> str:
 LOGITS_DTYPES = [pytest.param(torch.float32, id="fp32"), pytest.param(torch.bfloat16, id="bf16")]
 
 
-def _needs(base: str, logits_dtype: torch.dtype) -> set[str]:
-    return {base} | ({BF16_LOGITS} if logits_dtype == torch.bfloat16 else set())
+def _needs(base: str, logits_dtype: torch.dtype, weights_dtype: torch.dtype = torch.float32) -> set[str]:
+    """``base`` inputs with ``logits_dtype`` logits, and ``weights_dtype`` head weights reaching deep_gemm."""
+    needs = {base} | ({BF16_LOGITS} if logits_dtype == torch.bfloat16 else set())
+    if base in (MX_INPUTS, FP4_INPUTS) and weights_dtype == torch.float32:
+        needs.add(F32_WEIGHTS)
+    return needs
+
+
+def _vllm_weights_dtype(logits_dtype: torch.dtype) -> torch.dtype:
+    # mqa_logits_mx_inputs casts the weights to logits_dtype on SM100 and leaves them float32 elsewhere.
+    return logits_dtype if VLLM.mqa_logits_use_mx_scales() else torch.float32
 
 
 def _paged_setup(g: torch.Generator, lens: list[int], *, width: int, extra_blocks: int = 2
@@ -433,7 +499,7 @@ def _vllm_decode_step(next_n: int, logits_dtype: torch.dtype, fp4: bool, *, refr
     if refresh:
         site = f"vllm.decode_refresh[next_n={next_n}]"
     needs = _needs(FP4_INPUTS if fp4 else MX_INPUTS if VLLM.mqa_logits_use_mx_scales() else FP8_INPUTS,
-                   logits_dtype)
+                   logits_dtype, _vllm_weights_dtype(logits_dtype))
     new_lens = [n + next_n for n in lens]
 
     def call() -> Any:
@@ -529,7 +595,8 @@ def _vllm_prefill(logits_dtype: torch.dtype, fp4: bool) -> None:
         max_local_total_seq_lens=cu[-1])
     gathered = torch.cat([_row_keys(k_deq, table[r], n) for r, n in enumerate(seq_lens)])
     site = f"vllm.prefill[{'fp4' if fp4 else 'fp8'},{_logits_dtype_id(logits_dtype)}]"
-    needs = _needs(FP4_INPUTS if fp4 else MX_INPUTS if mx else FP8_INPUTS, logits_dtype)
+    needs = _needs(FP4_INPUTS if fp4 else MX_INPUTS if mx else FP8_INPUTS, logits_dtype,
+                   _vllm_weights_dtype(logits_dtype))
 
     def call() -> Any:
         return VLLM.indexer_prefill_logits(q_values.to(DEVICE), None if q_scale is None else q_scale.to(DEVICE),
@@ -579,7 +646,7 @@ def test_vllm_decode_cuda_graph_replay(next_n: int) -> None:
     seq_lens_all[:batch] = torch.tensor(lens, dtype=torch.int32)
     block_table_tensor[:batch] = inp["table"].to(DEVICE)
     mx = VLLM.mqa_logits_use_mx_scales()
-    needs = {MX_INPUTS if mx else FP8_INPUTS}
+    needs = _needs(MX_INPUTS if mx else FP8_INPUTS, torch.float32)
     new_lens = [n + 3 for n in lens]
 
     def call() -> Any:
@@ -773,7 +840,9 @@ def test_sglang_v4_c4_paged(fp4: bool) -> None:
             assert len(parts) == 1
             check_logits(parts[0][1], refs(lens_), dtype=torch.float32, shape=(len(lens_), width * BLOCK))
 
-    run_site(f"sglang.v4_c4_paged[{'fp4' if fp4 else 'fp8'}]", {FP4_INPUTS if fp4 else FP8_INPUTS}, call, check)
+    # forward_c4_indexer passes float32 weights (weights.float()) with FP4 inputs
+    run_site(f"sglang.v4_c4_paged[{'fp4' if fp4 else 'fp8'}]", _needs(FP4_INPUTS if fp4 else FP8_INPUTS, torch.float32),
+             call, check)
 
 
 def test_sglang_v4_nonpaged_prefill() -> None:
@@ -851,8 +920,8 @@ def test_sglang_v41_flat_index_logits(logits_dtype: torch.dtype) -> None:
                 for i in range(rows)]
         check_logits(out, refs, dtype=logits_dtype, shape=(rows, 192))
 
-    run_site(f"sglang.v41_flat_index_logits[{_logits_dtype_id(logits_dtype)}]", _needs(FP4_INPUTS, logits_dtype),
-             call, check)
+    run_site(f"sglang.v41_flat_index_logits[{_logits_dtype_id(logits_dtype)}]",
+             _needs(FP4_INPUTS, logits_dtype, SGLANG.index_weights_dtype()), call, check)
 
 
 @pytest.mark.parametrize("logits_dtype", LOGITS_DTYPES)
@@ -888,8 +957,8 @@ def test_sglang_v41_paged_decode(rows_per_request: int, logits_dtype: torch.dtyp
                 for r, ln in enumerate(lens)]
         check_logits(out, refs, dtype=logits_dtype, shape=(rows, width * BLOCK))
 
-    run_site(f"sglang.v41_paged_decode[n={n},{_logits_dtype_id(logits_dtype)}]", _needs(FP4_INPUTS, logits_dtype),
-             call, check)
+    run_site(f"sglang.v41_paged_decode[n={n},{_logits_dtype_id(logits_dtype)}]",
+             _needs(FP4_INPUTS, logits_dtype, SGLANG.index_weights_dtype()), call, check)
 
 
 # --------------------------------------------------------------------------- SGLang 0.5.23: FP4-experts MoE
