@@ -10,6 +10,12 @@ modules reach deep_gemm through the install (``--dropin``) or as ``import dgcomp
 
     python -m tests.call_sites                       # every family, sm90 and sm100, both bindings
     python -m tests.call_sites --families reference,0.2.5 --archs sm90 --bindings install --jobs 2
+    python -m tests.call_sites --from-records h200-*.jsonl   # records of runs made elsewhere (a GPU)
+
+On a GPU the call sites run under plain pytest, the install through the launcher, each writing its records::
+
+    ENGINE_CALLS_RECORD=install.jsonl python -m dgcompat run -- python -m pytest tests/engine_calls/fp8_fp4_call_sites.py
+    ENGINE_CALLS_RECORD=alias.jsonl python -m pytest tests/engine_calls/fp8_fp4_call_sites.py
 
 Cells: ``OK`` (computed, values checked), ``refused [n]`` (a typed dgcompat refusal; footnote ``n`` is its
 message), ``FAIL <how> [n]`` (an untyped error, a ``kernel error`` (dgcompat's KernelError: the build's host
@@ -41,7 +47,7 @@ FAMILIES: tuple[str, ...] = ("reference", "0.1.4", "0.2.3.post2", "0.2.5", "sgl-
 ARCHS: tuple[str, ...] = ("sm90", "sm100")
 BINDINGS: tuple[str, ...] = ("install", "alias")
 
-__all__ = ["FAMILIES", "ARCHS", "BINDINGS", "Run", "prepare", "run", "table", "main"]
+__all__ = ["FAMILIES", "ARCHS", "BINDINGS", "Run", "prepare", "run", "runs_from_records", "table", "main"]
 
 
 @dataclass
@@ -167,6 +173,18 @@ def table(runs: list[Run]) -> str:
     return "\n".join(lines)
 
 
+def runs_from_records(paths: list[Path]) -> list[Run]:
+    """:class:`Run` objects grouping the records of ``ENGINE_CALLS_RECORD`` files by family, arch and binding."""
+    runs: dict[tuple[str, str, str], Run] = {}
+    for path in paths:
+        for line in path.read_text().splitlines():
+            if line.strip():
+                rec = json.loads(line)
+                key = (rec["family"], rec["arch"], rec["binding"])
+                runs.setdefault(key, Run(*key)).records.append(rec)
+    return list(runs.values())
+
+
 def _csv(choices: tuple[str, ...], what: str) -> Any:
     def parse(text: str) -> list[str]:
         items = [t.strip() for t in text.split(",") if t.strip()]
@@ -186,9 +204,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=2, help="children at a time (default 2)")
     p.add_argument("-k", dest="keyword", default=None, help="pytest -k expression selecting call sites")
     p.add_argument("--json", type=Path, default=None, help="also write every record here (JSON)")
+    p.add_argument("--from-records", type=Path, nargs="+", default=None, metavar="JSONL",
+                   help="render the table from ENGINE_CALLS_RECORD files instead of running children")
     args = p.parse_args(argv)
     if args.jobs < 1:
         p.error(f"argument --jobs: expected a positive integer, got {args.jobs}")
+    if args.from_records is not None:
+        missing = [str(f) for f in args.from_records if not f.is_file()]
+        if missing:
+            p.error(f"argument --from-records: expected existing record files, got {', '.join(missing)} (missing)")
+        print(table(runs_from_records(args.from_records)))
+        return 0
     combos = [(f, a, b) for f in args.families for a in args.archs for b in args.bindings]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         runs = list(pool.map(lambda c: run(*c, keyword=args.keyword), combos))

@@ -118,9 +118,10 @@ def expectation(needs: Iterable[str], fam: Family) -> str:
     """``"compute"``, ``"refuse-arch"`` (a typed error naming SM90), ``"refuse"`` (a typed error) or
     ``"either"`` (compute or a typed error), for a call site that needs ``needs`` on ``fam``.
 
-    - MX / FP4 inputs: computed by the reference backend; refused on SM90 naming the architecture; refused
-      (FP4) or either (MX FP8) by the bundled copies, which have no ``fp8_fp4`` kernels; computed by the other
-      SM100 builds, except that float32 weights where the build asserts bfloat16 ones may also be refused.
+    - MX / FP4 inputs: computed by the reference backend; refused (FP4) or either (MX FP8) by the bundled
+      copies, which have no ``fp8_fp4`` kernels; refused by the other builds on SM90, naming the architecture;
+      computed by them on SM100, except that float32 weights where the build asserts bfloat16 ones may also
+      be refused.
     - Plain FP8 (with float32 or bfloat16 logits): computed everywhere, except by an SM100 build that takes
       only MX-scaled inputs, which may refuse it (the float32-scaled cache cannot be converted exactly).
     """
@@ -128,10 +129,10 @@ def expectation(needs: Iterable[str], fam: Family) -> str:
     if fam.kind == "reference":
         return "compute"
     if needs & {MX_INPUTS, FP4_INPUTS}:
+        if fam.kind == "bundled":  # no FP4 kernels on any architecture: the refusal may name what it lacks
+            return "refuse" if FP4_INPUTS in needs else "either"
         if fam.arch == "sm90":
             return "refuse-arch"
-        if fam.kind == "bundled":
-            return "refuse" if FP4_INPUTS in needs else "either"
         if F32_WEIGHTS in needs and fam.bf16_weights_only:
             return "either"
         return "compute"

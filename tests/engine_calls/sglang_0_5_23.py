@@ -7,7 +7,7 @@ and at index 5 of the V4.1 ragged call), keyword spellings, buffer patterns and 
 from ``sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl``:
 
 - ``srt/layers/deep_gemm_wrapper/configurer.py`` / ``entrypoint.py``: ``DEEPGEMM_SCALE_UE8M0``,
-  ``DEEPGEMM_NEED_TMA_ALIGNED_SCALES``, ``configure_deep_gemm_num_sms``, ``grouped_gemm_nt_f8f8bf16_contig``
+  ``DEEPGEMM_NEED_TMA_ALIGNED_SCALES``, ``grouped_gemm_nt_f8f8bf16_contig``
   (``recipe_a`` / ``recipe_b`` forwarded as keywords);
 - ``srt/layers/attention/dsa/utils.py``: ``resolve_num_sms``, ``resolve_paged_mqa_logits_metadata_fn``,
   ``resolve_fp8_paged_mqa_logits_fn``, ``resolve_fp8_mqa_logits_fn``;
@@ -42,7 +42,6 @@ or left out (the JIT indexer metadata). The platform probes come from :mod:`engi
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
@@ -83,21 +82,6 @@ DEEPGEMM_SCALE_UE8M0 = current_platform.is_sm100
 DEEPGEMM_NEED_TMA_ALIGNED_SCALES = not DEEPGEMM_SCALE_UE8M0
 
 
-@contextlib.contextmanager
-def configure_deep_gemm_num_sms(num_sms):
-    import deep_gemm
-
-    if num_sms is None:
-        yield
-    else:
-        original_num_sms = deep_gemm.get_num_sms()
-        deep_gemm.set_num_sms(num_sms)
-        try:
-            yield
-        finally:
-            deep_gemm.set_num_sms(original_num_sms)
-
-
 def grouped_gemm_nt_f8f8bf16_contig(
     lhs: Tuple[torch.Tensor, torch.Tensor],
     rhs: Tuple[torch.Tensor, torch.Tensor],
@@ -106,7 +90,7 @@ def grouped_gemm_nt_f8f8bf16_contig(
     recipe_a: Optional[Tuple[int, int]] = None,
     recipe_b: Optional[Tuple[int, int]] = None,
 ):
-    import deep_gemm
+    import deep_gemm  # trimmed: entrypoint.py imports it at module level (under ENABLE_JIT_DEEPGEMM)
 
     m, k = lhs[0].shape
     num_groups, n, _ = rhs[0].shape
