@@ -18,6 +18,7 @@ from . import _binding, _math
 from ._calls import UpstreamCall
 from ._checks import as_torch, bad, release_label, spelled, tensor, translate
 from ._params import Param, bind
+from .errors import UnsupportedFeatureError
 from .table import capabilities
 
 if TYPE_CHECKING:
@@ -198,6 +199,12 @@ def _diagnose_transform(sf: Any, recipe: Any, num_groups: Any, is_sfa: Any) -> N
         raise bad(fn, "is_sfa", "True or False with a 3-element recipe", is_sfa)
     if (sf.dim() == 3) != (num_groups is not None):
         raise bad(fn, "num_groups", "the group count iff sf is 3-D", num_groups)
+    caps = capabilities()
+    if recipe[-1] not in caps.sf_transform_gran_k:
+        raise UnsupportedFeatureError(
+            fn, f"recipe {tuple(recipe)} (scale blocks {recipe[-1]} wide along K) on {caps.arch or 'this GPU'}",
+            release_label(), hint=f"the build transforms {' or '.join(map(str, caps.sf_transform_gran_k))}-wide K "
+                                  "blocks there (capability sf_transform_gran_k)")
 
 
 #: The parameter only sgl-deep-gemm 0.2.0+ and upstream 2.8 have (see :mod:`dgcompat._params`).

@@ -370,6 +370,14 @@ ROWS: tuple[Row, ...] = (
         "m_grouped_fp8_fp4_gemm_nt_contiguous / fp8_fp4_gemm_nt with kPackedFP4 (int8) operands on SM100",
         "host assert of sgl-deep-gemm 0.1.4's _C.so: ab.scalar_type() == kPackedFP4 and arch_major == 10 (not run "
         "on an SM100 GPU here)", "never"),
+    # K granularities of the scales transform_sf_into_required_layout brings into a GEMM's layout: 128-wide blocks
+    # on SM90 (MN-major float32), also 32-wide ones on SM100 (packed UE8M0, MX / FP4 recipes such as (1, 32)).
+    Row("sf_transform_gran_k", REF, "", _all_arches((32, 128)), "-", "the reference transforms both", "never"),
+    Row("sf_transform_gran_k", ANY, "", {"sm90": (128,), "sm100": (32, 128), "sm120": (128,), OTHER_ARCH: (128,)},
+        "transform_sf_into_required_layout(sf, mn, k, (1, 32), ...) on SM90: host assert 'Unknown SF transformation'",
+        "seen on an H200 with sgl-deep-gemm 0.1.4 (layout.hpp:60) and vLLM 0.34.0's 2.8.1 (layout.hpp:62) for "
+        "SGLang 0.5.23's FP4-expert scales; the SM100 branch packs 32-wide UE8M0 blocks (not run on SM100 here)",
+        "never"),
     # Weight dtypes the indexer kernels take on each architecture (bf16 weights reduce in bf16 and need bf16
     # logits). dgcompat upcasts bf16 weights to float32 where only float32 is taken (exact).
     Row("indexer_weights", REF, "", _all_arches(("float32", "bfloat16")), "-", "-", "never"),
@@ -563,6 +571,7 @@ class Capabilities:
     indexer_q_formats: tuple[str, ...]
     indexer_weights: tuple[str, ...]
     gemm_fp4_operands: bool
+    sf_transform_gran_k: tuple[int, ...]
     mqa_q_form: str
     compiled_dims_default: str
     mk_alignment_arity: int

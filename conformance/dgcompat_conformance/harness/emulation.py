@@ -599,6 +599,11 @@ def _transform_sf(ctx: Ctx, a: _Args) -> Any:
     use_ue8m0 = ctx.profile.arch != "sm90"
     if use_ue8m0:
         _assert(not a.disable_ue8m0_cast, "csrc/apis/layout.hpp", "not disable_ue8m0_cast")
+    else:
+        # docs/sources/gpu-observed.md (2026-12-03): on an H200, sgl-deep-gemm 0.1.4 and vLLM 0.34.0's 2.8.1 reject a
+        # 32-wide K recipe ((1, 32), SGLang's FP4-expert scales) with "Unknown SF transformation": SM90 transforms
+        # float32 scales of 128-wide K blocks only.
+        _assert(recipe[-1] == 128, "csrc/apis/layout.hpp", "Unknown SF transformation")
     return _compute("csrc/apis/layout.hpp", _ref().transform_sf_into_required_layout, a.sf, int(a.mn), int(a.k),
                     recipe, num_groups=a.num_groups, is_sfa=is_sfa, use_ue8m0=use_ue8m0)
 
