@@ -15,7 +15,6 @@ import pytest
 import dgcompat
 
 from . import fake_jit
-from .conftest import write_dist
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -26,7 +25,7 @@ __all__ = ["jit_env_fixture", "compiles", "serve_all"]
 def jit_env_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_dgcompat: None) -> dict[str, Any]:
     """A fake sgl-deep-gemm 0.1.4 with a JIT, first on the path of this process and of its workers."""
     site = tmp_path / "site"
-    write_dist(site, "sgl-deep-gemm", "0.1.4", {"deep_gemm/__init__.py": fake_jit.source("0.1.4")})
+    fake_jit.write_site(site)
     nvcc = fake_jit.write_nvcc(tmp_path / "bin")
     env = {"PYTHONPATH": os.pathsep.join([str(site), str(REPO), str(REPO / "conformance")]),
            "DGCOMPAT_ALLOW_TORCH_MISMATCH": "1", "DGCOMPAT_ARCH": "sm90", "DG_JIT_NVCC_COMPILER": str(nvcc),

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Literal
 
 from .. import _backend
 from ..detection import release
 from ..errors import BadArgumentError, DeepGemmUnavailableError
-from . import host, record
+from . import host, lifetime, record, relocate, storage
 from .classes import classes, rule_for
 from .options import cache_folder, check_options
 from .pool import Pool
@@ -114,11 +112,27 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BadArgumentError("warmup", "cache_dir", "a folder this process can create", f"{folder}: {exc}") from None
-    with tempfile.TemporaryDirectory(prefix="dgcompat-warmup-") as scratch:
-        pool = Pool(calls, policy, workers=workers, processes=processes, device=device, cache=folder,
-                    scratch=Path(scratch), nvcc=nvcc, verify=verify, out=sys.stderr if show else None,
-                    timeout_s=timeout_s, t0=t0, rule=rule)
-        result = pool.run(chosen)
+    folders = {"the JIT cache folder": folder}
+    try:
+        with lifetime.interruptible(), lifetime.Scratch() as scratch, lifetime.Reaper(scratch):
+            folders["the warmup's scratch folder"] = scratch.path
+            adoption = relocate.adopt(folder, nvcc, device)
+            if adoption.adopted:
+                notes.append(f"{len(adoption.adopted)} kernels warmed by another install of this build (same package, "
+                             "NVCC, settings and GPU architecture) were re-keyed for this one")
+            notes.extend(f"kernels of another install not used: {r}" for r in adoption.refused)
+            pool = Pool(calls, policy, workers=workers, processes=processes, device=device, cache=folder,
+                        scratch=scratch.path, nvcc=nvcc, verify=verify, out=sys.stderr if show else None,
+                        timeout_s=timeout_s, t0=t0, rule=rule)
+            result = pool.run(chosen)
+            observed = relocate.observe(result.command, nvcc, device) if result.command else None
+            if observed is not None:  # what this install builds with: --export and --adopt elsewhere need it
+                relocate.write_build(folder, observed)
+    except OSError as exc:
+        full = storage.from_error(exc, folders)
+        if full is None:
+            raise
+        raise full from None
     notes.extend(result.notes)
     if result.families and result.families != ((family or "unknown"),):
         notes.append(f"the calls were planned for the GPU family {family or 'unknown'} (what the calling process can "
@@ -139,8 +153,14 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
     cached = sum(e.status == "cached" for e in entries) if exact else 0
     kernels = len(entries) if exact else result.new_entries
     if key is not None and exact:
-        record.write(folder, key, calls=len(result.calls), kernels=kernels,
-                     notes=[n for n in result.notes if "install folder" in n])
+        try:
+            record.write(folder, key, calls=len(result.calls), kernels=kernels,
+                         notes=[n for n in result.notes if "install folder" in n])
+        except OSError as exc:
+            full = storage.from_error(exc, folders)
+            if full is None:
+                raise
+            raise full from None
     return WarmupReport(release().label, result.method, str(folder), workers, len(result.calls), kernels,
                         compiled, cached, time.perf_counter() - t0, result.identify_s, result.start_s, entries,
                         tuple(notes), result.processes, result.first_up_s, result.compile_s,

@@ -46,7 +46,9 @@ from typing import Any, Iterator, Literal, TextIO
 
 from ..detection import release
 from ..errors import UnsupportedFeatureError
-from .build import Outcome, prepare_build
+from . import lifetime, storage
+from .build import Outcome, cancel_all, prepare_build
+from .build import reset as reset_builds
 from .cache import count_entries, mark_present, source_index
 from .classes import GUESS, Rule, classes
 from .report import KernelEntry, WarmupError
@@ -83,6 +85,7 @@ class PoolResult:
     verify_kernels: int = 0
     families: tuple[str, ...] = ()  # the GPU families the worker processes saw
     notes: list[str] = field(default_factory=list)
+    command: tuple[str, ...] = ()  # one compiler command the JIT asked for (the arguments of a recipe)
 
 
 def write_progress(out: TextIO | None, text: str, *, final: bool = False) -> None:
@@ -91,6 +94,19 @@ def write_progress(out: TextIO | None, text: str, *, final: bool = False) -> Non
         return
     out.write("\r[dgcompat warmup] " + text + ("\n" if final else ""))
     out.flush()
+
+
+def _a_command(recipes: list[Path]) -> tuple[str, ...]:
+    """The compiler arguments of one recipe the workers kept (what the JIT asks NVCC for), or ()."""
+    for folder in recipes:
+        try:
+            for recipe in sorted(folder.iterdir()):
+                args = (recipe / "args").read_text().split("\n")[:-1]
+                if args:
+                    return tuple(args)
+        except OSError:
+            continue
+    return ()
 
 
 class _Fallback(Exception):
@@ -152,6 +168,8 @@ class Pool:
         self.forms = {i: tuple(f) for i, f in forms.items()}
         self.ms = {i: sorted(set(v)) for i, v in ms.items()}
         self.ctx = mp.get_context("spawn")  # workers touch CUDA: never fork a process that might have it
+        #: The folders a write can fail in, for the message that says what ran out where.
+        self.folders = {"the JIT cache folder": cache, "the warmup's scratch folder": scratch}
 
     # -- public -------------------------------------------------------------------------------------
     def run(self, method: Literal["stand-in", "calls"]) -> PoolResult:
@@ -182,7 +200,7 @@ class Pool:
         for wid in range(n):
             base = self.scratch / f"{method}-w{wid}"
             base.mkdir(parents=True, exist_ok=True)
-            cfg = WorkerConfig(wid=wid, device=self.device, method=method, shapes=self.shapes,
+            cfg = WorkerConfig(wid=wid, device=self.device, method=method, shapes=self.shapes, parent=os.getpid(),
                                cache=str(self.cache), link=str(base / "cache-link"), empty=str(base / "empty"),
                                log=str(base / "stand-in.log"), stand_in=str(stand_in), nvcc=self.nvcc,
                                recipes=str(base / "recipes") if method == "stand-in" else "",
@@ -204,6 +222,9 @@ class Pool:
         state.present = source_index(self.cache) if method == "stand-in" else {}
         for p in procs:
             p.start()
+            assert p.pid is not None
+            lifetime.register(p.pid)  # killed by the reaper if this process dies
+        ok = False
         try:
             if method == "stand-in":
                 for task in self._identify_tasks(n, state):
@@ -222,14 +243,26 @@ class Pool:
                 work_q.put(None)
             for p in procs:
                 p.join(timeout=60)
+            ok = True
         finally:
+            if not ok:  # an error or an interruption: stop the NVCC runs and the workers now
+                cancel_all()
+                for p in procs:
+                    if p.is_alive():
+                        p.terminate()
             if builder is not None:  # running compiles write into the scratch folder: let them end first
                 builder.shutdown(wait=True, cancel_futures=True)
+            reset_builds()
             state.release_all()
             for p in procs:
                 if p.is_alive():
                     p.terminate()
-                    p.join(timeout=10)
+                    p.join(timeout=5)
+                if p.is_alive():
+                    p.kill()
+                    p.join(timeout=5)
+                if p.pid is not None:
+                    lifetime.unregister(p.pid)
             for q in (identify_q, work_q, result_q):
                 q.close()
                 q.cancel_join_thread()
@@ -242,6 +275,7 @@ class Pool:
         result.new_entries = count_entries(self.cache) - before
         result.notes.extend(state.notes)
         result.families = tuple(sorted(f or "unknown" for f in state.families))
+        result.command = _a_command(state.recipes)
         return result
 
     def _identify_tasks(self, n: int, st: _State) -> list[tuple[str, int, str, list[int]]]:
@@ -485,7 +519,15 @@ class _State:
             try:
                 out = fut.result()
             except Exception as exc:  # an unexpected failure of the thread: the worker path compiles it
+                full = storage.from_error(exc, self.pool.folders)
+                if full is not None:  # unless a write ran out of room: that would fail there too
+                    raise full from None
                 out = Outcome(digest, "failed", why=f"{type(exc).__name__}: {exc}")
+            if out.kind == "failed":
+                full = (storage.from_exit(out.returncode, self.pool.scratch, "the warmup's scratch folder")
+                        or storage.from_text(out.output, self.pool.folders))
+                if full is not None:
+                    raise full
             call = self.first[out.identity]
             if out.kind == "built":
                 assert out.fd is not None
@@ -519,9 +561,9 @@ class _State:
         paths = [a[2:] for a in args if a.startswith("-I")]
         if location and any(p.startswith(str(Path(location).parent)) for p in paths):
             self.notes.append(
-                f"deep_gemm's cache key contains its install folder (the compiler flag -I{paths[0]}): these kernels "
-                "serve this install only; after moving the virtualenv, or in a container where deep_gemm is "
-                "installed elsewhere, they are compiled again (warm there)")
+                f"deep_gemm's cache key contains its install folder (the compiler flag -I{paths[0]}): another install "
+                "of this build (a moved virtualenv, a container) finds these kernels once they are re-keyed for it: "
+                "dgcompat warmup --adopt on this folder there, or --export here and --import there")
 
     def _release(self, digest: str, present: bool) -> None:
         fd = self.held.pop(digest, None)
@@ -660,6 +702,9 @@ class _State:
                             "(this release does not build kernels through DG_JIT_NVCC_COMPILER)")
         if kind == "call-error":
             _, _wid, idx, form, m, why, text = msg
+            full = storage.from_text(text, self.pool.folders)
+            if full is not None:  # deep_gemm or NVCC ran out of room: not the release's fault
+                raise full
             shape = self.pool.shapes[idx]
             where = f"{shape.label}" + (f" at M={m}" if isinstance(m, int) else "") + (
                 f" (scales {form})" if form else "")
@@ -668,6 +713,9 @@ class _State:
             raise WarmupError(f"warmup(): {where}: {why}: {text}")
         if kind == "fatal":
             _, wid, text, tb = msg
+            full = storage.from_text(text, self.pool.folders)
+            if full is not None:
+                raise full
             if self.method == "stand-in" and self.identified_all < self.n and not self.answers:
                 raise _Fallback(f"worker {wid} failed while identifying: {text}")
             raise WarmupError(f"warmup(): worker {wid} failed: {text}\n{tb}")

@@ -7,12 +7,23 @@ from typing import Any, Literal
 
 from ..errors import DgcompatError
 
-__all__ = ["WarmupError", "KernelEntry", "WarmupReport"]
+__all__ = ["WarmupError", "WarmupInterrupted", "KernelEntry", "WarmupReport"]
 
 
 class WarmupError(DgcompatError):
     """A warmup worker failed (a compile error, a crashed worker, no compiler): nothing was left half
     written in the cache (deep_gemm renames finished entries into place), but the warmup is incomplete."""
+
+
+class WarmupInterrupted(BaseException):
+    """``SIGTERM`` or ``SIGHUP`` arrived during a warmup (raised in the main thread, like ``KeyboardInterrupt`` for
+    ``SIGINT``, and like it not an ``Exception``): the workers and NVCC runs were stopped and the scratch folder
+    removed on the way out; the kernels compiled before are in the cache, and the same warmup run again
+    continues from them. ``signum``: the signal."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(f"warmup interrupted by signal {signum}")
 
 
 @dataclass(frozen=True)
