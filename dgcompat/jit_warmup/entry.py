@@ -58,7 +58,7 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
     if not isinstance(spec, WarmupSpec):
         raise BadArgumentError("warmup", "spec", "a WarmupSpec", type(spec).__name__)
     check_options("warmup", workers=workers, device=device, method=method, processes=processes, timeout_s=timeout_s)
-    folder = cache_folder("warmup", cache_dir, isolate)
+    folder = cache_folder("warmup", cache_dir, isolate, write=False)
     family = host.gpu_family(device)
     calls = plan_calls(spec, family=family)
     if not calls:
@@ -67,6 +67,7 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
     forms = tuple(dict.fromkeys(c.form for c in calls if c.form))
     backend = _backend.backend_name()
     if backend == "reference":
+        cache_folder("warmup", cache_dir, isolate)
         return WarmupReport("reference", "none", str(folder), 0, len(calls), 0, 0, 0,
                             time.perf_counter() - t0, 0.0,
                             notes=("the reference backend compiles nothing: warmup is a no-op",),
@@ -83,6 +84,8 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
     notes.extend(_form_notes(spec, family))
     key = record.key(spec, nvcc, device) if chosen == "stand-in" and verify else None
     done = None if key is None or fresh else record.read(folder, key)
+    if done is None:  # a read-only folder (an image layer, NFS) is fine where its record answers, else not
+        cache_folder("warmup", cache_dir, isolate)
     if done is not None:
         note = (f"an identical warmup finished at {done.finished}; its {done.entries} cache entries are all "
                 "present (fresh=True checks every call again)")
