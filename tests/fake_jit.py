@@ -140,7 +140,8 @@ class _Compiler:
         self.cache = _os.environ.get("DG_JIT_CACHE_DIR") or _os.path.expanduser("~/.deep_gemm")
         # FAKE_FIXED_NVCC: a JIT that does not read DG_JIT_NVCC_COMPILER
         self.nvcc = _os.environ.get("FAKE_FIXED_NVCC") or _os.environ.get("DG_JIT_NVCC_COMPILER") or "nvcc"
-        out = _subprocess.run(f"{self.nvcc} --version", shell=True, capture_output=True, text=True)
+        out = _subprocess.run(f"{self.nvcc} --version", shell=True, capture_output=True, text=True,
+                              restore_signals=False)
         m = _re.search(r"release (\d+)\.(\d+)", out.stdout)
         if out.returncode != 0 or m is None:
             raise RuntimeError("Assertion error (compiler.hpp): return_code == 0")
@@ -176,7 +177,8 @@ class _Compiler:
         tmp = _os.path.join(tmp_root, _uuid.uuid4().hex)
         cu = _source_in(tmp, code)
         cmd = f"cd {tmp_root} && {self.nvcc} {cu} -cubin -o {tmp}/kernel.cubin {self.flags}"
-        out = _subprocess.run(cmd, shell=True, capture_output=True, text=True)
+        out = _subprocess.run(cmd, shell=True, capture_output=True, text=True,
+                              restore_signals=False)
         if out.returncode != 0:
             raise RuntimeError(f"Assertion error (compiler.hpp): NVCC compilation failed: {out.stdout}{out.stderr}")
         _move_into_place(tmp, final, name)
@@ -198,7 +200,7 @@ class _Compiler:
         _os.replace(part, _os.path.join(final, "kernel.cu"))
         cubin = _os.path.join(tmp_root, _uuid.uuid4().hex)
         out = _subprocess.run(f"{self.nvcc} {final}/kernel.cu -o {cubin} {self.flags}", shell=True,
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, restore_signals=False)
         if out.returncode != 0:
             raise RuntimeError(f"Assertion error (compiler.hpp): NVCC compilation failed: {out.stdout}{out.stderr}")
         _os.replace(cubin, _os.path.join(final, "kernel.cubin"))
@@ -217,7 +219,8 @@ class _Compiler:
         cu = _source_in(tmp, code)
         cmd = (f"cd {tmp} && {self.nvcc} {cu} --cubin --output-file {tmp}/kernel.cubin {flags} "
                f"--include-path {self.include}")
-        out = _subprocess.run(cmd, shell=True, capture_output=True, text=True)
+        out = _subprocess.run(cmd, shell=True, capture_output=True, text=True,
+                              restore_signals=False)
         if out.returncode != 0:
             _shutil.rmtree(tmp, ignore_errors=True)
             raise RuntimeError(f"Assertion error (deep_jit/utils/command.hpp): exit_code == 0: {out.stdout}")
@@ -231,6 +234,10 @@ def _memo(key, make):
     if key not in _MEMO:
         _MEMO[key] = make()
     return _MEMO[key]
+
+
+# The real JITs run the compiler with popen(), which keeps the dispositions of the process (Python ignores SIGXFSZ):
+# restore_signals=False does the same here.
 
 
 def _source_in(folder, code):

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from . import lifetime
+from . import lifetime, storage
 from .cache import indexed, lock_kernel, marked_present
 
 __all__ = ["Recipe", "read_recipe", "rewrite", "Built", "build", "Outcome", "prepare_build", "cancel_all", "reset"]
@@ -129,7 +129,10 @@ def _run(args: list[str], cwd: Path, timeout_s: float | None) -> tuple[int, byte
     """Run NVCC in a process group of its own, listed for the reaper and for :func:`cancel_all`."""
     if _CANCELLED.is_set():
         raise InterruptedError("the warmup is stopping")
-    proc = subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    # restore_signals=False: as under deep_gemm's popen(), a write beyond the file-size limit fails with EFBIG and a
+    # message instead of killing NVCC with SIGXFSZ (Python ignores the signal)
+    proc = subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            restore_signals=False)
     with _RUNNING_LOCK:
         _RUNNING[proc.pid] = proc
     lifetime.register(proc.pid, group=True)
@@ -194,7 +197,8 @@ def prepare_build(identity: str, recipe_dir: Path, cache: Path, built: Path, nvc
                   timeout_s: float | None, present: dict[int, list[Path]] | None = None) -> Outcome:
     """Take the kernel's lock without waiting and compile it from its recipe (runs on a parent thread);
     ``present``: :func:`~dgcompat.jit_warmup.cache.source_index` of the cache."""
-    fd = lock_kernel(cache, identity, blocking=False)
+    with storage.writing(cache, "the JIT cache folder"):
+        fd = lock_kernel(cache, identity, blocking=False)
     if fd is None:
         return Outcome(identity, "elsewhere", why="another process holds its lock")
     if marked_present(cache, identity):
@@ -208,7 +212,8 @@ def prepare_build(identity: str, recipe_dir: Path, cache: Path, built: Path, nvc
         if present and indexed(present, recipe.source):
             os.close(fd)
             return Outcome(identity, "elsewhere", why="its source is in the cache")
-        result = build(recipe, nvcc, built / identity, timeout_s=timeout_s)
+        with storage.writing(built.parent, "the warmup's scratch folder"):
+            result = build(recipe, nvcc, built / identity, timeout_s=timeout_s)
     except BaseException:
         os.close(fd)
         raise

@@ -130,7 +130,8 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
             result = pool.run(chosen)
             observed = relocate.observe(result.command, nvcc, device) if result.command else None
             if observed is not None:  # what this install builds with: --export and --adopt elsewhere need it
-                relocate.write_build(folder, observed)
+                with storage.writing(folder, "the JIT cache folder"):
+                    relocate.write_build(folder, observed)
     except OSError as exc:
         full = storage.from_error(exc, folders)
         if full is None:
@@ -156,14 +157,9 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
     cached = sum(e.status == "cached" for e in entries) if exact else 0
     kernels = len(entries) if exact else result.new_entries
     if key is not None and exact:
-        try:
+        with storage.writing(folder, "the JIT cache folder"):
             record.write(folder, key, calls=len(result.calls), kernels=kernels,
                          notes=[n for n in result.notes if "install folder" in n])
-        except OSError as exc:
-            full = storage.from_error(exc, folders)
-            if full is None:
-                raise
-            raise full from None
     return WarmupReport(release().label, result.method, str(folder), workers, len(result.calls), kernels,
                         compiled, cached, time.perf_counter() - t0, result.identify_s, result.start_s, entries,
                         tuple(notes), result.processes, result.first_up_s, result.compile_s,

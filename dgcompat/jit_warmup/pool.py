@@ -36,6 +36,7 @@ import multiprocessing as mp
 import os
 import queue
 import random
+import signal
 import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -193,6 +194,10 @@ class Pool:
 
     # -- one pass -----------------------------------------------------------------------------------
     def _configs(self, method: str, n: int) -> list[WorkerConfig]:
+        with storage.writing(self.scratch, "the warmup's scratch folder"):
+            return self._write_configs(method, n)
+
+    def _write_configs(self, method: str, n: int) -> list[WorkerConfig]:
         stand_in = self.scratch / "nvcc-stand-in.sh"
         stand_in.write_text(STAND_IN)
         stand_in.chmod(0o755)
@@ -306,31 +311,37 @@ class Pool:
         return tasks
 
     def _loop(self, st: _State, procs: list[Any], result_q: Any) -> None:
-        last_draw = 0.0
+        last_draw = last_look = 0.0
         while not st.finished():
             if self.deadline is not None and time.monotonic() > self.deadline:
                 raise WarmupError(f"warmup(): not finished within the time limit ({st.line()})")
             st.drain_builds()
-            try:
-                msg = result_q.get(timeout=0.05)
-            except Empty:
+            now = time.monotonic()
+            if now - last_look > 0.1:  # a worker that died may have held a queue's lock: stop at once
+                last_look = now
                 dead = [p for p in procs if not p.is_alive() and p.exitcode not in (0, None)]
                 if dead:
                     self._dead(st, dead)
+            try:
+                msg = result_q.get(timeout=0.05)
+            except Empty:
                 st.maybe_phase2()
                 continue
             st.handle(msg)
             st.maybe_phase2()
-            now = time.monotonic()
             if now - last_draw > 0.1:
                 write_progress(self.out, st.line())
                 last_draw = now
 
     def _dead(self, st: _State, dead: list[Any]) -> None:
         codes = ", ".join(f"worker {p.name} exit code {p.exitcode}" for p in dead)
-        if st.method == "stand-in" and st.identified_all < st.n and not st.answers:  # nothing but identification ran
+        stopped = any(p.exitcode in (-signal.SIGKILL, -signal.SIGTERM, -signal.SIGINT) for p in dead)
+        if (st.method == "stand-in" and st.identified_all < st.n and not st.answers  # nothing but identification ran
+                and not stopped):  # (a worker killed from outside says nothing about the stand-in)
             raise _Fallback(f"a worker died while identifying kernels ({codes})")
-        raise WarmupError(f"warmup(): {codes}; the kernels compiled so far are in {self.cache}")
+        why = " (killed by a signal: the out-of-memory killer, or a user)" if stopped else ""
+        raise WarmupError(f"warmup(): {codes}{why}; the kernels compiled so far are in {self.cache}, and the same "
+                          "warmup run again continues from them")
 
 
 class _State:
@@ -519,13 +530,16 @@ class _State:
             try:
                 out = fut.result()
             except Exception as exc:  # an unexpected failure of the thread: the worker path compiles it
+                if isinstance(exc, storage.StorageError):
+                    raise exc from None
                 full = storage.from_error(exc, self.pool.folders)
                 if full is not None:  # unless a write ran out of room: that would fail there too
                     raise full from None
                 out = Outcome(digest, "failed", why=f"{type(exc).__name__}: {exc}")
             if out.kind == "failed":
-                full = (storage.from_exit(out.returncode, self.pool.scratch, "the warmup's scratch folder")
-                        or storage.from_text(out.output, self.pool.folders))
+                role = "the warmup's scratch folder"  # where NVCC writes (its output, and TMPDIR's files)
+                full = (storage.from_exit(out.returncode, self.pool.scratch, role)
+                        or storage.from_text(out.output, {role: self.pool.scratch}))
                 if full is not None:
                     raise full
             call = self.first[out.identity]

@@ -9,17 +9,18 @@ the release.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import resource
 import shutil
 import signal
 from pathlib import Path
-from typing import Mapping
+from typing import Iterator, Mapping
 
 from .report import WarmupError
 
-__all__ = ["StorageError", "from_error", "from_text", "from_exit"]
+__all__ = ["StorageError", "from_error", "from_text", "from_exit", "writing"]
 
 #: The errors of writes that ran out of something, and the words for it.
 _KINDS = {
@@ -35,14 +36,17 @@ _TEXTS = (("No space left on device", errno.ENOSPC), ("Disk quota exceeded", err
 
 
 class StorageError(WarmupError):
-    """A warmup could not write: ``what`` ran out (or the folder is read-only) under ``folder``. The kernels
-    compiled before it are in the cache folder; the same warmup run again continues from them."""
+    """A warmup could not write: ``what`` ran out (or the folder is read-only) under ``folder`` (its ``role``; where
+    the failed write named no file, every folder it may have been in, joined by " or "). The kernels compiled
+    before it are in the cache folder; the same warmup run again continues from them."""
 
     def __init__(self, what: str, folder: str, role: str, detail: str) -> None:
         self.what = what
         self.folder = folder
         self.role = role
-        msg = f"warmup(): {what} writing under {folder} ({role}{_free(folder)})"
+        folders, roles = folder.split(" or "), role.split(" or ")
+        where = " or ".join(f"{f} ({r}{_free(f)})" for f, r in zip(folders, roles))
+        msg = f"warmup(): {what} writing under {where}"
         if detail:
             msg += f": {detail}"
         msg += ". Make room there (or point it elsewhere), then run the same warmup again: it keeps what it compiled"
@@ -66,14 +70,27 @@ def _what(code: int) -> str:
 
 
 def _where(path: str, folders: Mapping[str, Path]) -> tuple[str, str]:
-    """(folder, its role) of the known folder ``path`` is under, else the first known folder."""
+    """(folder, its role) of the known folder ``path`` is under; without a path, all of them (" or ")."""
     real = os.path.realpath(path) if path else ""
     for role, folder in folders.items():
         root = os.path.realpath(folder)
         if real and (real == root or real.startswith(root + os.sep)):
             return str(folder), role
-    role, folder = next(iter(folders.items()))
-    return str(folder), role
+    if real:
+        return str(Path(real).parent), "the folder written"
+    return " or ".join(str(f) for f in folders.values()), " or ".join(folders)
+
+
+@contextlib.contextmanager
+def writing(folder: Path, role: str) -> Iterator[None]:
+    """Within: an ``OSError`` of a write that ran out of something is a :class:`StorageError` naming ``folder``."""
+    try:
+        yield
+    except OSError as exc:
+        full = from_error(exc, {role: folder})
+        if full is None:
+            raise
+        raise full from None
 
 
 def from_error(exc: BaseException, folders: Mapping[str, Path]) -> StorageError | None:
@@ -81,7 +98,7 @@ def from_error(exc: BaseException, folders: Mapping[str, Path]) -> StorageError 
     if not isinstance(exc, OSError) or exc.errno not in _KINDS:
         return None
     path = str(exc.filename or "")
-    folder, role = _where(path, folders)
+    folder, role = _where(path, folders) if path else _where("", folders)
     return StorageError(_what(exc.errno), folder, role, f"{exc.strerror}: {path}" if path else str(exc.strerror))
 
 
