@@ -522,6 +522,42 @@ def test_compiles_start_on_the_first_report_and_phase_two_waits_for_every_lock(t
     assert st.finished() and st.complete == {(0, "tma", m) for m in (1, 2, 64, 65)}
 
 
+def test_the_longest_compiles_start_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every compile slot taken, the waiting kernels start largest M first (large tiles take NVCC longest: a
+    long compile that starts last ends the warmup alone), layout and schedule kernels last."""
+    import queue
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dgcompat.jit_warmup import pool as P
+    from dgcompat.jit_warmup.build import Outcome
+    from dgcompat.jit_warmup.classes import SM90_01
+
+    started: list[str] = []
+
+    def fake_build(digest: str, *_args: Any) -> Outcome:
+        started.append(digest)
+        return Outcome(digest, "elsewhere", why="another process holds its lock")
+
+    monkeypatch.setattr(P, "prepare_build", fake_build)
+    recipes = tmp_path / "recipes"
+    (recipes / "t").mkdir(parents=True)
+    (recipes / "t" / "source").write_text("#include <deep_gemm/impls/smxx_layout.cuh>\n")
+    pool = P.Pool(S.plan_calls(SPEC), SPEC.policy, workers=1, processes=1, device=0, cache=tmp_path,
+                  scratch=tmp_path, nvcc="nvcc", verify=True, out=None, timeout_s=None, rule=SM90_01)
+    builder = ThreadPoolExecutor(1)
+    st = P._State(pool, "stand-in", 1, queue.Queue(), builder)
+    st.recipes = [recipes]
+    st.handle(("identified", 0, 0, "tma", [(2, "small"), (65, "mid"), (2000, "t"), (300, "big")]))
+    for _ in range(200):
+        time.sleep(0.01)
+        st.drain_builds()
+        if len(started) == 4:
+            break
+    builder.shutdown(wait=True)
+    assert started == ["small", "big", "mid", "t"]  # "small" found a free slot; then by M, the layout kernel last
+
+
 def test_identification_order_meets_every_shape_and_m_range_first(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Kernels change with M in steps, and all compiles start from the first reports: the first chunks the
@@ -544,10 +580,10 @@ def test_identification_order_meets_every_shape_and_m_range_first(tmp_path: Path
     first = tasks[:len(pool.shapes) * 2]
     assert sorted((idx, form) for _kind, idx, form, _chunk in first) == [
         (i, f) for i in range(3) for f in ("row", "tma")]  # the shapes and scale forms take turns
-    for _kind, idx, form, chunk in first:  # a coarse sample of the whole range, not its smallest M values
+    for _kind, idx, form, chunk in first:  # a coarse sample of the whole range, from its largest M (large tiles)
         mine = sorted(m for i, f, m in reps if (i, f) == (idx, form))
-        assert min(chunk) == mine[0] and max(chunk) >= mine[len(mine) // 2] and len(chunk) < len(mine)
-    assert P._spread([3, 1, 2, 4]) == [1, 3, 2, 4] and P._spread([]) == []
+        assert chunk[0] == mine[-1] and min(chunk) <= mine[len(mine) // 2] and len(chunk) < len(mine)
+    assert P._spread([3, 1, 2, 4]) == [4, 2, 3, 1] and P._spread([]) == []
 
 
 def test_without_a_usable_recipe_the_workers_compile(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:

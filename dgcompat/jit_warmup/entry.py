@@ -164,7 +164,8 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
                         compiled, cached, time.perf_counter() - t0, result.identify_s, result.start_s, entries,
                         tuple(notes), result.processes, result.first_up_s, result.compile_s,
                         identified=result.identified, verified=result.verified,
-                        verify_kernels=result.verify_kernels, policy=policy.coverage(), forms=forms)
+                        verify_kernels=result.verify_kernels, policy=policy.coverage(), forms=forms,
+                        nvcc_s=result.nvcc_s, nvcc_runs=result.nvcc_runs)
 
 
 def _form_notes(spec: WarmupSpec, family: str | None) -> list[str]:

@@ -82,6 +82,14 @@ class WarmupReport:
     verify_kernels: int = 0
     policy: str = ""
     forms: tuple[str, ...] = ()
+    nvcc_s: float = 0.0
+    nvcc_runs: int = 0
+
+    @property
+    def floor_s(self) -> float:
+        """The shortest cold warmup these compiles allow: ``nvcc_s / workers`` (every compile slot busy) after
+        the first worker is up (no kernel is known before). 0 where nothing was compiled here."""
+        return self.nvcc_s / self.workers + self.first_up_s if self.nvcc_s and self.workers else 0.0
 
     @property
     def compiled_ids(self) -> tuple[str, ...]:
@@ -101,9 +109,14 @@ class WarmupReport:
         return "\n".join([head, *extra, *(f"  note: {n}" for n in self.notes)])
 
     def phases(self) -> str:
-        """Where the time went, e.g. ``workers up 1.2-2.0 s, identified 2.4 s, compiled 9.8 s``."""
-        return (f"workers up {self.first_up_s:.1f}-{self.start_s:.1f} s, identified {self.identify_s:.1f} s, "
+        """Where the time went, e.g. ``workers up 1.2-2.0 s, identified 2.4 s, compiled 9.8 s; NVCC 84.0 s in 21
+        runs, floor 7.3 s``."""
+        text = (f"workers up {self.first_up_s:.1f}-{self.start_s:.1f} s, identified {self.identify_s:.1f} s, "
                 f"compiled {self.compile_s:.1f} s")
+        if self.nvcc_runs:
+            text += (f"; NVCC {self.nvcc_s:.1f} s in {self.nvcc_runs} runs, floor {self.floor_s:.1f} s (NVCC s / "
+                     f"{self.workers} at once + first worker up)")
+        return text
 
     def __str__(self) -> str:
         return self.summary()
