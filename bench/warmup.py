@@ -336,6 +336,45 @@ def _cold(args: argparse.Namespace) -> int:
     return 0
 
 
+def _schedule(args: argparse.Namespace) -> int:
+    """How much the order of the compiles costs, from the kernels of a measured cold warmup (its report's entries: the
+    call that first needed each kernel, its seconds): the makespan of ``workers`` compile slots from the first worker
+    up, for the orders a warmup could use. A replay of measured seconds, not a measurement."""
+    import heapq
+    import random
+    import re
+
+    res = json.loads(args.schedule.read_text())
+    report = next(st["result"] for st in res["steps"] if st["step"] == "dense-4096")
+    start, workers = report["first_up_s"], report["workers"]
+    kernels = []
+    for e in report["entries"]:
+        m = re.search(r"M=(\d+)", e["call"])
+        light = "scales=row" in e["call"]  # the scale transposes the row-major form adds (light, compiled last)
+        kernels.append((e["seconds"], int(m.group(1)) if m else 0, light))
+
+    def makespan(order: list[float]) -> float:
+        slots = [start] * workers
+        for seconds in order:
+            heapq.heappush(slots, heapq.heappop(slots) + seconds)
+        return max(slots)
+
+    rng = random.Random(0)
+    randoms = [makespan([k[0] for k in rng.sample(kernels, len(kernels))]) for _ in range(2000)]
+    rows = [("measured (the warmup's own order)", report["compile_s"]),
+            ("random order (mean of 2000)", sum(randoms) / len(randoms)),
+            ("smallest M first, light kernels last", makespan([k[0] for k in sorted(kernels, key=lambda k: (k[2], k[1]))])),
+            ("largest M first, light kernels last (this warmup)",
+             makespan([k[0] for k in sorted(kernels, key=lambda k: (k[2], -k[1]))])),
+            ("longest first (knowing every time)", makespan(sorted((k[0] for k in kernels), reverse=True))),
+            ("floor: sum / slots + first worker up", sum(k[0] for k in kernels) / workers + start)]
+    print(f"{len(kernels)} kernels of {args.schedule.name}, {workers} compile slots from {start:.1f} s "
+          f"(seconds per kernel as measured there, with {workers} at once):")
+    for what, seconds in rows:
+        print(f"  {what}: {seconds:.1f} s")
+    return 0
+
+
 def _fake_env(base: Path) -> dict[str, str]:
     sys.path[:0] = [str(REPO)]
     from tests import fake_jit
@@ -376,7 +415,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=1, help="cold runs of --cold")
     p.add_argument("--nvcc-seconds", type=float, default=1.0,
                    help="CPU seconds each fake NVCC run burns (times 1-3 by kernel) with --cold --fake")
+    p.add_argument("--schedule", type=Path, default=None, metavar="RESULTS",
+                   help="replay the kernels of a warmup_gpu results file in the orders a warmup could compile them")
     args = p.parse_args(argv)
+    if args.schedule is not None:
+        return _schedule(args)
     if args.identify_cost:
         return _identify_cost(args)
     if args.cold:
