@@ -160,14 +160,12 @@ def test_a_worker_that_dies_fails_the_warmup_and_leaves_nothing_behind(slow_jit:
 def test_a_stale_scratch_folder_is_removed_by_the_next_warmup(tmp_path: Path) -> None:
     from dgcompat.jit_warmup import lifetime
 
-    live = lifetime.Scratch.__new__(lifetime.Scratch)  # a folder whose warmup died: its lock file, unlocked
-    stale = tmp_path / f"{lifetime.PREFIX}dead"
+    stale = tmp_path / f"{lifetime.PREFIX}dead"  # a folder whose warmup died: its lock file, unlocked
     stale.mkdir()
     (stale / "owner.lock").write_text("")
     (stale / "built").mkdir()
     other = tmp_path / f"{lifetime.PREFIX}foreign"  # no lock file: not ours to remove
     other.mkdir()
-    del live
     assert lifetime.sweep(str(tmp_path)) == 1
     assert not stale.exists() and other.exists()
     import tempfile

@@ -255,6 +255,9 @@ def test_a_read_only_folder_serves_many_processes_and_is_checked_and_printed(tmp
         # A description it does not hold: the check says so (a miss cannot be compiled into a read-only folder).
         other = cli(env_ro, "--dense", "384,512", "--ms", "1", "--check-only", **reader)
         assert other.returncode == 1 and "Traceback" not in other.stderr, other.stdout + other.stderr
+        assert "is read-only here: a kernel it lacks cannot be compiled into it" in other.stdout, other.stdout
+        warm = cli(env_ro, "--dense", "384,512", "--ms", "1", **reader)  # nothing answers for it: a usage error
+        assert warm.returncode == 2 and "--cache-dir" in warm.stderr and "read-only" in warm.stderr, warm.stderr
     finally:
         writable(cache)
     assert snapshot(cache) == before

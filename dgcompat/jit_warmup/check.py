@@ -143,6 +143,9 @@ def check(spec: WarmupSpec, *, cache_dir: str | os.PathLike[str] | None = None, 
              "DG_JIT_CACHE_DIR the only setting"]
     if misses:
         notes.extend(_why_missed(folder))
+    if got["errors"] and folder.is_dir() and not os.access(folder, os.W_OK | os.X_OK):
+        notes.append(f"{folder} is read-only here: a kernel it lacks cannot be compiled into it (warm it where it can "
+                     "be written, or import an export of a warmup of this description)")
     return CheckReport(release().label, str(folder), got["calls"], len(misses), misses, tuple(got["errors"]),
                        time.perf_counter() - t0, notes=tuple(notes))
 

@@ -85,6 +85,10 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
     key = record.key(spec, nvcc, device) if chosen == "stand-in" and verify else None
     done = None if key is None or fresh else record.read(folder, key)
     if done is None:  # a read-only folder (an image layer, NFS) is fine where its record answers, else not
+        if folder.is_dir() and not os.access(folder, os.W_OK | os.X_OK):
+            raise BadArgumentError("warmup", "cache_dir", "a folder this process can write (a read-only one is "
+                                   "answered only by the record of an identical complete warmup or import)",
+                                   f"{folder}: read-only, and no such record for this description in it")
         cache_folder("warmup", cache_dir, isolate)
     if done is not None:
         note = (f"an identical warmup finished at {done.finished}; its {done.entries} cache entries are all "

@@ -196,8 +196,8 @@ def here(nvcc: str, device: int = 0) -> Here | None:
     rel = release()
     if not rel.location:
         return None
-    location = Path(rel.location).absolute()
-    return Here(rel.label, str(location), str(location / "include"), package_fingerprint(location),
+    location = os.path.abspath(rel.location)  # as deep_gemm's __init__ hands it to its JIT (abspath, not realpath)
+    return Here(rel.label, location, os.path.join(location, "include"), package_fingerprint(location),
                 nvcc_version(nvcc), current_settings(), host.gpu_family(device))
 
 
@@ -237,7 +237,7 @@ def observe(args: Sequence[str], nvcc: str, device: int = 0) -> Build | None:
     if include is None or signature is None:
         return None
     gpu = host.nvidia_smi("name,compute_cap", device) or ""
-    return Build(lineage, rel.label, str(Path(rel.location).absolute()), include,
+    return Build(lineage, rel.label, os.path.abspath(rel.location), include,
                  package_fingerprint(rel.location), text, signature, flags_of(args), current_settings(),
                  torch_version(), gpu, _template(args))
 
@@ -397,15 +397,18 @@ def adopt(cache: Path, nvcc: str, device: int = 0, *, at: Here | None = None) ->
     """Re-key, for the installed build, the entries ``cache`` holds from other install folders of the same build
     (see the module docstring). Writes into ``cache`` only where there is something to adopt."""
     result = Adoption()
-    builds = read_builds(cache)
-    if at is None and any(b for b in builds if b.lineage != "deep_jit"):
-        at = here(nvcc, device)
-    if at is None:
+    rel = release()
+    if not rel.location:
         return result
-    others = [b for b in builds if b.lineage != "deep_jit" and b.release == at.release
-              and os.path.realpath(b.include) != os.path.realpath(at.include)]
+    include = os.path.realpath(os.path.join(rel.location, "include"))
+    builds = read_builds(cache)
+    others = [b for b in builds if b.lineage != "deep_jit" and b.release == rel.label
+              and os.path.realpath(b.include) != include]
     result.builds = len(others)
     if not others:
+        return result  # (without hashing the package: nothing recorded by another install of this release)
+    at = at or here(nvcc, device)
+    if at is None:
         return result
     hashes = HeaderHashes(Path(at.include))
     folders = _entry_folders(cache)
