@@ -169,7 +169,7 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
                         tuple(notes), result.processes, result.first_up_s, result.compile_s,
                         identified=result.identified, verified=result.verified,
                         verify_kernels=result.verify_kernels, policy=policy.coverage(), forms=forms,
-                        nvcc_s=result.nvcc_s, nvcc_runs=result.nvcc_runs)
+                        nvcc_s=result.nvcc_s, nvcc_runs=result.nvcc_runs, first_compile_s=result.first_compile_s)
 
 
 def _form_notes(spec: WarmupSpec, family: str | None) -> list[str]:

@@ -89,6 +89,7 @@ class PoolResult:
     command: tuple[str, ...] = ()  # one compiler command the JIT asked for (the arguments of a recipe)
     nvcc_s: float = 0.0  # seconds of NVCC runs of the calling process, added up
     nvcc_runs: int = 0
+    first_compile_s: float = 0.0
 
 
 def write_progress(out: TextIO | None, text: str, *, final: bool = False) -> None:
@@ -285,6 +286,7 @@ class Pool:
         result.families = tuple(sorted(f or "unknown" for f in state.families))
         result.command = _a_command(state.recipes)
         result.nvcc_s, result.nvcc_runs = round(state.nvcc_s, 3), state.nvcc_runs
+        result.first_compile_s = state.first_compile_s
         return result
 
     def _identify_tasks(self, n: int, st: _State) -> list[tuple[str, int, str, list[int]]]:
@@ -393,6 +395,7 @@ class _State:
         self.recipes: list[Path] = []
         self.present: dict[int, list[Path]] = {}  # sources of the entries the cache held at the start
         self.build_s: dict[str, float] = {}  # digest -> seconds its NVCC run took here
+        self.first_compile_s = 0.0  # when the first NVCC run started (identification runs from the first worker up)
         self.nvcc_s = 0.0  # every NVCC run here, added up
         self.nvcc_runs = 0
         self._failed_builds = 0
@@ -525,6 +528,7 @@ class _State:
                                       p.remaining(), self.present)
             fut.add_done_callback(functools.partial(self._ended, digest))
             self.building += 1
+            self.first_compile_s = self.first_compile_s or self.now()
 
     def _ended(self, digest: str, fut: Future[Outcome]) -> None:
         """A compile thread's callback (runs on that thread): hand the outcome to the parent thread."""

@@ -58,7 +58,9 @@ class WarmupReport:
     many then ran against the warmed folder and found every kernel (all of them, with ``verify``);
     ``verify_kernels``: kernels only the verify pass met (a class coarser than the release's kernel choice;
     compiled all the same). ``policy``: which M values the warmup covered and what it can miss;
-    ``forms``: the FP8 activation-scale forms warmed.
+    ``forms``: the FP8 activation-scale forms warmed. ``nvcc_s`` / ``nvcc_runs``: the NVCC runs of the calling
+    process, their seconds added up (:attr:`floor_s`: the shortest cold warmup they allow);
+    ``first_compile_s``: when the first of them started (identification starts with the first worker up).
     """
 
     release: str
@@ -84,6 +86,7 @@ class WarmupReport:
     forms: tuple[str, ...] = ()
     nvcc_s: float = 0.0
     nvcc_runs: int = 0
+    first_compile_s: float = 0.0
 
     @property
     def floor_s(self) -> float:
@@ -111,8 +114,10 @@ class WarmupReport:
     def phases(self) -> str:
         """Where the time went, e.g. ``workers up 1.2-2.0 s, identified 2.4 s, compiled 9.8 s; NVCC 84.0 s in 21
         runs, floor 7.3 s``."""
-        text = (f"workers up {self.first_up_s:.1f}-{self.start_s:.1f} s, identified {self.identify_s:.1f} s, "
-                f"compiled {self.compile_s:.1f} s")
+        text = f"workers up {self.first_up_s:.1f}-{self.start_s:.1f} s, "
+        if self.first_compile_s:
+            text += f"first compile {self.first_compile_s:.1f} s, "
+        text += f"identified {self.identify_s:.1f} s, compiled {self.compile_s:.1f} s"
         if self.nvcc_runs:
             text += (f"; NVCC {self.nvcc_s:.1f} s in {self.nvcc_runs} runs, floor {self.floor_s:.1f} s (NVCC s / "
                      f"{self.workers} at once + first worker up)")
