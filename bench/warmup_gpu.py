@@ -27,7 +27,7 @@ work). The groups of steps:
 Every serving row must compile nothing. ``--fake`` runs the same steps against the CPU fake JIT of the tests
 (``--lineage compiler``, ``bundled`` or ``deep_jit``) with small bounds: it checks the orchestration, it measures
 nothing. ``install`` (a sub-command) installs the sgl-deep-gemm wheel and the apache-tvm-ffi wheel its metadata pins
-into a folder.
+into a folder; ``pack`` writes the ``deep_gemm/`` a vllm wheel vendors into the .tgz ``--lineage vllm-0.34.0`` takes.
 """
 
 from __future__ import annotations
@@ -301,6 +301,8 @@ def _one(cmd: list[str], env: dict[str, str], limit: float, reader: bool) -> tup
         stdout = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
         stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
         return None, stdout, stderr
+    except (subprocess.SubprocessError, OSError) as exc:  # e.g. root without CAP_SETPCAP for a reader
+        return -1, "", f"could not start the command: {exc}"
 
 
 def run(out: Path, work: Path, deadline: float, *, fake: bool, env: dict[str, str], site: Path,
@@ -389,7 +391,7 @@ def relocation_table(res: dict[str, Any]) -> str:
         if not isinstance(got, dict):
             return f"- ({r['text']})"
         if "compiled" in got:
-            return f"{got['compiled']} of {got.get('calls', '?')} calls' kernels" if name == "moved-both-as-is" \
+            return f"{got['compiled']} compiled by {got['calls']} sampled calls" if name == "moved-both-as-is" \
                 else f"{got['compiled']} ({got['calls']} calls)"
         if "check" in got:
             return f"{got['check']['compiled']} (check: {got['check']['calls']} calls)"
@@ -456,6 +458,29 @@ def wheels(folders: list[Path], release: str) -> list[Path]:
     return out
 
 
+def pack(wheel: Path, out: Path) -> int:
+    """Write ``vllm/third_party/deep_gemm/`` of ``wheel`` into ``out`` (a .tgz) as ``deep_gemm/``."""
+    import io
+    import tarfile
+
+    prefix = "vllm/third_party/deep_gemm/"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+    with zipfile.ZipFile(wheel) as zf, tarfile.open(out, "w:gz") as tar:
+        for name in zf.namelist():
+            if name.startswith(prefix) and not name.endswith("/"):
+                data = zf.read(name)
+                info = tarfile.TarInfo("deep_gemm/" + name[len(prefix):])
+                info.size, info.mode = len(data), 0o755 if name.endswith(".so") else 0o644
+                tar.addfile(info, io.BytesIO(data))
+                count += 1
+    if not count:
+        out.unlink()
+        raise SystemExit(f"warmup_gpu pack: no {prefix} in {wheel}")
+    print(f"wrote {out}: {count} files of {prefix} as deep_gemm/")
+    return 0
+
+
 def _fake_env(work: Path, site: Path, layout: str) -> dict[str, str]:
     """The fake JIT of ``layout`` installed in ``site`` and the fake NVCC (and ``nvidia-smi``) in ``work``."""
     sys.path[:0] = [str(REPO)]
@@ -483,6 +508,13 @@ def main(argv: list[str] | None = None) -> int:
         print("installing", " ".join(f.name for f in files), flush=True)
         return subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target",
                                str(a.target), *map(str, files)]).returncode
+    if argv[:1] == ["pack"]:
+        p = argparse.ArgumentParser(prog="python -m bench.warmup_gpu pack",
+                                    description="the deep_gemm/ a vllm wheel vendors, as the .tgz --lineage vllm-* takes")
+        p.add_argument("--wheel", type=Path, required=True, help="a vllm wheel (e.g. vllm-0.34.0-*.whl)")
+        p.add_argument("--out", type=Path, required=True, help="the .tgz to write (e.g. .gpu/v/vllm34-dg.tgz)")
+        a = p.parse_args(argv[1:])
+        return pack(a.wheel, a.out)
     p = argparse.ArgumentParser(prog="python -m bench.warmup_gpu", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True, help="where the log, results and summary go")

@@ -17,6 +17,7 @@ over an entry already there. A folder filled that way is only ever read at serve
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
@@ -172,7 +173,14 @@ def export(cache: Path, file: Path, *, spec: WarmupSpec | None, nvcc: str, devic
             for name, files in chosen:
                 for fname, data in files.items():
                     _add(tar, f"kernels/{name}/{fname}", data)
-        os.link(tmp, file)  # fails if the file appeared meanwhile: never overwrite
+        try:
+            os.link(tmp, file)  # fails if the file appeared meanwhile: never overwrite
+        except FileExistsError:
+            raise
+        except OSError:  # a file system without hard links
+            if file.exists():
+                raise FileExistsError(errno.EEXIST, "exists", str(file)) from None
+            os.rename(tmp, file)
     finally:
         tmp.unlink(missing_ok=True)
     return ExportReport(str(file), build.release, len(chosen), file.stat().st_size, skipped)
