@@ -10,10 +10,12 @@
 #
 # Inputs (nothing is downloaded): python3 with torch (2.11) and an NVCC deep_gemm finds (CUDA_HOME, nvcc on PATH or
 # /usr/local/cuda), and per lineage:
-#   0.1.4:        the sgl-deep-gemm 0.1.4 wheel and the apache-tvm-ffi wheel its metadata pins, in .gpu/a or .gpu/b;
-#   sgk-0.4.2:    .gpu/a/sgk-0.4.2-site.tgz (deep_gemm/ and sglang_kernel-0.4.2.dist-info/ of the sglang-kernel wheel);
-#   vllm-0.34.0:  $VLLM_DG (default .gpu/v/vllm34-dg.tgz): vllm/third_party/deep_gemm of the vllm 0.34.0 wheel,
-#                 as deep_gemm/.
+#   0.1.4:        the sgl-deep-gemm 0.1.4 wheel and the apache-tvm-ffi wheel its metadata pins, in the folders of
+#                 $WHEELS (default ".gpu/a .gpu/b", searched in that order);
+#   sgk-0.4.2:    $SGK_SITE (default .gpu/a/sgk-0.4.2-site.tgz): deep_gemm/ and sglang_kernel-0.4.2.dist-info/ of the
+#                 sglang-kernel wheel;
+#   vllm-0.34.0:  $VLLM_DG (default .gpu/v/vllm34-dg.tgz): vllm/third_party/deep_gemm of the vllm 0.34.0 wheel as
+#                 deep_gemm/ (python3 -m bench.warmup_gpu pack --wheel vllm-0.34.0-*.whl --out .gpu/v/vllm34-dg.tgz).
 # Each is installed into its own folder of a temporary stage ($STAGE/site), which the relocation steps move.
 # Output ($OUT, three files): warmup-summary.txt (the table and the relocation rows, also printed at the end),
 # warmup-results.json (every step's parsed result) and warmup-log.txt (every step's command and output). The steps
@@ -51,9 +53,10 @@ if [ -z "$FAKE" ]; then
         echo "==== install $LINEAGE"
     } >> "$LOG" 2>&1
     case "$LINEAGE" in
-        0.1.4) timeout -k 10 120 python3 -m bench.warmup_gpu install --wheels .gpu/a --wheels .gpu/b --release 0.1.4 \
+        0.1.4) WHEEL_ARGS=(); for w in ${WHEELS:-.gpu/a .gpu/b}; do WHEEL_ARGS+=(--wheels "$w"); done
+               timeout -k 10 120 python3 -m bench.warmup_gpu install "${WHEEL_ARGS[@]}" --release 0.1.4 \
                    --target "$STAGE/site" >> "$LOG" 2>&1 ;;
-        sgk-0.4.2) tar xzf .gpu/a/sgk-0.4.2-site.tgz -C "$STAGE/site" >> "$LOG" 2>&1 ;;
+        sgk-0.4.2) tar xzf "${SGK_SITE:-.gpu/a/sgk-0.4.2-site.tgz}" -C "$STAGE/site" >> "$LOG" 2>&1 ;;
         vllm-0.34.0) tar xzf "${VLLM_DG:-.gpu/v/vllm34-dg.tgz}" -C "$STAGE/site" >> "$LOG" 2>&1 ;;
         *) echo "bench/warmup_gpu.sh: --lineage: expected 0.1.4, sgk-0.4.2 or vllm-0.34.0, got $LINEAGE"; exit 2 ;;
     esac
