@@ -294,6 +294,87 @@ def _identify_cost(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cold(args: argparse.Namespace) -> int:
+    """Cold ``dgcompat warmup --preset deepseek-v3-dense --max-tokens N`` runs: wall time beside the floor its own NVCC
+    runs allow (NVCC seconds / compiles at once + first worker up). With ``--fake``, the fake NVCC keeps a core busy
+    for ``--nvcc-seconds`` (times 1-3 by kernel), so the pipeline's packing shows on this CPU."""
+    rows = []
+    for i in range(args.repeat):
+        with tempfile.TemporaryDirectory(prefix="dgcompat-bench-cold-") as tmp:
+            env = dict(os.environ)
+            if args.fake:
+                env.update(_fake_env(Path(tmp)))
+                env.update(FAKE_NVCC_SECONDS=str(args.nvcc_seconds), FAKE_NVCC_BURN="1", FAKE_NVCC_VARY="1")
+            env["PYTHONPATH"] = os.pathsep.join([p for p in (env.get("PYTHONPATH", ""), str(REPO),
+                                                             str(REPO / "conformance")) if p])
+            cmd = [sys.executable, "-m", "dgcompat", "warmup", "--preset", "deepseek-v3-dense", "--max-tokens",
+                   str(args.max_tokens), "--cache-dir", str(Path(tmp) / "cache"), "--json", "--no-progress"]
+            if args.workers:
+                cmd += ["--workers", str(args.workers)]
+            if args.processes:
+                cmd += ["--processes", str(args.processes)]
+            t0 = time.perf_counter()
+            out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout, cwd=str(REPO))
+            wall = time.perf_counter() - t0
+            if out.returncode != 0:
+                print(out.stderr[-3000:], file=sys.stderr)
+                return 1
+            r = json.loads(out.stdout)
+            floor = r["nvcc_s"] / r["workers"] + r["first_up_s"]
+            rows.append({"wall_s": r["wall_s"], "process_s": wall, "floor_s": floor, "kernels": r["kernels"],
+                         "nvcc_s": r["nvcc_s"], "workers": r["workers"], "processes": r["processes"],
+                         "first_up_s": r["first_up_s"], "start_s": r["start_s"], "identify_s": r["identify_s"],
+                         "compile_s": r["compile_s"]})
+            print(f"cold {i + 1}: {r['wall_s']:.1f} s (process {wall:.1f} s), {r['kernels']} kernels, NVCC "
+                  f"{r['nvcc_s']:.1f} s with {r['workers']} at once, floor {floor:.1f} s, {r['wall_s'] / floor - 1:+.0%}"
+                  f" over it; workers up {r['first_up_s']:.1f}-{r['start_s']:.1f} s, identified {r['identify_s']:.1f}"
+                  f" s, compiled {r['compile_s']:.1f} s", flush=True)
+    out_file = args.json.with_name("bench-warmup-cold.json")
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    out_file.write_text(json.dumps({"fake": args.fake, "max_tokens": args.max_tokens, "runs": rows}, indent=2) + "\n")
+    print(f"wrote {out_file}")
+    return 0
+
+
+def _schedule(args: argparse.Namespace) -> int:
+    """How much the order of the compiles costs, from the kernels of a measured cold warmup (its report's entries: the
+    call that first needed each kernel, its seconds): the makespan of ``workers`` compile slots from the first worker
+    up, for the orders a warmup could use. A replay of measured seconds, not a measurement."""
+    import heapq
+    import random
+    import re
+
+    res = json.loads(args.schedule.read_text())
+    report = next(st["result"] for st in res["steps"] if st["step"] == "dense-4096")
+    start, workers = report["first_up_s"], report["workers"]
+    kernels = []
+    for e in report["entries"]:
+        m = re.search(r"M=(\d+)", e["call"])
+        light = "scales=row" in e["call"]  # the scale transposes the row-major form adds (light, compiled last)
+        kernels.append((e["seconds"], int(m.group(1)) if m else 0, light))
+
+    def makespan(order: list[float]) -> float:
+        slots = [start] * workers
+        for seconds in order:
+            heapq.heappush(slots, heapq.heappop(slots) + seconds)
+        return max(slots)
+
+    rng = random.Random(0)
+    randoms = [makespan([k[0] for k in rng.sample(kernels, len(kernels))]) for _ in range(2000)]
+    rows = [("measured (the warmup's own order)", report["compile_s"]),
+            ("random order (mean of 2000)", sum(randoms) / len(randoms)),
+            ("smallest M first, light kernels last", makespan([k[0] for k in sorted(kernels, key=lambda k: (k[2], k[1]))])),
+            ("largest M first, light kernels last (this warmup)",
+             makespan([k[0] for k in sorted(kernels, key=lambda k: (k[2], -k[1]))])),
+            ("longest first (knowing every time)", makespan(sorted((k[0] for k in kernels), reverse=True))),
+            ("floor: sum / slots + first worker up", sum(k[0] for k in kernels) / workers + start)]
+    print(f"{len(kernels)} kernels of {args.schedule.name}, {workers} compile slots from {start:.1f} s "
+          f"(seconds per kernel as measured there, with {workers} at once):")
+    for what, seconds in rows:
+        print(f"  {what}: {seconds:.1f} s")
+    return 0
+
+
 def _fake_env(base: Path) -> dict[str, str]:
     sys.path[:0] = [str(REPO)]
     from tests import fake_jit
@@ -328,9 +409,21 @@ def main(argv: list[str] | None = None) -> int:
                    help="only measure what identifying a call costs in one worker process (and how many calls "
                         "DeepSeek-V3's dense GEMMs at every M <= 4096 identify)")
     p.add_argument("--identify-calls", type=int, default=256, help="calls of the --identify-cost measurement")
+    p.add_argument("--cold", action="store_true",
+                   help="only time cold warmups of the six dense GEMMs at every M <= --max-tokens beside their floor")
+    p.add_argument("--max-tokens", type=int, default=4096, help="the bound of M of --cold")
+    p.add_argument("--repeat", type=int, default=1, help="cold runs of --cold")
+    p.add_argument("--nvcc-seconds", type=float, default=1.0,
+                   help="CPU seconds each fake NVCC run burns (times 1-3 by kernel) with --cold --fake")
+    p.add_argument("--schedule", type=Path, default=None, metavar="RESULTS",
+                   help="replay the kernels of a warmup_gpu results file in the orders a warmup could compile them")
     args = p.parse_args(argv)
+    if args.schedule is not None:
+        return _schedule(args)
     if args.identify_cost:
         return _identify_cost(args)
+    if args.cold:
+        return _cold(args)
     with tempfile.TemporaryDirectory(prefix="dgcompat-bench-warmup-") as tmp:
         # Each run needs its own empty cache: subfolders of --base, else of DG_JIT_CACHE_DIR, else a temp folder.
         given = args.base or (Path(os.environ["DG_JIT_CACHE_DIR"]) if os.environ.get("DG_JIT_CACHE_DIR") else None)

@@ -184,14 +184,16 @@ def install(environ: Mapping[str, str] | None = None) -> bool:
     return _switch("DGCOMPAT_INSTALL", environ)
 
 
-def folder_problem(path: Path) -> str | None:
-    """Why ``path`` is neither a folder this process can write nor one it can create (its nearest existing
-    ancestor decides), or None."""
+def folder_problem(path: Path, *, write: bool = True) -> str | None:
+    """Why ``path`` is neither a folder this process can write (with ``write=False``: an existing folder it can
+    read) nor one it can create (its nearest existing ancestor decides), or None."""
     probe = path
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     if probe.exists() and not probe.is_dir():
         return "it is a file, not a folder" if probe == path else f"its parent {probe} is a file, not a folder"
+    if probe == path and not write:
+        return None if os.access(path, os.R_OK | os.X_OK) else f"{path} is not readable"
     if not os.access(probe, os.W_OK | os.X_OK):
         return f"{probe} is not writable"
     return None

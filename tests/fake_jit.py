@@ -1,39 +1,83 @@
-"""A fake deep_gemm with a JIT shaped like the real one, and a fake NVCC, for warmup tests on the CPU.
+"""A fake deep_gemm with a JIT shaped like the real ones, and a fake NVCC, for warmup tests on the CPU.
 
-The fake follows what the 0.1.x wheels' JIT does (csrc/jit/compiler.hpp of the sgl-project fork):
-the compiler is built on the first kernel build and reads ``DG_JIT_CACHE_DIR`` and
-``DG_JIT_NVCC_COMPILER`` then (``<nvcc> --version`` once); a kernel lives in
-``<cache>/cache/kernel.<name>.<hash of name, flags, code>``; a miss writes ``kernel.cu`` into
-``<cache>/tmp/<uuid>/``, runs ``cd <cache>/tmp && <nvcc> <cu> -cubin -o <cubin> <flags>`` through
-the shell, raises on a non-zero exit and otherwise renames the folder into place; loaded kernels are
-remembered per path; the flags name the package's include folder (``-I<deep_gemm>/include``), as the
-real ones do. Kernel choice depends on M the way block-size heuristics do (only through the classes
-of :mod:`dgcompat.jit_warmup.classes`); float32 activation scales that are not MN-major and TMA-aligned
-are transposed first by a ``transpose_fp32`` kernel per ``ceil(K/128)``, in the GEMMs as in the layout
-helpers; the paged schedule kernel is compiled per batch rounded up to 32 and the paged logits kernel
-per (heads, head_dim, next_n); the ragged logits kernel per (heads, head_dim). The fake NVCC sleeps,
-copies the source to the cubin and appends one line per compile to ``$FAKE_NVCC_LOG``.
-``FAKE_JIT_LAYOUT=deep_jit`` switches to the build folders of the newer JIT (``_Compiler.build_deep_jit``).
+The fake JIT follows each real lineage where warmup and relocation depend on it (dgcompat/jit_warmup/keys.py
+says what was read; this file models it independently, so a wrong port there fails here):
+
+- ``compiler`` (the default; sgl-deep-gemm 0.0.1-0.1.7): the compiler is built on the first kernel build
+  and reads ``DG_JIT_CACHE_DIR`` and ``DG_JIT_NVCC_COMPILER`` then (``<nvcc> --version`` once, the signature
+  ``NVCC<major>.<minor>``); the generated code gets the stamp ``// Includes' hash value: <hash>`` of the
+  ``deep_gemm/`` headers it includes; a kernel lives in ``<cache>/cache/kernel.<name>.<H(name$$signature$$
+  flags$$code)>`` with deep_gemm's FNV-1a/splitmix64 ``H``; the flags name the include folder
+  (``-I<deep_gemm>/include``); a miss writes ``kernel.cu`` into ``<cache>/tmp/<uuid>/``, runs
+  ``cd <cache>/tmp && <nvcc> <cu> -cubin -o <cubin> <flags>`` through the shell, raises on a non-zero exit and
+  otherwise renames the folder into place; loaded kernels are remembered per path; a hit writes nothing.
+- ``bundled`` (sgl-kernel 0.3.21 / sglang-kernel 0.4.x): the key is ``H(name$$library_version$$signature$$
+  flags$$code)`` with ``library_version`` = ``H`` of every ``.cuh`` under ``include/deep_gemm`` in path order
+  and ``-cubin`` among the flags; a miss creates the entry folder, writes ``kernel.cu`` there (a temporary
+  file renamed in), runs ``<nvcc> <entry>/kernel.cu -o <cache>/tmp/<uuid> <flags>`` and renames the output to
+  ``<entry>/kernel.cubin``.
+- ``deep_jit`` (upstream 2.8 as vLLM vendors it, sgl-deep-gemm 0.2.x): the build folder
+  ``<cache>/tmp/<pid>-<uuid>/`` holds ``kernel.cu``; ``cd <build> && <nvcc> <build>/kernel.cu --cubin
+  --output-file <build>/kernel.cubin <flags> --include-path <deep_gemm>/include``; a failed build's folder is
+  deleted before its error is raised; a good one gets ``meta.json`` and ``.committed`` and is renamed to
+  ``<cache>/cache/<name>.<key>/``, the key covering the ``nvcc --version`` text, the flags and the source
+  with the contents of its includes, not their folder.
+
+The layout is the site's (:func:`files`), or ``FAKE_JIT_LAYOUT``. Kernel choice depends on M the way block-size
+heuristics do (only through the classes of :mod:`dgcompat.jit_warmup.classes`); float32 activation scales that
+are not MN-major and TMA-aligned are transposed first by a ``transpose_fp32`` kernel per ``ceil(K/128)``, in
+the GEMMs as in the layout helpers; the paged schedule kernel is compiled per batch rounded up to 32 and the
+paged logits kernel per (heads, head_dim, next_n); the ragged logits kernel per (heads, head_dim).
+
+The fake NVCC prints ``release $FAKE_NVCC_VERSION`` (default ``12.9, V12.9.86``) for ``--version``; otherwise it
+waits ``$FAKE_NVCC_SECONDS`` (busy, using a core, with ``FAKE_NVCC_BURN=1``; times 1-3 by the source with
+``FAKE_NVCC_VARY=1``), copies the source to the output (padded to ``$FAKE_NVCC_PAD`` bytes) and appends one line
+per compile to ``$FAKE_NVCC_LOG``.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 FAKE_NVCC = r"""#!/bin/sh
-if [ "$1" = "--version" ]; then echo "Cuda compilation tools, release 12.9, V12.9.86"; exit 0; fi
-code="$1"; out="$4"
-sleep "${FAKE_NVCC_SECONDS:-0.1}"
+if [ "$1" = "--version" ]; then
+  echo "nvcc: NVIDIA (R) Cuda compiler driver"
+  echo "Cuda compilation tools, release ${FAKE_NVCC_VERSION:-12.9, V12.9.86}"; exit 0
+fi
+code="$1"; out=""; next=0
+for a in "$@"; do
+  if [ "$next" = 1 ]; then out="$a"; next=0; fi
+  case "$a" in -o|--output-file) next=1 ;; esac
+done
+t="${FAKE_NVCC_SECONDS:-0.1}"
+if [ "${FAKE_NVCC_VARY:-0}" = 1 ]; then
+  w=$(cksum < "$code" | cut -d' ' -f1); w=$(( w % 3 + 1 ))
+  t=$(echo "$t $w" | awk '{print $1 * $2}')
+fi
+if [ "${FAKE_NVCC_BURN:-0}" = 1 ]; then
+  "@PYTHON@" -c "import time,sys; e=time.process_time()+float(sys.argv[1])
+while time.process_time() < e: pass" "$t"
+else
+  sleep "$t"
+fi
 printf '%s\n' "$(tr '\n' ' ' < "$code")" >> "${FAKE_NVCC_LOG:-/dev/null}"
-cp "$code" "$out"
+cp "$code" "$out" || exit 1
+if [ -n "${FAKE_NVCC_PAD:-}" ]; then head -c "$FAKE_NVCC_PAD" /dev/zero >> "$out" || exit 1; fi
 """
+
+#: The kernels the fake JIT builds (one header each under ``include/deep_gemm/impls/``).
+KERNELS = ("sm90_fp8_gemm_1d2d", "sm90_bf16_gemm", "transpose_fp32", "transpose_and_pack_fp32_into_ue8m0",
+           "sm90_m_grouped_fp8_gemm_contiguous", "sm90_fp8_m_grouped_gemm_masked", "paged_mqa_logits_metadata",
+           "sm90_fp8_paged_mqa_logits", "sm90_fp8_mqa_logits")
 
 JIT = r'''
 
 # ---- fake JIT (tests/fake_jit.py) ----
 import hashlib as _hashlib
 import os as _os
+import re as _re
 import shutil as _shutil
 import subprocess as _subprocess
 import uuid as _uuid
@@ -43,23 +87,83 @@ from dgcompat import reference as _R
 _COMPILER = None
 _LOADED = set()
 BUILDS = []
+_MEMO = {}  # what the real JITs keep per runtime type (the header stamp) or per process (keys), kept per input
+_HERE = _os.path.dirname(_os.path.abspath(__file__))
+
+
+def _h(data):
+    # deep_gemm's get_hex_digest: two FNV-1a 64 passes (two seeds), each finished by splitmix64
+    out = ""
+    for seed in (0xc6a4a7935bd1e995, 0x9e3779b97f4a7c15):
+        h = seed
+        for b in data:
+            h = ((h ^ b) * 0x100000001b3) % (1 << 64)
+        z = ((h ^ (h >> 30)) * 0xbf58476d1ce4e5b9) % (1 << 64)
+        z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) % (1 << 64)
+        out += "%016x" % (z ^ (z >> 31))
+    return out
+
+
+def _includes(code):
+    return [m.decode() for m in _re.findall(rb"#include <(deep_gemm/[^>]+)>", code)]
+
+
+def _include_hash(code, include, exclude_code=True):
+    # IncludeParser::get_hash_value: the hashes of the deep_gemm/ headers, recursively, then of the code
+    text = "".join(_include_hash(open(_os.path.join(include, name), "rb").read(), include, False) + "$"
+                   for name in _includes(code))
+    if not exclude_code:
+        text += "#" + _h(code)
+    return _h(text.encode())
+
+
+def _library_version(include):
+    root = _os.path.join(include, "deep_gemm")
+    files = []
+    for folder, _dirs, names in _os.walk(root):
+        files += [_os.path.join(folder, n) for n in names if n.endswith(".cuh")]
+    files.sort(key=lambda p: _os.path.relpath(p, root).split(_os.sep))
+    return _h(b"".join(open(p, "rb").read() for p in files))
+
+
+def _content_hash(code, include):
+    # deep_jit's key: the source and the contents (not the folder) of what it includes
+    h = _hashlib.sha256(code)
+    for name in _includes(code):
+        h.update(_content_hash(open(_os.path.join(include, name), "rb").read(), include).encode())
+    return h.hexdigest()
 
 
 class _Compiler:
     def __init__(self):
+        self.layout = _os.environ.get("FAKE_JIT_LAYOUT") or _FAKE_LAYOUT
         self.cache = _os.environ.get("DG_JIT_CACHE_DIR") or _os.path.expanduser("~/.deep_gemm")
         # FAKE_FIXED_NVCC: a JIT that does not read DG_JIT_NVCC_COMPILER
         self.nvcc = _os.environ.get("FAKE_FIXED_NVCC") or _os.environ.get("DG_JIT_NVCC_COMPILER") or "nvcc"
-        out = _subprocess.run(f"{self.nvcc} --version", shell=True, capture_output=True, text=True)
-        if out.returncode != 0 or "release" not in out.stdout:
+        out = _subprocess.run(f"{self.nvcc} --version", shell=True, capture_output=True, text=True,
+                              restore_signals=False)
+        m = _re.search(r"release (\d+)\.(\d+)", out.stdout)
+        if out.returncode != 0 or m is None:
             raise RuntimeError("Assertion error (compiler.hpp): return_code == 0")
-        include = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "include")
-        self.flags = f"-std=c++20 -I{include} --gpu-architecture=sm_90a -O3"
+        self.version = out.stdout
+        self.signature = f"NVCC{int(m.group(1))}.{int(m.group(2))}"
+        self.include = _os.path.join(_HERE, "include")
+        debug = " --ptxas-options=--verbose" if _os.environ.get("DG_JIT_DEBUG", "0") not in ("", "0") else ""
+        cubin = " -cubin" if self.layout == "bundled" else ""
+        self.flags = (f"-std=c++{_os.environ.get('DG_JIT_CPP_STANDARD', '20')} --diag-suppress=39,161{debug} "
+                      f"-I{self.include} --gpu-architecture=sm_90a{cubin} -O3")
 
     def build(self, name, code):
-        if _os.environ.get("FAKE_JIT_LAYOUT") == "deep_jit":
+        code = code.encode()
+        if self.layout == "deep_jit":
             return self.build_deep_jit(name, code)
-        key = _hashlib.sha256(f"{name}$${self.flags}$${code}".encode()).hexdigest()[:32]
+        if self.layout == "bundled":
+            return self.build_bundled(name, code)
+        if ("stamp", name) not in _MEMO:  # deep_gemm hashes a runtime type's headers once
+            _MEMO[("stamp", name)] = _include_hash(code, self.include)
+        code = f"// Includes' hash value: {_MEMO[('stamp', name)]}\n".encode() + code
+        key = _memo(("key", name, self.signature, self.flags, code),
+                    lambda: _h(f"{name}$${self.signature}$${self.flags}$$".encode() + code))
         final = _os.path.join(self.cache, "cache", f"kernel.{name}.{key}")
         if final in _LOADED:
             return
@@ -73,40 +177,73 @@ class _Compiler:
         tmp = _os.path.join(tmp_root, _uuid.uuid4().hex)
         cu = _source_in(tmp, code)
         cmd = f"cd {tmp_root} && {self.nvcc} {cu} -cubin -o {tmp}/kernel.cubin {self.flags}"
-        out = _subprocess.run(cmd, shell=True, capture_output=True, text=True)
+        out = _subprocess.run(cmd, shell=True, capture_output=True, text=True,
+                              restore_signals=False)
         if out.returncode != 0:
             raise RuntimeError(f"Assertion error (compiler.hpp): NVCC compilation failed: {out.stdout}{out.stderr}")
         _move_into_place(tmp, final, name)
 
+    def build_bundled(self, name, code):
+        library = _memo(("library", self.include), lambda: _library_version(self.include))
+        key = _memo(("key", name, library, self.signature, self.flags, code),
+                    lambda: _h(f"{name}$${library}$${self.signature}$${self.flags}$$".encode() + code))
+        final = _os.path.join(self.cache, "cache", f"kernel.{name}.{key}")
+        if final in _LOADED or _os.path.isfile(_os.path.join(final, "kernel.cubin")):
+            _LOADED.add(final)
+            return
+        _os.makedirs(final, exist_ok=True)
+        tmp_root = _os.path.join(self.cache, "tmp")
+        _os.makedirs(tmp_root, exist_ok=True)
+        part = _os.path.join(tmp_root, _uuid.uuid4().hex)
+        with open(part, "wb") as f:
+            f.write(code)
+        _os.replace(part, _os.path.join(final, "kernel.cu"))
+        cubin = _os.path.join(tmp_root, _uuid.uuid4().hex)
+        out = _subprocess.run(f"{self.nvcc} {final}/kernel.cu -o {cubin} {self.flags}", shell=True,
+                              capture_output=True, text=True, restore_signals=False)
+        if out.returncode != 0:
+            raise RuntimeError(f"Assertion error (compiler.hpp): NVCC compilation failed: {out.stdout}{out.stderr}")
+        _os.replace(cubin, _os.path.join(final, "kernel.cubin"))
+        BUILDS.append(name)
+        _LOADED.add(final)
+
     def build_deep_jit(self, name, code):
-        # FAKE_JIT_LAYOUT=deep_jit: the JIT of upstream DeepGEMM 2.8 / sgl-deep-gemm 0.2.x as seen on the
-        # H200 (vLLM's 2.8.1): the build folder <cache>/tmp/<pid>-<uuid>/ holds kernel.cu, the command is
-        # "cd <build> && <nvcc> <build>/kernel.cu --cubin --output-file <build>/kernel.cubin <flags>", a
-        # failed build's folder is deleted before the error is raised, and a good one is committed as
-        # <cache>/cache/<name>.<hash>/ with meta.json and a .committed marker.
-        flags = self.flags.replace("-I", "--include-path ", 1)
-        key = _hashlib.sha256(f"{name}$${flags}$${code}".encode()).hexdigest()[:32]
+        flags = self.flags.replace(f" -I{self.include}", "")
+        key = _memo(("dj", self.version, flags, code), lambda: _hashlib.sha256(
+            f"{self.version}|{flags}|{_content_hash(code, self.include)}".encode()).hexdigest()[:32])
         final = _os.path.join(self.cache, "cache", f"{name}.{key}")
         if final in _LOADED or _os.path.isfile(_os.path.join(final, ".committed")):
             _LOADED.add(final)
             return
         tmp = _os.path.join(self.cache, "tmp", f"{_os.getpid()}-{_uuid.uuid4().hex}")
         cu = _source_in(tmp, code)
-        cmd = f"cd {tmp} && {self.nvcc} {cu} --cubin --output-file {tmp}/kernel.cubin {flags}"
-        out = _subprocess.run(cmd, shell=True, capture_output=True, text=True)
+        cmd = (f"cd {tmp} && {self.nvcc} {cu} --cubin --output-file {tmp}/kernel.cubin {flags} "
+               f"--include-path {self.include}")
+        out = _subprocess.run(cmd, shell=True, capture_output=True, text=True,
+                              restore_signals=False)
         if out.returncode != 0:
             _shutil.rmtree(tmp, ignore_errors=True)
             raise RuntimeError(f"Assertion error (deep_jit/utils/command.hpp): exit_code == 0: {out.stdout}")
         with open(_os.path.join(tmp, "meta.json"), "w") as f:
-            f.write("{}")
+            f.write('{"command": "%s"}' % cmd)
         open(_os.path.join(tmp, ".committed"), "w").close()
         _move_into_place(tmp, final, name)
+
+
+def _memo(key, make):
+    if key not in _MEMO:
+        _MEMO[key] = make()
+    return _MEMO[key]
+
+
+# The real JITs run the compiler with popen(), which keeps the dispositions of the process (Python ignores SIGXFSZ):
+# restore_signals=False does the same here.
 
 
 def _source_in(folder, code):
     _os.makedirs(folder)
     cu = _os.path.join(folder, "kernel.cu")
-    with open(cu, "w") as f:
+    with open(cu, "wb") as f:
         f.write(code)
     return cu
 
@@ -125,8 +262,7 @@ def _build(name, **params):
     global _COMPILER
     if _COMPILER is None:
         _COMPILER = _Compiler()
-    code = "// Includes' hash value: fake\n#include <deep_gemm/impls/%s.cuh>\n" % name + "".join(
-        f"{k}={v};\n" for k, v in sorted(params.items()))
+    code = "#include <deep_gemm/impls/%s.cuh>\n" % name + "".join(f"{k}={v};\n" for k, v in sorted(params.items()))
     _COMPILER.build(name, code)
 
 
@@ -235,28 +371,49 @@ def fp8_mqa_logits(q, kv, weights, ks, ke, clean_logits=False, max_seqlen_k=0):
 '''
 
 
-def source(version: str = "0.1.4") -> str:
+def source(version: str = "0.1.4", layout: str = "compiler") -> str:
     from bench.stand_in import source as stand_in
 
-    return stand_in(version) + JIT
+    return stand_in(version) + f"\n_FAKE_LAYOUT = {layout!r}\n" + JIT
+
+
+def headers(revision: str = "") -> dict[str, str]:
+    """The fake package's ``include`` folder: a header per kernel (each including a common one), and a third-party
+    header; ``revision`` changes the common header (another build's headers)."""
+    files = {f"deep_gemm/include/deep_gemm/impls/{k}.cuh":
+             f"#pragma once\n#include <deep_gemm/common/utils.cuh>\n#include <cute/tensor.hpp>\n// {k}\n"
+             for k in KERNELS}
+    files["deep_gemm/include/deep_gemm/common/utils.cuh"] = f"#pragma once\n// common utilities {revision}\n"
+    files["deep_gemm/include/cute/tensor.hpp"] = "#pragma once\n// third-party\n"
+    return files
+
+
+def files(version: str = "0.1.4", layout: str = "compiler", revision: str = "") -> dict[str, str | bytes]:
+    """Everything :func:`write_site` puts into a site folder besides the dist-info."""
+    return {"deep_gemm/__init__.py": source(version, layout), **headers(revision)}
+
+
+def write_site(site: Path, layout: str = "compiler", version: str = "0.1.4", revision: str = "") -> Path:
+    """A fake sgl-deep-gemm ``version`` whose JIT is of lineage ``layout``, laid out in ``site``."""
+    from .conftest import write_dist
+
+    write_dist(site, "sgl-deep-gemm", version, files(version, layout, revision))
+    return site
 
 
 def write_nvcc(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "nvcc"
-    path.write_text(FAKE_NVCC)
+    path.write_text(FAKE_NVCC.replace("@PYTHON@", sys.executable))
     path.chmod(0o755)
     return path
 
 
-def site_env(folder: Path, seconds: float) -> dict[str, str]:
+def site_env(folder: Path, seconds: float, layout: str = "compiler") -> dict[str, str]:
     """A fake sgl-deep-gemm 0.1.4 with this JIT in ``folder/fake-site`` and the fake NVCC in ``folder/fake-bin``
     (each NVCC run sleeping ``seconds``): the environment a process needs to use them, the current
     ``PYTHONPATH`` kept after the site."""
-    from .conftest import write_dist
-
-    site = folder / "fake-site"
-    write_dist(site, "sgl-deep-gemm", "0.1.4", {"deep_gemm/__init__.py": source("0.1.4")})
+    site = write_site(folder / "fake-site", layout)
     nvcc = write_nvcc(folder / "fake-bin")
     return {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
             "DGCOMPAT_ALLOW_TORCH_MISMATCH": "1", "DGCOMPAT_ARCH": "sm90", "DG_JIT_NVCC_COMPILER": str(nvcc),

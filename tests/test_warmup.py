@@ -461,7 +461,37 @@ def test_compiles_run_at_once_outside_the_worker_processes(jit_env: dict[str, An
     assert len(compiles) == len(set(compiles)) == 6
     assert 0 < report.first_up_s <= report.start_s <= report.identify_s <= report.compile_s <= report.wall_s
     assert report.compile_s - report.first_up_s < 4.5, report.summary()
+    # NVCC's seconds are reported, and the floor they allow: 9 s of NVCC / 6 at once after the first worker is up
+    assert report.nvcc_runs == 6 and 6 * 1.5 <= report.nvcc_s < 6 * 3, report.phases()
+    assert report.floor_s == pytest.approx(report.nvcc_s / 6 + report.first_up_s)
+    assert 0 < report.first_compile_s <= report.compile_s and "floor" in report.phases()
     assert "served" in _serve_all(jit_env, SPEC_CODE) and len(_compiles(jit_env["log"])) == 6
+
+
+def test_compiling_starts_before_every_worker_is_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No barrier: the first worker up identifies, and each kernel it finds is compiled at once, while the other
+    workers are still starting (on the H200 they came up over 1.2-1.6 s)."""
+    import queue
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dgcompat.jit_warmup import pool as P
+    from dgcompat.jit_warmup.build import Outcome
+    from dgcompat.jit_warmup.classes import SM90_01
+
+    monkeypatch.setattr(P, "prepare_build", lambda digest, *_a: Outcome(digest, "elsewhere", why="held"))
+    pool = P.Pool(S.plan_calls(SPEC), SPEC.policy, workers=4, processes=3, device=0, cache=tmp_path,
+                  scratch=tmp_path, nvcc="nvcc", verify=True, out=None, timeout_s=None, rule=SM90_01)
+    builder = ThreadPoolExecutor(4)
+    st = P._State(pool, "stand-in", 3, queue.Queue(), builder)
+    st.recipes = [tmp_path] * 3
+    st.handle(("ready", 0, "sm90"))
+    st.handle(("identified", 0, 0, "tma", [(2000, "a"), (65, "b")]))
+    builder.shutdown(wait=True)
+    assert st.first_up_s > 0 and st.start_s == 0  # two of the three workers are not up yet
+    assert st.first_compile_s >= st.first_up_s and st.building == 2  # both kernels are compiling already
+    st.handle(("ready", 1, "sm90"))
+    st.handle(("ready", 2, "sm90"))
+    assert st.start_s >= st.first_compile_s
 
 
 def test_compiles_start_on_the_first_report_and_phase_two_waits_for_every_lock(tmp_path: Path,
@@ -522,6 +552,42 @@ def test_compiles_start_on_the_first_report_and_phase_two_waits_for_every_lock(t
     assert st.finished() and st.complete == {(0, "tma", m) for m in (1, 2, 64, 65)}
 
 
+def test_the_longest_compiles_start_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every compile slot taken, the waiting kernels start largest M first (large tiles take NVCC longest: a
+    long compile that starts last ends the warmup alone), layout and schedule kernels last."""
+    import queue
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dgcompat.jit_warmup import pool as P
+    from dgcompat.jit_warmup.build import Outcome
+    from dgcompat.jit_warmup.classes import SM90_01
+
+    started: list[str] = []
+
+    def fake_build(digest: str, *_args: Any) -> Outcome:
+        started.append(digest)
+        return Outcome(digest, "elsewhere", why="another process holds its lock")
+
+    monkeypatch.setattr(P, "prepare_build", fake_build)
+    recipes = tmp_path / "recipes"
+    (recipes / "t").mkdir(parents=True)
+    (recipes / "t" / "source").write_text("#include <deep_gemm/impls/smxx_layout.cuh>\n")
+    pool = P.Pool(S.plan_calls(SPEC), SPEC.policy, workers=1, processes=1, device=0, cache=tmp_path,
+                  scratch=tmp_path, nvcc="nvcc", verify=True, out=None, timeout_s=None, rule=SM90_01)
+    builder = ThreadPoolExecutor(1)
+    st = P._State(pool, "stand-in", 1, queue.Queue(), builder)
+    st.recipes = [recipes]
+    st.handle(("identified", 0, 0, "tma", [(2, "small"), (65, "mid"), (2000, "t"), (300, "big")]))
+    for _ in range(200):
+        time.sleep(0.01)
+        st.drain_builds()
+        if len(started) == 4:
+            break
+    builder.shutdown(wait=True)
+    assert started == ["small", "big", "mid", "t"]  # "small" found a free slot; then by M, the layout kernel last
+
+
 def test_identification_order_meets_every_shape_and_m_range_first(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Kernels change with M in steps, and all compiles start from the first reports: the first chunks the
@@ -544,10 +610,10 @@ def test_identification_order_meets_every_shape_and_m_range_first(tmp_path: Path
     first = tasks[:len(pool.shapes) * 2]
     assert sorted((idx, form) for _kind, idx, form, _chunk in first) == [
         (i, f) for i in range(3) for f in ("row", "tma")]  # the shapes and scale forms take turns
-    for _kind, idx, form, chunk in first:  # a coarse sample of the whole range, not its smallest M values
+    for _kind, idx, form, chunk in first:  # a coarse sample of the whole range, from its largest M (large tiles)
         mine = sorted(m for i, f, m in reps if (i, f) == (idx, form))
-        assert min(chunk) == mine[0] and max(chunk) >= mine[len(mine) // 2] and len(chunk) < len(mine)
-    assert P._spread([3, 1, 2, 4]) == [1, 3, 2, 4] and P._spread([]) == []
+        assert chunk[0] == mine[-1] and min(chunk) <= mine[len(mine) // 2] and len(chunk) < len(mine)
+    assert P._spread([3, 1, 2, 4]) == [4, 2, 3, 1] and P._spread([]) == []
 
 
 def test_without_a_usable_recipe_the_workers_compile(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,27 +9,38 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bench import warmup_gpu as G
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def test_the_gpu_script_runs_every_step_on_the_fake_jit(tmp_path: Path) -> None:
+@pytest.mark.slow
+@pytest.mark.parametrize("lineage", ["compiler", "bundled", "deep_jit"])
+def test_the_gpu_script_runs_every_step_on_the_fake_jit(tmp_path: Path, lineage: str) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("DG_JIT_CACHE_DIR", "DGCOMPAT_JIT_CACHE_ROOT")}
-    env.update(OUT=str(tmp_path / "out"), LIMIT="300", TMPDIR=str(tmp_path),
+    env.update(OUT=str(tmp_path / "out"), LIMIT="400", TMPDIR=str(tmp_path),
                PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]))
-    out = subprocess.run(["bash", "bench/warmup_gpu.sh", "--fake"], capture_output=True, text=True, cwd=str(REPO),
-                         env=env, timeout=400)
+    out = subprocess.run(["bash", "bench/warmup_gpu.sh", "--fake", "--lineage", lineage], capture_output=True,
+                         text=True, cwd=str(REPO), env=env, timeout=500)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted([G.LOG, G.RESULTS, G.SUMMARY])
     res = json.loads((tmp_path / "out" / G.RESULTS).read_text())
-    assert res["ok"] and res["fake"]
-    assert [r["step"] for r in res["steps"]] == [s.name for s in G.steps(tmp_path, fake=True)]
-    serving = [r for r in res["steps"] if r["step"].startswith("serve-")]
-    assert len(serving) == 6 and all(r["result"]["compiled"] == 0 and r["result"]["calls"] > 0 for r in serving)
-    layers = next(r for r in res["steps"] if r["step"] == "layers-8192")["result"]
-    assert layers["check"]["compiled"] == 0 and layers["warmup"]["verified"] == layers["warmup"]["calls"]
-    assert "every step passed" in out.stdout and "| serve-run |" in out.stdout
+    assert res["ok"] and res["fake"] and res["lineage"] == lineage
+    assert [r["step"] for r in res["steps"]] == [s.name for s in G.steps(tmp_path, fake=True, lineage=lineage)]
+    serving = [r for r in res["steps"] if r["group"] == "relocate" and r["step"] in (
+        "moved-folder", "moved-both", "ranks-readonly")]
+    assert len(serving) == 3 and all(r["result"]["compiled"] == 0 and r["result"]["calls"] > 0 for r in serving)
+    before = next(r for r in res["steps"] if r["step"] == "moved-both-as-is")["result"]
+    # Without dgcompat the moved install misses every kernel of the 0.1.x and bundled JITs, none of DeepJIT's.
+    assert (before["compiled"] > 0) == (lineage != "deep_jit")
+    imported = next(r for r in res["steps"] if r["step"] == "import")["result"]
+    assert imported["import"]["installed"] == imported["import"]["kernels"] > 0 and imported["check"]["compiled"] == 0
+    if lineage == "compiler":
+        floor = next(r for r in res["steps"] if r["step"] == "nvcc-floor")["result"]
+        assert floor["kernels"] > 0 and floor["floor_s"] > floor["first_up_s"] and floor["cold_s"] > 0
+    assert "every step passed" in out.stdout and f"| {lineage} | 0 (" in out.stdout
     assert not list(tmp_path.glob("dgcompat-warmup-gpu-*"))  # the stage folder is removed
 
 

@@ -301,8 +301,9 @@ def test_a_layout_helper_the_release_lacks_is_skipped(jit_env: dict[str, Any]) -
     from .conftest import write_dist
 
     site = jit_env["site"]
-    source = fake_jit.source("0.1.4") + "\ndel transform_sf_into_required_layout\n"
-    write_dist(site, "sgl-deep-gemm", "0.1.4", {"deep_gemm/__init__.py": source})  # the same folder, rewritten
+    files = fake_jit.files("0.1.4")
+    files["deep_gemm/__init__.py"] = str(files["deep_gemm/__init__.py"]) + "\ndel transform_sf_into_required_layout\n"
+    write_dist(site, "sgl-deep-gemm", "0.1.4", files)  # the same folder, rewritten
     dgcompat.reset()
     report = dgcompat.warmup(W.WarmupSpec((W.DenseGemm(256, 512),), max_tokens=100), cache_dir=jit_env["cache"],
                              workers=2, progress=False)

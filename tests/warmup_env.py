@@ -15,18 +15,18 @@ import pytest
 import dgcompat
 
 from . import fake_jit
-from .conftest import write_dist
 
 REPO = Path(__file__).resolve().parent.parent
 
-__all__ = ["jit_env_fixture", "compiles", "serve_all"]
+__all__ = ["jit_env_fixture", "compiles", "serve_all", "install", "at_site", "cli", "serve", "as_reader", "readonly",
+           "writable", "SMALL", "SMALL_CODE"]
 
 
 @pytest.fixture(name="jit_env")
 def jit_env_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_dgcompat: None) -> dict[str, Any]:
     """A fake sgl-deep-gemm 0.1.4 with a JIT, first on the path of this process and of its workers."""
     site = tmp_path / "site"
-    write_dist(site, "sgl-deep-gemm", "0.1.4", {"deep_gemm/__init__.py": fake_jit.source("0.1.4")})
+    fake_jit.write_site(site)
     nvcc = fake_jit.write_nvcc(tmp_path / "bin")
     env = {"PYTHONPATH": os.pathsep.join([str(site), str(REPO), str(REPO / "conformance")]),
            "DGCOMPAT_ALLOW_TORCH_MISMATCH": "1", "DGCOMPAT_ARCH": "sm90", "DG_JIT_NVCC_COMPILER": str(nvcc),
@@ -64,3 +64,99 @@ def serve_all(jit: dict[str, Any], spec_code: str) -> str:
     return out.stdout
 
 
+
+
+# ---- installs in subprocesses: a moved install, read-only folders ---------------------------------------------
+
+SMALL = "--dense 256,512 --ms 1,100"  # 4 calls, 3 kernels (block_m 64 and 128, the row-major scales' transpose)
+SMALL_CODE = "W.WarmupSpec((W.DenseGemm(256, 512),), W.MPolicy.values([1, 100]))"
+
+FAKE_SMI = "#!/bin/sh\necho 'NVIDIA H200, 9.0'\n"  # the warmup record needs a GPU model (nvidia-smi)
+
+
+def install(base: Path, layout: str = "compiler", *, site: str = "site", revision: str = "") -> dict[str, str]:
+    """A fake sgl-deep-gemm of JIT lineage ``layout`` in ``base/<site>`` and the fake NVCC and ``nvidia-smi`` in
+    ``base/bin``: the environment of a process using them (``FAKE_NVCC_LOG``: one line per compile)."""
+    fake_jit.write_site(base / site, layout, revision=revision)
+    nvcc = fake_jit.write_nvcc(base / "bin")
+    smi = base / "bin" / "nvidia-smi"
+    smi.write_text(FAKE_SMI)
+    smi.chmod(0o755)
+    keep = {k: v for k, v in os.environ.items() if not k.startswith(("DG_JIT_", "DGCOMPAT_", "FAKE_"))}
+    return {**keep, "PYTHONPATH": os.pathsep.join([str(base / site), str(REPO), str(REPO / "conformance")]),
+            "PATH": os.pathsep.join([str(base / "bin"), keep.get("PATH", "")]),
+            "DGCOMPAT_ALLOW_TORCH_MISMATCH": "1", "DGCOMPAT_ARCH": "sm90", "DG_JIT_NVCC_COMPILER": str(nvcc),
+            "FAKE_NVCC_LOG": str(base / "nvcc.log"), "FAKE_NVCC_SECONDS": "0.05", "FAKE_JIT_LAYOUT": layout,
+            "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+
+
+def at_site(env: dict[str, str], site: Path) -> dict[str, str]:
+    """``env`` with ``site`` as the installed deep_gemm instead."""
+    rest = env["PYTHONPATH"].split(os.pathsep)[1:]
+    return {**env, "PYTHONPATH": os.pathsep.join([str(site), *rest])}
+
+
+def cli(env: dict[str, str], *args: str, timeout: float = 300, **kw: Any) -> subprocess.CompletedProcess[str]:
+    """``python -m dgcompat warmup ARGS`` with ``env``."""
+    return subprocess.run([sys.executable, "-m", "dgcompat", "warmup", *args], capture_output=True, text=True,
+                          env=env, cwd=str(REPO), timeout=timeout, **kw)
+
+
+def serve(env: dict[str, str], cache: Path, spec_code: str = SMALL_CODE, **kw: Any) -> int:
+    """Make every call of ``spec_code`` in a fresh process whose only setting is ``DG_JIT_CACHE_DIR`` = ``cache``;
+    the kernels it compiled (new lines in the fake NVCC's log)."""
+    log = Path(env["FAKE_NVCC_LOG"])
+    before = len(compiles(log))
+    code = textwrap.dedent(f"""
+        import os
+        from dgcompat import jit_warmup as W
+        from dgcompat.jit_warmup.calls import Runner
+        from dgcompat.jit_warmup.spec import plan_calls
+        os.environ["DG_JIT_CACHE_DIR"] = {str(cache)!r}
+        r = Runner(0)
+        for c in plan_calls({spec_code}, family="sm90"):
+            r.run(c.shape, c.m, c.form)
+        print("served")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300, **kw)
+    assert out.returncode == 0 and "served" in out.stdout, out.stderr[-3000:]
+    return len(compiles(log)) - before
+
+
+def _no_dac_override() -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(24, 1, 0, 0, 0) != 0:  # PR_CAPBSET_DROP CAP_DAC_OVERRIDE: at exec, root loses it too
+        raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+def as_reader() -> dict[str, Any]:
+    """``subprocess`` arguments that make the child unable to write a folder made read-only with :func:`readonly`:
+    as root (whom permission bits do not stop) the child gives up ``CAP_DAC_OVERRIDE`` first; skips the test
+    where root cannot (no ``CAP_SETPCAP``)."""
+    if not (hasattr(os, "geteuid") and os.geteuid() == 0):
+        return {}
+    try:
+        subprocess.run(["true"], preexec_fn=_no_dac_override, capture_output=True, check=True)  # noqa: PLW1509
+    except (subprocess.SubprocessError, OSError):
+        pytest.skip("running as root without CAP_SETPCAP: a read-only folder cannot be made read-only for root")
+    return {"preexec_fn": _no_dac_override}
+
+
+def readonly(folder: Path) -> None:
+    """Make ``folder`` and everything under it read-only (readable by everyone)."""
+    for root, dirs, files in os.walk(folder):
+        for name in files:
+            os.chmod(os.path.join(root, name), 0o444)
+        for name in dirs:
+            os.chmod(os.path.join(root, name), 0o555)
+    os.chmod(folder, 0o555)
+
+
+def writable(folder: Path) -> None:
+    """Undo :func:`readonly` (so that the test's folder can be removed)."""
+    for root, dirs, _files in os.walk(folder):
+        os.chmod(root, 0o755)
+        for name in dirs:
+            os.chmod(os.path.join(root, name), 0o755)

@@ -37,18 +37,27 @@ The package, one job per module: ``spec`` (the description: shapes, M policies, 
 counts), ``cache`` (cache folders, entries, locks), ``record`` (the record of a complete warmup),
 ``standin`` (the stand-in compiler, its log, digests and recipes), ``build`` (NVCC on recorded recipes, in
 the calling process), ``calls`` (scratch operands and the stable calls), ``worker`` (the worker processes),
-``pool`` (the calling process's side of a pass), ``entry`` (:func:`warmup`), ``check`` (the check) and
-``cli`` (the ``dgcompat warmup`` command).
+``pool`` (the calling process's side of a pass), ``entry`` (:func:`warmup`), ``check`` (the check),
+``keys`` (how each JIT lineage names a kernel), ``relocate`` (re-keying a folder's kernels for another install
+of the same build: ``--adopt``), ``artifact`` (one file carrying them: ``--export`` / ``--import``), ``lifetime``
+(scratch, signals, the watcher that cleans up after a calling process that dies), ``storage`` (what ran out when
+a write failed) and ``cli`` (the ``dgcompat warmup`` command).
+
+A warmed folder serves another install of the same build (a moved virtualenv, a container, another machine with
+the same GPU architecture and NVCC): every warmup records what its install builds with, and
+:func:`~dgcompat.jit_warmup.relocate.adopt` gives each kernel the name the other install's deep_gemm looks up,
+after verifying that only the install path differs.
 """
 
 from __future__ import annotations
 
 from .cache import jit_cache_dir, use_jit_cache_dir
 from .entry import warmup
-from .report import KernelEntry, WarmupError, WarmupReport
+from .report import KernelEntry, WarmupError, WarmupInterrupted, WarmupReport
 from .spec import DenseGemm, GroupedGemm, MPolicy, PagedIndexer, RaggedIndexer, WarmupSpec
+from .storage import StorageError
 
 __all__ = [
     "warmup", "WarmupSpec", "WarmupReport", "WarmupError", "DenseGemm", "GroupedGemm", "PagedIndexer", "MPolicy",
-    "KernelEntry", "jit_cache_dir", "use_jit_cache_dir", "RaggedIndexer",
+    "KernelEntry", "jit_cache_dir", "use_jit_cache_dir", "RaggedIndexer", "StorageError", "WarmupInterrupted",
 ]

@@ -21,15 +21,18 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from . import lifetime, storage
 from .cache import indexed, lock_kernel, marked_present
 
-__all__ = ["Recipe", "read_recipe", "rewrite", "Built", "build", "Outcome", "prepare_build"]
+__all__ = ["Recipe", "read_recipe", "rewrite", "Built", "build", "Outcome", "prepare_build", "cancel_all", "reset"]
 
 #: Flags that write the source's path into the output (line info, device debug info): built elsewhere,
 #: the kernel would name a folder that is gone, so such recipes are left to deep_gemm's own build.
@@ -91,31 +94,83 @@ def rewrite(recipe: Recipe, build_dir: Path) -> list[str]:
 
 @dataclass(frozen=True)
 class Built:
-    """How one NVCC run on a recipe went."""
+    """How one NVCC run on a recipe went (``returncode`` and ``output`` of a run that failed)."""
 
     ok: bool
     seconds: float
     why: str = ""
+    returncode: int = 0
+    output: str = ""
+
+
+_RUNNING: dict[int, subprocess.Popen[bytes]] = {}
+_RUNNING_LOCK = threading.Lock()
+_CANCELLED = threading.Event()
+
+
+def cancel_all() -> None:
+    """Kill every NVCC run of this process (each its own process group: cicc and ptxas too), and every one a
+    compile thread starts from now until :func:`reset`."""
+    _CANCELLED.set()
+    with _RUNNING_LOCK:
+        running = list(_RUNNING.values())
+    for proc in running:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def reset() -> None:
+    _CANCELLED.clear()
+
+
+def _run(args: list[str], cwd: Path, timeout_s: float | None) -> tuple[int, bytes, bytes]:
+    """Run NVCC in a process group of its own, listed for the reaper and for :func:`cancel_all`."""
+    if _CANCELLED.is_set():
+        raise InterruptedError("the warmup is stopping")
+    # restore_signals=False: as under deep_gemm's popen(), a write beyond the file-size limit fails with EFBIG and a
+    # message instead of killing NVCC with SIGXFSZ (Python ignores the signal)
+    proc = subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            restore_signals=False)
+    with _RUNNING_LOCK:
+        _RUNNING[proc.pid] = proc
+    lifetime.register(proc.pid, group=True)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.pop(proc.pid, None)
+        lifetime.unregister(proc.pid, group=True)
+        if proc.returncode is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, out, err
 
 
 def build(recipe: Recipe, nvcc: str, dest: Path, *, timeout_s: float | None) -> Built:
     """Run NVCC on ``recipe`` in ``dest/build``; on success leave ``dest/out`` (the output), ``dest/stdout``,
-    ``dest/stderr`` (what NVCC printed, replayed at install) and, last, ``dest/ok``."""
+    ``dest/stderr`` (what NVCC printed, replayed at install) and, last, ``dest/ok``. A write that fails for want
+    of space raises its ``OSError`` (the warmup reports what ran out)."""
     t0 = time.perf_counter()
     work = dest / "build"
     shutil.rmtree(dest, ignore_errors=True)
     work.mkdir(parents=True)
     shutil.copyfile(recipe.source, work / Path(recipe.code).name)
     try:
-        done = subprocess.run([nvcc, *rewrite(recipe, work)], cwd=work, capture_output=True, timeout=timeout_s)
+        code, stdout, stderr = _run([nvcc, *rewrite(recipe, work)], work, timeout_s)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return Built(False, time.perf_counter() - t0, f"{type(exc).__name__}: {exc}")
-    (dest / "stdout").write_bytes(done.stdout)
-    (dest / "stderr").write_bytes(done.stderr)
+    (dest / "stdout").write_bytes(stdout)
+    (dest / "stderr").write_bytes(stderr)
     out = work / Path(recipe.output).name
-    if done.returncode != 0 or not out.is_file():
-        tail = (done.stderr or done.stdout).decode(errors="replace").strip()[-300:]
-        return Built(False, time.perf_counter() - t0, f"NVCC exit code {done.returncode}: {tail}")
+    if code != 0 or not out.is_file():
+        text = (stderr or stdout).decode(errors="replace").strip()
+        return Built(False, time.perf_counter() - t0, f"NVCC exit code {code}: {text[-300:]}", code, text[-4000:])
     os.replace(out, dest / "out")
     shutil.rmtree(work, ignore_errors=True)
     (dest / "ok").touch()
@@ -127,20 +182,23 @@ class Outcome:
     """How one digest's compile went: ``built`` (the lock ``fd`` is held until the install is done),
     ``elsewhere`` (another process holds the lock, or a marker says the entry exists) or ``failed``
     (no usable recipe or NVCC failed: the worker path compiles it through deep_gemm, which reports a
-    real compile error in its own words)."""
+    real compile error in its own words; ``returncode`` and ``output`` of a failed NVCC run)."""
 
     identity: str
     kind: Literal["built", "elsewhere", "failed"]
     fd: int | None = None
     seconds: float = 0.0
     why: str = ""
+    returncode: int = 0
+    output: str = ""
 
 
 def prepare_build(identity: str, recipe_dir: Path, cache: Path, built: Path, nvcc: str,
                   timeout_s: float | None, present: dict[int, list[Path]] | None = None) -> Outcome:
     """Take the kernel's lock without waiting and compile it from its recipe (runs on a parent thread);
     ``present``: :func:`~dgcompat.jit_warmup.cache.source_index` of the cache."""
-    fd = lock_kernel(cache, identity, blocking=False)
+    with storage.writing(cache, "the JIT cache folder"):
+        fd = lock_kernel(cache, identity, blocking=False)
     if fd is None:
         return Outcome(identity, "elsewhere", why="another process holds its lock")
     if marked_present(cache, identity):
@@ -154,11 +212,13 @@ def prepare_build(identity: str, recipe_dir: Path, cache: Path, built: Path, nvc
         if present and indexed(present, recipe.source):
             os.close(fd)
             return Outcome(identity, "elsewhere", why="its source is in the cache")
-        result = build(recipe, nvcc, built / identity, timeout_s=timeout_s)
+        with storage.writing(built.parent, "the warmup's scratch folder"):
+            result = build(recipe, nvcc, built / identity, timeout_s=timeout_s)
     except BaseException:
         os.close(fd)
         raise
     if not result.ok:
         os.close(fd)
-        return Outcome(identity, "failed", seconds=result.seconds, why=result.why)
+        return Outcome(identity, "failed", seconds=result.seconds, why=result.why, returncode=result.returncode,
+                       output=result.output)
     return Outcome(identity, "built", fd, result.seconds)

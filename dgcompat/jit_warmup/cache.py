@@ -85,21 +85,23 @@ def use_jit_cache_dir(root: str | os.PathLike[str] | None = None, *, isolate: bo
     return folder
 
 
-def checked_folder(folder: Path, fn: str, argument: str) -> Path:
-    """``folder`` if it is a folder this process can write, or one it can create; else a
-    :class:`~dgcompat.errors.BadArgumentError` naming ``argument`` of ``fn`` and what is in the way."""
-    problem = _env.folder_problem(folder)
+def checked_folder(folder: Path, fn: str, argument: str, *, write: bool = True) -> Path:
+    """``folder`` if it is a folder this process can write (with ``write=False``: read), or one it can create;
+    else a :class:`~dgcompat.errors.BadArgumentError` naming ``argument`` of ``fn`` and what is in the way. A
+    read-only folder passes ``write=False``: serving, the check and ``--print-cache-dir`` only read it."""
+    problem = _env.folder_problem(folder, write=write)
     if problem is not None:
-        raise BadArgumentError(fn, argument, "a folder for the JIT cache this process can write (created if missing)",
-                               f"{folder}: {problem}")
+        raise BadArgumentError(fn, argument, f"a folder for the JIT cache this process can {'write' if write else 'read'}"
+                               " (created if missing)", f"{folder}: {problem}")
     return folder
 
 
 def entries(cache: Path) -> list[str]:
-    """The kernel folders of a deep_gemm cache (``cache/kernel.*``), sorted."""
+    """The kernel folders of a deep_gemm cache, sorted: the folders under ``cache/`` that hold a ``kernel.cubin``
+    (``kernel.<name>.<hash>`` in the sgl-deep-gemm 0.1.x and bundled JITs, ``<name>.<hash>`` in DeepJIT's)."""
     try:
-        return sorted(p.name for p in (cache / "cache").iterdir() if p.name.startswith("kernel."))
-    except FileNotFoundError:
+        return sorted(p.name for p in (cache / "cache").iterdir() if (p / "kernel.cubin").is_file())
+    except OSError:
         return []
 
 
@@ -123,11 +125,8 @@ def snapshot(cache: Path) -> frozenset[str]:
 
 
 def count_entries(cache: Path) -> int:
-    """Kernel folders in a deep_gemm cache (``cache/kernel.*``)."""
-    try:
-        return sum(1 for p in (cache / "cache").iterdir() if p.name.startswith("kernel."))
-    except FileNotFoundError:
-        return 0
+    """Kernel folders in a deep_gemm cache (:func:`entries`)."""
+    return len(entries(cache))
 
 
 def lock_kernel(cache: Path, identity: str, *, blocking: bool) -> int | None:
@@ -159,7 +158,7 @@ def marked_present(cache: Path, identity: str) -> bool:
 
 
 def source_index(cache: Path) -> dict[int, list[Path]]:
-    """The sources of the entries already in ``cache`` (``cache/kernel.*/kernel.cu``) by size, read once per
+    """The sources of the entries already in ``cache`` (``cache/*/kernel.cu``) by size, read once per
     pass: a kernel whose source is among them is most likely present (a cache warmed by serving, or before
     the markers existed), so its compile is left to a worker's call, which then finds it."""
     index: dict[int, list[Path]] = {}
@@ -170,7 +169,7 @@ def source_index(cache: Path) -> dict[int, list[Path]]:
     for entry in found:
         src = entry / "kernel.cu"
         try:
-            if entry.name.startswith("kernel.") and (entry / "kernel.cubin").is_file():
+            if (entry / "kernel.cubin").is_file():
                 index.setdefault(src.stat().st_size, []).append(src)
         except OSError:
             continue

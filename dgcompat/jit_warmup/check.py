@@ -25,7 +25,7 @@ from typing import Any, Sequence
 from .. import _backend
 from ..detection import release
 from ..errors import BadArgumentError, DeepGemmUnavailableError
-from . import host
+from . import host, lifetime, relocate
 from .cache import snapshot
 from .calls import Runner
 from .options import cache_folder, check_options
@@ -113,7 +113,7 @@ def check(spec: WarmupSpec, *, cache_dir: str | os.PathLike[str] | None = None, 
     positive("check", "sample", sample)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise BadArgumentError("check", "seed", "an int", repr(seed))
-    folder = cache_folder("check", cache_dir, isolate)
+    folder = cache_folder("check", cache_dir, isolate, write=False)  # a read-only folder is checked as it is
     backend = _backend.backend_name()
     if backend == "reference":
         return CheckReport("reference", str(folder), 0, 0, seconds=time.perf_counter() - t0,
@@ -123,22 +123,46 @@ def check(spec: WarmupSpec, *, cache_dir: str | os.PathLike[str] | None = None, 
     calls = sample_calls(plan_calls(spec, family=host.gpu_family(device)), per_shape=sample, seed=seed)
     ctx = mp.get_context("spawn")  # the calls touch CUDA: never fork a process that might have it
     results: Any = ctx.Queue()
-    proc = ctx.Process(target=main, args=(str(folder), device, [(c.shape, c.m, c.form) for c in calls], results),
-                       daemon=True, name="dgcompat-warmup-check")
-    proc.start()
-    try:
-        got = _wait(proc, results, timeout_s)
-    finally:
-        if proc.is_alive():
-            proc.terminate()
-        proc.join(timeout=30)
-        results.close()
-        results.cancel_join_thread()
+    proc = ctx.Process(target=main, args=(str(folder), device, [(c.shape, c.m, c.form) for c in calls], results,
+                                          os.getpid()), daemon=True, name="dgcompat-warmup-check")
+    with lifetime.interruptible():
+        proc.start()
+        try:
+            got = _wait(proc, results, timeout_s)
+        finally:
+            if proc.is_alive():
+                proc.terminate()
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=5)
+            results.close()
+            results.cancel_join_thread()
     misses = tuple(Miss(str(m[0]), str(m[1]), int(m[2]), str(m[3]), tuple(m[4])) for m in got["misses"])
+    notes = [f"{sample} calls per shape and scale form (seed {seed}), made as a serving process makes them, with "
+             "DG_JIT_CACHE_DIR the only setting"]
+    if misses:
+        notes.extend(_why_missed(folder))
+    if got["errors"] and folder.is_dir() and not os.access(folder, os.W_OK | os.X_OK):
+        notes.append(f"{folder} is read-only here: a kernel it lacks cannot be compiled into it (warm it where it can "
+                     "be written, or import an export of a warmup of this description)")
     return CheckReport(release().label, str(folder), got["calls"], len(misses), misses, tuple(got["errors"]),
-                       time.perf_counter() - t0,
-                       notes=(f"{sample} calls per shape and scale form (seed {seed}), made as a serving process "
-                              "makes them, with DG_JIT_CACHE_DIR the only setting",))
+                       time.perf_counter() - t0, notes=tuple(notes))
+
+
+def _why_missed(folder: Path) -> list[str]:
+    """What the folder says about misses: kernels warmed by another install of this release that were not re-keyed
+    for this one."""
+    rel = release()
+    if not rel.location:
+        return []
+    include = os.path.realpath(os.path.join(rel.location, "include"))
+    builds = [b for b in relocate.read_builds(folder) if b.release == rel.label]
+    if not builds or any(os.path.realpath(b.include) == include for b in builds):
+        return []
+    where = ", ".join(sorted({b.location for b in builds}))
+    return [f"this folder was warmed by {rel.label} installed at {where}, and its JIT's cache key contains the install "
+            f"folder: `dgcompat warmup --adopt --cache-dir {folder}` re-keys those kernels for the install here"]
 
 
 def _wait(proc: Any, results: Any, timeout_s: float | None) -> dict[str, Any]:
@@ -155,8 +179,10 @@ def _wait(proc: Any, results: Any, timeout_s: float | None) -> dict[str, Any]:
             raise WarmupError(f"check(): not finished within {timeout_s} s")
 
 
-def main(folder: str, device: int, calls: list[tuple[Shape, int, str]], results: Any) -> None:
+def main(folder: str, device: int, calls: list[tuple[Shape, int, str]], results: Any, parent: int = 0) -> None:
     """The check process (spawned): the sampled calls against ``folder``, one snapshot of it after each."""
+    if parent:
+        lifetime.die_with_parent(parent)
     os.environ["DG_JIT_CACHE_DIR"] = folder  # before deep_gemm reads it (its first kernel call)
     os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
     misses: list[tuple[str, str, int, str, list[str]]] = []

@@ -5,14 +5,22 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import signal
 import sys
+from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
 from ..errors import BadArgumentError, DgcompatError
+from .artifact import export, import_cache
 from .cache import checked_folder, jit_cache_dir
 from .check import check
 from .entry import warmup
+from .host import real_nvcc
+from .options import cache_folder
 from .presets import ENGINE_MAX_TOKENS, MAX_BATCH, PRESETS, preset_shapes
+from .relocate import adopt
+from .report import WarmupInterrupted
 from .spec import (
     SCALE_FORMS,
     DenseGemm,
@@ -24,6 +32,7 @@ from .spec import (
     Shape,
     WarmupSpec,
 )
+from .storage import from_error
 
 _T = TypeVar("_T")
 
@@ -117,7 +126,7 @@ def seconds(text: str) -> float:
 #: The option of each warmup() argument, for usage errors.
 OPTIONS = {"cache_dir": "--cache-dir", "timeout_s": "--timeout", "workers": "--workers", "processes": "--processes",
            "device": "--device", "method": "--method", "isolate": "--isolate", "sample": "--check-sample",
-           "seed": "--check-seed"}
+           "seed": "--check-seed", "import": "--import"}
 
 
 def build_spec(opts: argparse.Namespace) -> WarmupSpec:
@@ -199,43 +208,86 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--print-cache-dir", action="store_true",
                    help="print the folder kernels go to (for DG_JIT_CACHE_DIR at serve time) and exit")
+    p.add_argument("--export", dest="export_file", default=None, metavar="FILE",
+                   help="after warming, write the folder's kernels of this build with a manifest (build fingerprint, "
+                        "NVCC, GPU, torch, the description, the kernel list) to FILE, a new file")
+    p.add_argument("--import", dest="import_file", default=None, metavar="FILE",
+                   help="verify FILE (written by --export) against the installed build and put its kernels into the "
+                        "folder under the keys this install looks them up under; --check then checks its description")
+    p.add_argument("--adopt", action="store_true",
+                   help="re-key the kernels another install of this build (a moved virtualenv, another path) warmed "
+                        "into the folder for the install here, after verifying that only the install path differs")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``dgcompat warmup [options]``: 0 done, 1 the warmup failed (or the check found a compile), 2 bad usage."""
+    """``dgcompat warmup [options]``: 0 done, 1 the warmup failed (or the check found a compile, or an import
+    relocated not every kernel), 2 bad usage, 128 + N stopped by signal N (the kernels compiled so far are kept)."""
     parser = _parser()
     opts = parser.parse_args(list(sys.argv[1:] if argv is None else argv))  # a bad option: exit 2, usage
     if opts.cache_dir is not None and not opts.cache_dir.strip():
         parser.error("argument --cache-dir: expected a folder, got ''")
-    if opts.print_cache_dir:
+    if opts.print_cache_dir:  # a read-only (warm) folder is printed too: serving only reads it
         try:
-            folder = checked_folder(jit_cache_dir(opts.cache_dir, isolate=opts.isolate), "warmup", "cache_dir")
+            folder = checked_folder(jit_cache_dir(opts.cache_dir, isolate=opts.isolate), "warmup", "cache_dir",
+                                    write=False)
         except BadArgumentError as exc:
             return _usage(exc)
         print(folder)
         return 0
+    shapes = bool(opts.preset or opts.dense or opts.grouped or opts.indexer or opts.ragged)
+    spec: WarmupSpec | None = None
     try:
-        spec = build_spec(opts)
+        if shapes or not (opts.import_file or opts.adopt):
+            spec = build_spec(opts)
+        problem = _paths(opts, spec)
     except (argparse.ArgumentTypeError, DgcompatError) as exc:
         print(f"dgcompat warmup: {exc}", file=sys.stderr)
         return 2
+    if problem:
+        print(f"dgcompat warmup: error: {problem}", file=sys.stderr)
+        return 2
     out: dict[str, Any] = {}
     checked = None
+    imported = None
     try:
-        if not opts.check_only:
+        nvcc = real_nvcc() or ""
+        if opts.adopt or opts.import_file:
+            folder = cache_folder("warmup", opts.cache_dir, opts.isolate)
+            folder.mkdir(parents=True, exist_ok=True)
+            if opts.adopt:
+                adoption = adopt(folder, nvcc, opts.device)
+                out["adopt"] = {"adopted": adoption.adopted, "present": adoption.present, "refused": adoption.refused}
+                _say(opts, adoption.summary())
+            if opts.import_file:
+                imported = import_cache(Path(opts.import_file), folder, nvcc=nvcc, device=opts.device)
+                out["import"] = {k: v for k, v in vars(imported).items() if k != "spec"}
+                _say(opts, imported.summary())
+                spec = spec or imported.spec
+        report = None
+        if shapes and not opts.check_only:
+            assert spec is not None
             report = warmup(spec, workers=opts.workers, device=opts.device, cache_dir=opts.cache_dir,
                             isolate=opts.isolate, verify=not opts.no_verify, progress=opts.progress,
                             timeout_s=opts.timeout, method=opts.method, fresh=opts.fresh, processes=opts.processes)
             out["warmup"] = report.as_dict()
-            if not opts.json:
-                print(report.summary(), flush=True)
+            _say(opts, report.summary())
+        if opts.export_file:
+            assert spec is not None
+            folder = cache_folder("warmup", opts.cache_dir, opts.isolate, write=False)
+            exported = export(folder, Path(opts.export_file), spec=spec, nvcc=nvcc, device=opts.device,
+                              calls=report.calls if report is not None else 0)
+            out["export"] = vars(exported)
+            _say(opts, exported.summary())
         if opts.check or opts.check_only:
+            if spec is None:
+                print("dgcompat warmup: error: argument --check: expected a description to check (--preset, --dense, "
+                      "...; or an --import file that names one), got none", file=sys.stderr)
+                return 2
             checked = check(spec, cache_dir=opts.cache_dir, isolate=opts.isolate, device=opts.device,
                             sample=opts.check_sample, seed=opts.check_seed, timeout_s=opts.timeout or 600.0)
             out["check"] = checked.as_dict()
-            if not opts.json:
-                print(checked.summary())
+            _say(opts, checked.summary())
     except BadArgumentError as exc:
         if exc.function in ("warmup", "check") and exc.argument in OPTIONS:
             return _usage(exc)
@@ -244,9 +296,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DgcompatError as exc:
         print(f"dgcompat warmup: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # a write outside the warmup itself (the export file, an import): what ran out where
+        place = Path(exc.filename).parent if exc.filename else Path.cwd()
+        full = from_error(exc, {"the folder written": place})
+        print(f"dgcompat warmup: {full or f'{exc.strerror or exc}: {exc.filename or place}'}", file=sys.stderr)
+        return 1
+    except (KeyboardInterrupt, WarmupInterrupted) as exc:
+        signum = exc.signum if isinstance(exc, WarmupInterrupted) else int(signal.SIGINT)
+        where = opts.cache_dir or jit_cache_dir(isolate=opts.isolate)
+        print(f"dgcompat warmup: stopped by {signal.Signals(signum).name}: the workers and NVCC runs were stopped and "
+              f"the scratch folder removed; the kernels compiled so far are in {where}, and the same command run "
+              "again continues from them", file=sys.stderr)
+        return 128 + signum
     if opts.json:
-        print(json.dumps(out["warmup"] if list(out) == ["warmup"] else out, indent=2))
-    return 0 if checked is None or checked.ok else 1
+        print(json.dumps(out["warmup"] if list(out) == ["warmup"] else out, indent=2, default=str))
+    bad_import = imported is not None and not imported.ok
+    return 0 if (checked is None or checked.ok) and not bad_import else 1
+
+
+def _say(opts: argparse.Namespace, text: str) -> None:
+    if not opts.json:
+        print(text, flush=True)
+
+
+def _paths(opts: argparse.Namespace, spec: WarmupSpec | None) -> str:
+    """The usage problem of ``--export`` / ``--import`` (checked before anything is written), or ""."""
+    if opts.export_file:
+        target = Path(opts.export_file).absolute()
+        if spec is None:
+            return "argument --export: expected a description to warm and export (--preset, --dense, ...), got none"
+        if target.exists():
+            return f"argument --export: expected a file that does not exist yet (never overwritten), got {target}"
+        if not target.parent.is_dir() or not os.access(target.parent, os.W_OK | os.X_OK):
+            return f"argument --export: expected a file in a folder this process can write, got {target}"
+    if opts.import_file:
+        source = Path(opts.import_file)
+        if not source.is_file() or not os.access(source, os.R_OK):
+            return f"argument --import: expected a readable file written by --export, got {source}"
+    return ""
 
 
 def _usage(exc: BadArgumentError) -> int:

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Literal
 
 from .. import _backend
 from ..detection import release
 from ..errors import BadArgumentError, DeepGemmUnavailableError
-from . import host, record
+from . import host, lifetime, record, relocate, storage
 from .classes import classes, rule_for
 from .options import cache_folder, check_options
 from .pool import Pool
@@ -60,7 +58,7 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
     if not isinstance(spec, WarmupSpec):
         raise BadArgumentError("warmup", "spec", "a WarmupSpec", type(spec).__name__)
     check_options("warmup", workers=workers, device=device, method=method, processes=processes, timeout_s=timeout_s)
-    folder = cache_folder("warmup", cache_dir, isolate)
+    folder = cache_folder("warmup", cache_dir, isolate, write=False)
     family = host.gpu_family(device)
     calls = plan_calls(spec, family=family)
     if not calls:
@@ -69,6 +67,7 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
     forms = tuple(dict.fromkeys(c.form for c in calls if c.form))
     backend = _backend.backend_name()
     if backend == "reference":
+        cache_folder("warmup", cache_dir, isolate)
         return WarmupReport("reference", "none", str(folder), 0, len(calls), 0, 0, 0,
                             time.perf_counter() - t0, 0.0,
                             notes=("the reference backend compiles nothing: warmup is a no-op",),
@@ -85,6 +84,12 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
     notes.extend(_form_notes(spec, family))
     key = record.key(spec, nvcc, device) if chosen == "stand-in" and verify else None
     done = None if key is None or fresh else record.read(folder, key)
+    if done is None:  # a read-only folder (an image layer, NFS) is fine where its record answers, else not
+        if folder.is_dir() and not os.access(folder, os.W_OK | os.X_OK):
+            raise BadArgumentError("warmup", "cache_dir", "a folder this process can write (a read-only one is "
+                                   "answered only by the record of an identical complete warmup or import)",
+                                   f"{folder}: read-only, and no such record for this description in it")
+        cache_folder("warmup", cache_dir, isolate)
     if done is not None:
         note = (f"an identical warmup finished at {done.finished}; its {done.entries} cache entries are all "
                 "present (fresh=True checks every call again)")
@@ -114,11 +119,28 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BadArgumentError("warmup", "cache_dir", "a folder this process can create", f"{folder}: {exc}") from None
-    with tempfile.TemporaryDirectory(prefix="dgcompat-warmup-") as scratch:
-        pool = Pool(calls, policy, workers=workers, processes=processes, device=device, cache=folder,
-                    scratch=Path(scratch), nvcc=nvcc, verify=verify, out=sys.stderr if show else None,
-                    timeout_s=timeout_s, t0=t0, rule=rule)
-        result = pool.run(chosen)
+    folders = {"the JIT cache folder": folder}
+    try:
+        with lifetime.interruptible(), lifetime.Scratch() as scratch, lifetime.Reaper(scratch):
+            folders["the warmup's scratch folder"] = scratch.path
+            adoption = relocate.adopt(folder, nvcc, device)
+            if adoption.adopted:
+                notes.append(f"{len(adoption.adopted)} kernels warmed by another install of this build (same package, "
+                             "NVCC, settings and GPU architecture) were re-keyed for this one")
+            notes.extend(f"kernels of another install not used: {r}" for r in adoption.refused)
+            pool = Pool(calls, policy, workers=workers, processes=processes, device=device, cache=folder,
+                        scratch=scratch.path, nvcc=nvcc, verify=verify, out=sys.stderr if show else None,
+                        timeout_s=timeout_s, t0=t0, rule=rule)
+            result = pool.run(chosen)
+            observed = relocate.observe(result.command, nvcc, device) if result.command else None
+            if observed is not None:  # what this install builds with: --export and --adopt elsewhere need it
+                with storage.writing(folder, "the JIT cache folder"):
+                    relocate.write_build(folder, observed)
+    except OSError as exc:
+        full = storage.from_error(exc, folders)
+        if full is None:
+            raise
+        raise full from None
     notes.extend(result.notes)
     if result.families and result.families != ((family or "unknown"),):
         notes.append(f"the calls were planned for the GPU family {family or 'unknown'} (what the calling process can "
@@ -139,13 +161,15 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
     cached = sum(e.status == "cached" for e in entries) if exact else 0
     kernels = len(entries) if exact else result.new_entries
     if key is not None and exact:
-        record.write(folder, key, calls=len(result.calls), kernels=kernels,
-                     notes=[n for n in result.notes if "install folder" in n])
+        with storage.writing(folder, "the JIT cache folder"):
+            record.write(folder, key, calls=len(result.calls), kernels=kernels,
+                         notes=[n for n in result.notes if "install folder" in n])
     return WarmupReport(release().label, result.method, str(folder), workers, len(result.calls), kernels,
                         compiled, cached, time.perf_counter() - t0, result.identify_s, result.start_s, entries,
                         tuple(notes), result.processes, result.first_up_s, result.compile_s,
                         identified=result.identified, verified=result.verified,
-                        verify_kernels=result.verify_kernels, policy=policy.coverage(), forms=forms)
+                        verify_kernels=result.verify_kernels, policy=policy.coverage(), forms=forms,
+                        nvcc_s=result.nvcc_s, nvcc_runs=result.nvcc_runs, first_compile_s=result.first_compile_s)
 
 
 def _form_notes(spec: WarmupSpec, family: str | None) -> list[str]:

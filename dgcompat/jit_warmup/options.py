@@ -33,11 +33,11 @@ def check_options(fn: str, *, workers: Any = None, device: Any = 0, method: Any 
         raise BadArgumentError(fn, "timeout_s", "None or a positive, finite number of seconds", repr(timeout_s))
 
 
-def cache_folder(fn: str, cache_dir: Any, isolate: Any) -> Path:
+def cache_folder(fn: str, cache_dir: Any, isolate: Any, *, write: bool = True) -> Path:
     """The absolute folder ``cache_dir`` / ``isolate`` name (:func:`~dgcompat.jit_warmup.cache.jit_cache_dir`),
-    checked to be a folder this process can write or create."""
+    checked to be a folder this process can write (``write=False``: read) or create."""
     if cache_dir is not None and (not isinstance(cache_dir, (str, os.PathLike)) or not str(cache_dir).strip()):
         raise BadArgumentError(fn, "cache_dir", "None or a folder path (str or os.PathLike)", repr(cache_dir))
     if not isinstance(isolate, bool):
         raise BadArgumentError(fn, "isolate", "True or False", repr(isolate))
-    return checked_folder(jit_cache_dir(cache_dir, isolate=isolate), fn, "cache_dir")
+    return checked_folder(jit_cache_dir(cache_dir, isolate=isolate), fn, "cache_dir", write=write)

@@ -36,6 +36,7 @@ import multiprocessing as mp
 import os
 import queue
 import random
+import signal
 import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -46,11 +47,13 @@ from typing import Any, Iterator, Literal, TextIO
 
 from ..detection import release
 from ..errors import UnsupportedFeatureError
-from .build import Outcome, prepare_build
+from . import lifetime, storage
+from .build import Outcome, cancel_all, prepare_build
+from .build import reset as reset_builds
 from .cache import count_entries, mark_present, source_index
 from .classes import GUESS, Rule, classes
 from .report import KernelEntry, WarmupError
-from .spec import Call, MPolicy, Shape, ms_for
+from .spec import Call, DenseGemm, GroupedGemm, MPolicy, Shape, ms_for
 from .standin import STAND_IN
 from .worker import WorkerConfig, main, prepare
 
@@ -83,6 +86,10 @@ class PoolResult:
     verify_kernels: int = 0
     families: tuple[str, ...] = ()  # the GPU families the worker processes saw
     notes: list[str] = field(default_factory=list)
+    command: tuple[str, ...] = ()  # one compiler command the JIT asked for (the arguments of a recipe)
+    nvcc_s: float = 0.0  # seconds of NVCC runs of the calling process, added up
+    nvcc_runs: int = 0
+    first_compile_s: float = 0.0
 
 
 def write_progress(out: TextIO | None, text: str, *, final: bool = False) -> None:
@@ -93,14 +100,28 @@ def write_progress(out: TextIO | None, text: str, *, final: bool = False) -> Non
     out.flush()
 
 
+def _a_command(recipes: list[Path]) -> tuple[str, ...]:
+    """The compiler arguments of one recipe the workers kept (what the JIT asks NVCC for), or ()."""
+    for folder in recipes:
+        try:
+            for recipe in sorted(folder.iterdir()):
+                args = (recipe / "args").read_text().split("\n")[:-1]
+                if args:
+                    return tuple(args)
+        except OSError:
+            continue
+    return ()
+
+
 class _Fallback(Exception):
     """Switch to real calls (the stand-in is not honoured by this release)."""
 
 
 def _spread(ms: list[int]) -> list[int]:
-    """``ms`` sorted, then reordered coarse to fine: the bit-reversed order of their positions (first, middle,
-    quarters, eighths, ...), so that any prefix samples the whole range."""
-    ordered = sorted(ms)
+    """``ms`` sorted from the largest, then reordered coarse to fine: the bit-reversed order of their positions
+    (first, middle, quarters, eighths, ...), so that any prefix samples the whole range, the largest M first (a
+    large M picks large tiles, whose kernels take NVCC longest: they should start first)."""
+    ordered = sorted(ms, reverse=True)
     bits = max(1, (len(ordered) - 1).bit_length())
     keys = sorted(range(len(ordered)), key=lambda i: int(format(i, f"0{bits}b")[::-1], 2))
     return [ordered[i] for i in keys]
@@ -152,6 +173,8 @@ class Pool:
         self.forms = {i: tuple(f) for i, f in forms.items()}
         self.ms = {i: sorted(set(v)) for i, v in ms.items()}
         self.ctx = mp.get_context("spawn")  # workers touch CUDA: never fork a process that might have it
+        #: The folders a write can fail in, for the message that says what ran out where.
+        self.folders = {"the JIT cache folder": cache, "the warmup's scratch folder": scratch}
 
     # -- public -------------------------------------------------------------------------------------
     def run(self, method: Literal["stand-in", "calls"]) -> PoolResult:
@@ -175,6 +198,10 @@ class Pool:
 
     # -- one pass -----------------------------------------------------------------------------------
     def _configs(self, method: str, n: int) -> list[WorkerConfig]:
+        with storage.writing(self.scratch, "the warmup's scratch folder"):
+            return self._write_configs(method, n)
+
+    def _write_configs(self, method: str, n: int) -> list[WorkerConfig]:
         stand_in = self.scratch / "nvcc-stand-in.sh"
         stand_in.write_text(STAND_IN)
         stand_in.chmod(0o755)
@@ -182,7 +209,7 @@ class Pool:
         for wid in range(n):
             base = self.scratch / f"{method}-w{wid}"
             base.mkdir(parents=True, exist_ok=True)
-            cfg = WorkerConfig(wid=wid, device=self.device, method=method, shapes=self.shapes,
+            cfg = WorkerConfig(wid=wid, device=self.device, method=method, shapes=self.shapes, parent=os.getpid(),
                                cache=str(self.cache), link=str(base / "cache-link"), empty=str(base / "empty"),
                                log=str(base / "stand-in.log"), stand_in=str(stand_in), nvcc=self.nvcc,
                                recipes=str(base / "recipes") if method == "stand-in" else "",
@@ -204,6 +231,9 @@ class Pool:
         state.present = source_index(self.cache) if method == "stand-in" else {}
         for p in procs:
             p.start()
+            assert p.pid is not None
+            lifetime.register(p.pid)  # killed by the reaper if this process dies
+        ok = False
         try:
             if method == "stand-in":
                 for task in self._identify_tasks(n, state):
@@ -222,14 +252,26 @@ class Pool:
                 work_q.put(None)
             for p in procs:
                 p.join(timeout=60)
+            ok = True
         finally:
+            if not ok:  # an error or an interruption: stop the NVCC runs and the workers now
+                cancel_all()
+                for p in procs:
+                    if p.is_alive():
+                        p.terminate()
             if builder is not None:  # running compiles write into the scratch folder: let them end first
                 builder.shutdown(wait=True, cancel_futures=True)
+            reset_builds()
             state.release_all()
             for p in procs:
                 if p.is_alive():
                     p.terminate()
-                    p.join(timeout=10)
+                    p.join(timeout=5)
+                if p.is_alive():
+                    p.kill()
+                    p.join(timeout=5)
+                if p.pid is not None:
+                    lifetime.unregister(p.pid)
             for q in (identify_q, work_q, result_q):
                 q.close()
                 q.cancel_join_thread()
@@ -242,6 +284,9 @@ class Pool:
         result.new_entries = count_entries(self.cache) - before
         result.notes.extend(state.notes)
         result.families = tuple(sorted(f or "unknown" for f in state.families))
+        result.command = _a_command(state.recipes)
+        result.nvcc_s, result.nvcc_runs = round(state.nvcc_s, 3), state.nvcc_runs
+        result.first_compile_s = state.first_compile_s
         return result
 
     def _identify_tasks(self, n: int, st: _State) -> list[tuple[str, int, str, list[int]]]:
@@ -272,31 +317,37 @@ class Pool:
         return tasks
 
     def _loop(self, st: _State, procs: list[Any], result_q: Any) -> None:
-        last_draw = 0.0
+        last_draw = last_look = 0.0
         while not st.finished():
             if self.deadline is not None and time.monotonic() > self.deadline:
                 raise WarmupError(f"warmup(): not finished within the time limit ({st.line()})")
             st.drain_builds()
-            try:
-                msg = result_q.get(timeout=0.05)
-            except Empty:
+            now = time.monotonic()
+            if now - last_look > 0.1:  # a worker that died may have held a queue's lock: stop at once
+                last_look = now
                 dead = [p for p in procs if not p.is_alive() and p.exitcode not in (0, None)]
                 if dead:
                     self._dead(st, dead)
+            try:
+                msg = result_q.get(timeout=0.05)
+            except Empty:
                 st.maybe_phase2()
                 continue
             st.handle(msg)
             st.maybe_phase2()
-            now = time.monotonic()
             if now - last_draw > 0.1:
                 write_progress(self.out, st.line())
                 last_draw = now
 
     def _dead(self, st: _State, dead: list[Any]) -> None:
         codes = ", ".join(f"worker {p.name} exit code {p.exitcode}" for p in dead)
-        if st.method == "stand-in" and st.identified_all < st.n and not st.answers:  # nothing but identification ran
+        stopped = any(p.exitcode in (-signal.SIGKILL, -signal.SIGTERM, -signal.SIGINT) for p in dead)
+        if (st.method == "stand-in" and st.identified_all < st.n and not st.answers  # nothing but identification ran
+                and not stopped):  # (a worker killed from outside says nothing about the stand-in)
             raise _Fallback(f"a worker died while identifying kernels ({codes})")
-        raise WarmupError(f"warmup(): {codes}; the kernels compiled so far are in {self.cache}")
+        why = " (killed by a signal: the out-of-memory killer, or a user)" if stopped else ""
+        raise WarmupError(f"warmup(): {codes}{why}; the kernels compiled so far are in {self.cache}, and the same "
+                          "warmup run again continues from them")
 
 
 class _State:
@@ -326,7 +377,7 @@ class _State:
         self.outstanding = 0
         self.answers = 0
         self.building = 0
-        self.pending: list[tuple[int, int, str]] = []  # (priority, arrival, digest) waiting for a compile slot
+        self.pending: list[tuple[int, int, int, str]] = []  # (light, -weight, arrival, digest): waiting for a slot
         self.first: dict[str, CallKey] = {}  # digest -> the call that installs it
         self.first_wid: dict[str, int] = {}
         self.kstate: dict[str, str] = {}
@@ -344,6 +395,9 @@ class _State:
         self.recipes: list[Path] = []
         self.present: dict[int, list[Path]] = {}  # sources of the entries the cache held at the start
         self.build_s: dict[str, float] = {}  # digest -> seconds its NVCC run took here
+        self.first_compile_s = 0.0  # when the first NVCC run started (identification runs from the first worker up)
+        self.nvcc_s = 0.0  # every NVCC run here, added up
+        self.nvcc_runs = 0
         self._failed_builds = 0
         self._arrivals = 0
         self._flags_checked = False
@@ -428,7 +482,7 @@ class _State:
                 self.verify_found.add(digest)  # a call its class's representative stood for met what it did not
             self._arrivals += 1
             source = self.recipes[wid] / digest / "source" if self.recipes else Path("/nonexistent")
-            self.pending.append((1 if _light(source) else 0, self._arrivals, digest))
+            self.pending.append((1 if _light(source) else 0, -self._weight(call), self._arrivals, digest))
             self.pending.sort()
             self.pump()
         elif state in ("queued", "building", "installing"):
@@ -447,6 +501,14 @@ class _State:
         else:
             self.park(call)
 
+    def _weight(self, call: CallKey) -> int:
+        """How long a kernel is expected to take NVCC, as an order only: for a GEMM the M of the first call that
+        needs it (a larger M picks larger tiles: measured on the H200, the six dense GEMMs' kernels took 3.3-4.7 s
+        at M <= 64 and up to 12.8 s at M 576-1216), the indexer's logits kernels before all (they are large),
+        so that the longest compiles start first and none of them ends the warmup alone."""
+        shape = self.pool.shapes[call[0]]
+        return call[2] if isinstance(shape, (DenseGemm, GroupedGemm)) else 1 << 30
+
     def _is_member(self, call: CallKey) -> bool:
         return call not in self.members  # representatives are the keys of ``members``
 
@@ -457,7 +519,7 @@ class _State:
         """Start queued compiles while compile slots are free."""
         assert self.builder is not None or not self.pending
         while self.pending and self.building < self.pool.workers:
-            _prio, _n, digest = self.pending.pop(0)
+            _prio, _weight, _n, digest = self.pending.pop(0)
             self.kstate[digest] = "building"
             p = self.pool
             recipe = self.recipes[self.first_wid[digest]] / digest  # the worker that reported it kept its recipe
@@ -466,6 +528,7 @@ class _State:
                                       p.remaining(), self.present)
             fut.add_done_callback(functools.partial(self._ended, digest))
             self.building += 1
+            self.first_compile_s = self.first_compile_s or self.now()
 
     def _ended(self, digest: str, fut: Future[Outcome]) -> None:
         """A compile thread's callback (runs on that thread): hand the outcome to the parent thread."""
@@ -484,8 +547,22 @@ class _State:
             self.building -= 1
             try:
                 out = fut.result()
+                if out.seconds:
+                    self.nvcc_s += out.seconds
+                    self.nvcc_runs += 1
             except Exception as exc:  # an unexpected failure of the thread: the worker path compiles it
+                if isinstance(exc, storage.StorageError):
+                    raise exc from None
+                full = storage.from_error(exc, self.pool.folders)
+                if full is not None:  # unless a write ran out of room: that would fail there too
+                    raise full from None
                 out = Outcome(digest, "failed", why=f"{type(exc).__name__}: {exc}")
+            if out.kind == "failed":
+                role = "the warmup's scratch folder"  # where NVCC writes (its output, and TMPDIR's files)
+                full = (storage.from_exit(out.returncode, self.pool.scratch, role)
+                        or storage.from_text(out.output, {role: self.pool.scratch}))
+                if full is not None:
+                    raise full
             call = self.first[out.identity]
             if out.kind == "built":
                 assert out.fd is not None
@@ -519,9 +596,9 @@ class _State:
         paths = [a[2:] for a in args if a.startswith("-I")]
         if location and any(p.startswith(str(Path(location).parent)) for p in paths):
             self.notes.append(
-                f"deep_gemm's cache key contains its install folder (the compiler flag -I{paths[0]}): these kernels "
-                "serve this install only; after moving the virtualenv, or in a container where deep_gemm is "
-                "installed elsewhere, they are compiled again (warm there)")
+                f"deep_gemm's cache key contains its install folder (the compiler flag -I{paths[0]}): another install "
+                "of this build (a moved virtualenv, a container) finds these kernels once they are re-keyed for it: "
+                "dgcompat warmup --adopt on this folder there, or --export here and --import there")
 
     def _release(self, digest: str, present: bool) -> None:
         fd = self.held.pop(digest, None)
@@ -660,6 +737,9 @@ class _State:
                             "(this release does not build kernels through DG_JIT_NVCC_COMPILER)")
         if kind == "call-error":
             _, _wid, idx, form, m, why, text = msg
+            full = storage.from_text(text, self.pool.folders)
+            if full is not None:  # deep_gemm or NVCC ran out of room: not the release's fault
+                raise full
             shape = self.pool.shapes[idx]
             where = f"{shape.label}" + (f" at M={m}" if isinstance(m, int) else "") + (
                 f" (scales {form})" if form else "")
@@ -668,6 +748,9 @@ class _State:
             raise WarmupError(f"warmup(): {where}: {why}: {text}")
         if kind == "fatal":
             _, wid, text, tb = msg
+            full = storage.from_text(text, self.pool.folders)
+            if full is not None:
+                raise full
             if self.method == "stand-in" and self.identified_all < self.n and not self.answers:
                 raise _Fallback(f"worker {wid} failed while identifying: {text}")
             raise WarmupError(f"warmup(): worker {wid} failed: {text}\n{tb}")

@@ -21,13 +21,10 @@ from typing import Any, Sequence
 from ..detection import release
 from . import host
 from .cache import entries, torch_version
+from .relocate import FLAG_VARIABLES
 
 __all__ = ["key", "read", "write", "Done"]
 
-# The settings deep_gemm folds into compiler flags (or that change the compiler); the cache location,
-# the compiler program and dgcompat's own variables are not among them.
-_FLAG_VARIABLES = ("DG_JIT_CPP_STANDARD", "DG_JIT_DEBUG", "DG_JIT_PTXAS_VERBOSE", "DG_JIT_PTXAS_CHECK",
-                   "DG_JIT_WITH_LINEINFO", "DG_JIT_USE_NVRTC")
 
 
 #: Changes whenever what a warmup covers for one description changes (a record of an earlier dgcompat
@@ -64,7 +61,7 @@ def key(spec: Any, nvcc: str, device: int) -> str | None:
     # The install location too: the 0.1.x JIT's key contains its include path (an -I flag), so the same
     # release installed elsewhere (a moved virtualenv, a container) needs its kernels compiled again.
     parts = [FORMAT, repr(spec), rel.label, str(rel.location), torch_version(), binary, gpu,
-             *(f"{v}={os.environ.get(v, '')}" for v in _FLAG_VARIABLES)]
+             *(f"{v}={os.environ.get(v, '')}" for v in FLAG_VARIABLES)]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
 
 

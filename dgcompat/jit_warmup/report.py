@@ -7,12 +7,23 @@ from typing import Any, Literal
 
 from ..errors import DgcompatError
 
-__all__ = ["WarmupError", "KernelEntry", "WarmupReport"]
+__all__ = ["WarmupError", "WarmupInterrupted", "KernelEntry", "WarmupReport"]
 
 
 class WarmupError(DgcompatError):
     """A warmup worker failed (a compile error, a crashed worker, no compiler): nothing was left half
     written in the cache (deep_gemm renames finished entries into place), but the warmup is incomplete."""
+
+
+class WarmupInterrupted(BaseException):
+    """``SIGTERM`` or ``SIGHUP`` arrived during a warmup (raised in the main thread, like ``KeyboardInterrupt`` for
+    ``SIGINT``, and like it not an ``Exception``): the workers and NVCC runs were stopped and the scratch folder
+    removed on the way out; the kernels compiled before are in the cache, and the same warmup run again
+    continues from them. ``signum``: the signal."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(f"warmup interrupted by signal {signum}")
 
 
 @dataclass(frozen=True)
@@ -47,7 +58,9 @@ class WarmupReport:
     many then ran against the warmed folder and found every kernel (all of them, with ``verify``);
     ``verify_kernels``: kernels only the verify pass met (a class coarser than the release's kernel choice;
     compiled all the same). ``policy``: which M values the warmup covered and what it can miss;
-    ``forms``: the FP8 activation-scale forms warmed.
+    ``forms``: the FP8 activation-scale forms warmed. ``nvcc_s`` / ``nvcc_runs``: the NVCC runs of the calling
+    process, their seconds added up (:attr:`floor_s`: the shortest cold warmup they allow);
+    ``first_compile_s``: when the first of them started (identification starts with the first worker up).
     """
 
     release: str
@@ -71,6 +84,15 @@ class WarmupReport:
     verify_kernels: int = 0
     policy: str = ""
     forms: tuple[str, ...] = ()
+    nvcc_s: float = 0.0
+    nvcc_runs: int = 0
+    first_compile_s: float = 0.0
+
+    @property
+    def floor_s(self) -> float:
+        """The shortest cold warmup these compiles allow: ``nvcc_s / workers`` (every compile slot busy) after
+        the first worker is up (no kernel is known before). 0 where nothing was compiled here."""
+        return self.nvcc_s / self.workers + self.first_up_s if self.nvcc_s and self.workers else 0.0
 
     @property
     def compiled_ids(self) -> tuple[str, ...]:
@@ -90,9 +112,16 @@ class WarmupReport:
         return "\n".join([head, *extra, *(f"  note: {n}" for n in self.notes)])
 
     def phases(self) -> str:
-        """Where the time went, e.g. ``workers up 1.2-2.0 s, identified 2.4 s, compiled 9.8 s``."""
-        return (f"workers up {self.first_up_s:.1f}-{self.start_s:.1f} s, identified {self.identify_s:.1f} s, "
-                f"compiled {self.compile_s:.1f} s")
+        """Where the time went, e.g. ``workers up 1.2-2.0 s, identified 2.4 s, compiled 9.8 s; NVCC 84.0 s in 21
+        runs, floor 7.3 s``."""
+        text = f"workers up {self.first_up_s:.1f}-{self.start_s:.1f} s, "
+        if self.first_compile_s:
+            text += f"first compile {self.first_compile_s:.1f} s, "
+        text += f"identified {self.identify_s:.1f} s, compiled {self.compile_s:.1f} s"
+        if self.nvcc_runs:
+            text += (f"; NVCC {self.nvcc_s:.1f} s in {self.nvcc_runs} runs, floor {self.floor_s:.1f} s (NVCC s / "
+                     f"{self.workers} at once + first worker up)")
+        return text
 
     def __str__(self) -> str:
         return self.summary()

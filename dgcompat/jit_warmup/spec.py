@@ -5,7 +5,7 @@ Pure data and arithmetic: nothing here imports torch or deep_gemm or asks anythi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Literal, Sequence, Union
 
 from ..errors import BadArgumentError
@@ -13,7 +13,7 @@ from ..errors import BadArgumentError
 __all__ = [
     "DenseGemm", "GroupedGemm", "PagedIndexer", "RaggedIndexer", "Shape", "MPolicy", "WarmupSpec", "Call",
     "ScaleForm", "SCALE_FORMS", "DEFAULT_MAX_TOKENS", "CONTIGUOUS_ALIGNMENT", "positive", "ms_for", "forms_for",
-    "plan_calls", "weight_key",
+    "plan_calls", "weight_key", "spec_to_json", "spec_from_json",
 ]
 
 Shape = Union["DenseGemm", "GroupedGemm", "PagedIndexer", "RaggedIndexer"]
@@ -327,3 +327,39 @@ def weight_key(shape: Shape) -> tuple[Any, ...]:
     if isinstance(shape, RaggedIndexer):
         return ("ragged", shape.context_len, shape.head_dim)
     return ("indexer", shape.context_len, shape.block_kv, shape.head_dim)
+
+
+_SHAPES: dict[str, type] = {"DenseGemm": DenseGemm, "GroupedGemm": GroupedGemm, "PagedIndexer": PagedIndexer,
+                            "RaggedIndexer": RaggedIndexer}
+
+
+def spec_to_json(spec: WarmupSpec) -> dict[str, Any]:
+    """``spec`` as plain JSON data (:func:`spec_from_json` reads it back)."""
+    m = None if spec.m is None else {"kind": spec.m.kind, "ms": list(spec.m.ms), "max_m": spec.m.max_m}
+    return {"shapes": [{"kind": type(s).__name__, **asdict(s)} for s in spec.shapes], "m": m,
+            "max_tokens": spec.max_tokens, "scales": list(spec.scales)}
+
+
+def spec_from_json(data: Any, where: str = "spec") -> WarmupSpec:
+    """The description :func:`spec_to_json` wrote; :class:`~dgcompat.errors.BadArgumentError` naming ``where``
+    for anything else."""
+    try:
+        shapes = []
+        for item in data["shapes"]:
+            fields = dict(item)
+            cls = _SHAPES[fields.pop("kind")]
+            shapes.append(cls(**fields))
+        m = data.get("m")
+        policy = None
+        if m is not None:
+            kind = m["kind"]
+            policy = (MPolicy.values(m["ms"]) if kind == "values" else MPolicy.every(m["max_m"]) if kind == "every"
+                      else MPolicy.changes(m["max_m"]) if kind == "changes" else None)
+            if policy is None:
+                raise ValueError(f"unknown M policy {kind!r}")
+        return WarmupSpec(tuple(shapes), policy, data.get("max_tokens"), tuple(data["scales"]))
+    except BadArgumentError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise BadArgumentError("warmup", where, "a warmup description written by dgcompat",
+                               f"{type(exc).__name__}: {exc}") from None

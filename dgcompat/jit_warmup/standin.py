@@ -30,6 +30,7 @@ hashes besides the kernel name and the NVCC version. The script computes it itse
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 from dataclasses import dataclass, field
@@ -192,6 +193,8 @@ def keep_recipe(record: Record, recipes: Path) -> bool:
         tmp = folder / "args.new"
         tmp.write_text("".join(a + "\n" for a in record.args))
         os.replace(tmp, folder / "args")
-    except OSError:
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            raise  # the warmup says what ran out where
         return False
     return True

@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 from ..errors import BadArgumentError, KernelError, UnsupportedFeatureError
 from ..knobs import compile_mode
+from . import lifetime
 from .cache import lock_kernel, mark_present
 from .calls import Runner
 from .spec import MPolicy, Shape
@@ -56,6 +57,7 @@ class WorkerConfig:
     nvcc: str
     recipes: str = ""  # this worker's recipe folder (stand-in method)
     built: str = ""  # where the parent puts the kernels it compiled (stand-in method)
+    parent: int = 0  # the calling process (the worker dies with it)
 
 
 class Busy(Exception):
@@ -360,6 +362,8 @@ def prepare(cfg: WorkerConfig) -> None:
 
 def main(cfg: WorkerConfig, identify_q: Any, work_q: Any, result_q: Any) -> None:
     """Worker entry point (spawned)."""
+    if cfg.parent:
+        lifetime.die_with_parent(cfg.parent)
     # deep_gemm prints every failed compile to stdout, which the stand-in's refusals would flood.
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
