@@ -18,7 +18,7 @@ from packaging.version import InvalidVersion, Version
 from dgcompat._tooling import expected_torch
 from dgcompat.detection import UPSTREAM_NAMES
 
-from ..dists import BUNDLED_RELEASES, KERNEL_DISTS, SGL_DEEP_GEMM, SGL_DEEP_GEMM_RELEASES, canonical
+from ..dists import BUNDLED_RELEASES, DISTRIBUTIONS, KERNEL_DISTS, SGL_DEEP_GEMM, SGL_DEEP_GEMM_RELEASES, canonical
 from ..wheelcache import CacheError, parse_name
 
 __all__ = [
@@ -37,9 +37,12 @@ __all__ = [
 
 _norm = canonical
 
-#: Engine wheels that vendor upstream DeepGEMM: (dist, version, folder of the copy in the wheel).
-VENDORED_RELEASES: tuple[tuple[str, str], ...] = (("vllm", "0.33.0"),)
-VENDORED_PATHS: dict[str, str] = {"vllm": "vllm/third_party/deep_gemm/"}
+#: Engine wheels that vendor upstream DeepGEMM and whose copy the wing certifies: (dist, version), from the
+#: discovery table (:data:`dgcompat_conformance.dists.DISTRIBUTIONS`).
+VENDORED_RELEASES: tuple[tuple[str, str], ...] = tuple(
+    (d.name, v) for d in DISTRIBUTIONS if d.holds == "vendored" for v in d.certified)
+#: Engine -> the folder of its copy in its wheels (the discovery table's).
+VENDORED_PATHS: dict[str, str] = {d.name: d.path for d in DISTRIBUTIONS if d.holds == "vendored"}
 
 
 @dataclass(frozen=True)
@@ -51,9 +54,12 @@ class VendoredFacts:
     built_for: str  # the torch the engine wheel pins (Requires-Dist), i.e. what the copy was built against
 
 
-#: Release id -> facts (vllm 0.33.0's METADATA: Requires-Dist torch==2.14.0; the copy's
+#: Release id -> facts (vllm 0.33.0's and 0.34.0's METADATA: Requires-Dist torch==2.14.0; each copy's
 #: _C_extension.abi3.so imports 85 C-shim functions, the newest from torch 2.10).
-VENDORED_FACTS: dict[str, VendoredFacts] = {"vllm-0.33.0": VendoredFacts("2.8.1", ">=2.10", "2.14.0")}
+VENDORED_FACTS: dict[str, VendoredFacts] = {
+    "vllm-0.33.0": VendoredFacts("2.8.1", ">=2.10", "2.14.0"),
+    "vllm-0.34.0": VendoredFacts("2.8.1", ">=2.10", "2.14.0"),
+}
 
 #: The distributions whose wheels the CPU tier certifies (``parse_release``'s default).
 KNOWN_DISTS: tuple[str, ...] = (SGL_DEEP_GEMM, *KERNEL_DISTS, *VENDORED_PATHS)

@@ -19,6 +19,10 @@ Surface document (keys sorted when serialised)::
     native             op -> {"binding", "params": [{"name", "type", "default"}], "returns", "signature"}
     python             "deep_gemm.<name>" / "deep_gemm.utils.layout.<name>" -> record
     import_errors      simulated import failures ("module: Type: detail")
+    package_path       where the package sits ("deep_gemm", "vllm/third_party/deep_gemm")
+    deep_gemm_version  the package's literal __version__ ("2.8.1"), or None
+    fingerprint        the build's fingerprint (dgcompat_conformance.surface.fingerprint): python, native,
+                       asserts and headers ids
 
 A ``python`` record has ``kind`` (see :data:`~dgcompat_conformance.surface.python.SYMBOL_KINDS`); callables
 (function, alias, native, class) have ``params`` ``[{"name", "kind", "default", "annotation"}]``.
@@ -60,7 +64,8 @@ from .diff import (
     is_engine_symbol,
     render_changes,
 )
-from .native import BINDING_UNKNOWN, NativeLibrary, has_python_init, scan_native_library
+from .fingerprint import fingerprint
+from .native import BINDING_UNKNOWN, NativeLibrary, has_python_init, host_assert_texts, scan_native_library
 from .python import read_python_surface
 
 __all__ = [
@@ -85,7 +90,7 @@ __all__ = [
 ]
 
 #: Version of the surface document layout; bump when the extractor's output changes.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _CACHE_SUFFIX = f".surface-v{SCHEMA_VERSION}.json"
 
@@ -151,6 +156,7 @@ def extract_files(files: ReleaseFiles) -> dict[str, Any]:
             )
             record["returns"] = op_record["returns"] if op_record is not None else None
         python[name] = record
+    asserts = host_assert_texts(files.shared_objects[lib_path]) if lib_path is not None else None
     doc: dict[str, Any] = {
         "schema": SCHEMA_VERSION,
         "release": release,
@@ -163,6 +169,10 @@ def extract_files(files: ReleaseFiles) -> dict[str, Any]:
         "native": native,
         "python": python,
         "import_errors": list(surface.import_errors),
+        "package_path": files.package_path,
+        "deep_gemm_version": surface.version,
+        "fingerprint": fingerprint(files.python_sources, native, lib.binding if lib is not None else BINDING_UNKNOWN,
+                                   asserts, files.headers),
     }
     # A round trip through JSON makes the document canonical (lists, sorted keys, no tuples).
     canonical: dict[str, Any] = json.loads(to_json(doc))
