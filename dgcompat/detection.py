@@ -102,9 +102,31 @@ KNOWN_SURFACES: dict[tuple[str, str], dict[str, str]] = {
     # vLLM 0.34.0 vendors a DeepGEMM whose __init__.py is byte-identical to 0.33.0's but whose _C.py inserts
     # logits_dtype (before schedule_meta in fp8_fp4_mqa_logits, before indices in fp8_fp4_paged_mqa_logits).
     (UPSTREAM, "2.8.1"): {
-        "e9ca061f2eb6": "MQA logits without logits_dtype (the build vLLM 0.33.0 vendors)",
-        "435a184a5c2a": "MQA logits with logits_dtype (the build vLLM 0.34.0 vendors)",
+        "354b343b74a3": "MQA logits without logits_dtype (the build vLLM 0.33.0 vendors)",
+        "fa714562dd0e": "MQA logits with logits_dtype (the build vLLM 0.34.0 vendors)",
     },
+    # One build each: the wheel on PyPI. (The bundled copies' functions are all native ops: no Python part.)
+    (SGL_DEEP_GEMM, "0.0.1"): {"3b340d0cec42": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.1.0"): {"3b340d0cec42": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.1.1"): {"bb78a949f0b0": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.1.2"): {"bb78a949f0b0": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.1.3"): {"bb78a949f0b0": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.1.4"): {"6df5447106b3": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.1.4.post1"): {"6df5447106b3": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.1.5"): {"6df5447106b3": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.1.5.post1"): {"6df5447106b3": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.1.5.post2"): {"6df5447106b3": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.1.5.post3"): {"6df5447106b3": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.1.6"): {"6df5447106b3": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.1.7"): {"6df5447106b3": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.2.0"): {"cc9c8f2c7041": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.2.1"): {"cc9c8f2c7041": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.2.1.post1"): {"cc9c8f2c7041": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.2.2"): {"cc9c8f2c7041": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.2.3"): {"cc9c8f2c7041": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.2.3.post1"): {"cc9c8f2c7041": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.2.3.post2"): {"cc9c8f2c7041": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.2.5"): {"1108e26fabd6": "the published wheel"},
 }
 
 #: (distribution, releases, torch the native library was built against, evidence).

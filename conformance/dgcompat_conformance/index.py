@@ -391,9 +391,12 @@ def fetch_partial(file: IndexFile, prefixes: Iterable[str], transport: Transport
     os.close(fd)
     tmp = Path(tmp_name)
     try:
-        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as out:
+        with zipfile.ZipFile(tmp, "w") as out:
             for name in sorted(members):
-                out.writestr(zipfile.ZipInfo(name, (2020, 1, 1, 0, 0, 0)), members[name])
+                info = zipfile.ZipInfo(name, (2020, 1, 1, 0, 0, 0))
+                info.compress_type = zipfile.ZIP_DEFLATED
+                out.writestr(info, members[name])
+        tmp.chmod(0o644)
         os.replace(tmp, target)
         _sidecar(target).write_text(json.dumps(source, indent=1, sort_keys=True) + "\n", "utf-8")
     finally:

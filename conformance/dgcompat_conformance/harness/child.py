@@ -214,6 +214,9 @@ def _dgcompat_view() -> dict[str, Any]:
         view["release"] = rel.label
         view["distribution"] = rel.dist
         view["binding"] = rel.binding
+        view["module"] = rel.module
+        view["surface"] = rel.surface
+        view["surface_note"] = rel.surface_note
         view["problems"] = list(rel.problems)
     except Exception as exc:
         view["release_error"] = f"{type(exc).__name__}: {exc}"

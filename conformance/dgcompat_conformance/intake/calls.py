@@ -98,8 +98,18 @@ def check_calls(surface: Surface, *, arch: str = "sm90") -> list[str]:
     try:
         caps = capabilities_of(surface, arch=arch)
     except ValueError:
-        # No release to look the rows up for: the surface's own answers select the calls.
-        caps = SimpleNamespace(**{name: claim(surface) for name, claim in SURFACE_CLAIMS.items()})
+        # No release to look the rows up for: the surface's own answers select the calls, the table's catch-all
+        # rows answer what a surface cannot show.
+        from dataclasses import fields
+
+        from dgcompat.detection import Release
+        from dgcompat.table import compute
+
+        nothing = Release(None, None, "none", "unknown", None, None, None, None, None, False)
+        table = compute(nothing, backend="deep_gemm", arch=arch)
+        answers = {f.name: getattr(table, f.name) for f in fields(table)}
+        answers.update({name: claim(surface) for name, claim in SURFACE_CLAIMS.items()})
+        caps = SimpleNamespace(**answers)
     problems: list[str] = []
     for use in STABLE_USES:
         if not use.in_effect(caps):

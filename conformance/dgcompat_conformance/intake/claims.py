@@ -107,6 +107,11 @@ def _claim_mqa_logits_dtype(s: Surface) -> str | None:
     return "fp8_fp4_mqa_logits" if rec is not None and _param(rec, "logits_dtype") is not None else None
 
 
+def _claim_paged_logits_dtype(s: Surface) -> str | None:
+    rec = _record(s, "fp8_fp4_paged_mqa_logits")
+    return "fp8_fp4_paged_mqa_logits" if rec is not None and _param(rec, "logits_dtype") is not None else None
+
+
 def _claim_paged_mqa_logits(s: Surface) -> str | None:
     return _first_present(s, "fp8_paged_mqa_logits", "fp8_fp4_paged_mqa_logits")
 
@@ -174,6 +179,7 @@ SURFACE_CLAIMS: Mapping[str, Callable[[Surface], Any]] = {
     "mqa_clean_logits": _claim_mqa_clean_logits,
     "mqa_max_seqlen_k": _claim_mqa_max_seqlen_k,
     "mqa_logits_dtype": _claim_mqa_logits_dtype,
+    "paged_logits_dtype": _claim_paged_logits_dtype,
     "paged_mqa_logits": _claim_paged_mqa_logits,
     "paged_clean_logits_arg": _claim_paged_clean_logits_arg,
     "paged_indices": _claim_paged_indices,
@@ -198,6 +204,9 @@ NOT_SURFACE_VISIBLE: Mapping[str, str] = {
                       "dgcompat_conformance.intake.host_asserts, maps their changes)",
     "indexer_inputs": "architecture-dependent host asserts of the native library (MX scales, bf16 weights on SM100); "
                       "the native-contract intake maps their changes",
+    "indexer_weights": "architecture-dependent host asserts of the native library (float32 weights, bf16 on SM100 "
+                       "where logits_dtype exists); the signature part is the mqa_logits_dtype claim",
+    "indexer_q_formats": "host asserts of the native library (FP8 q, FP4 q with int32 scales on SM100)",
     "mqa_uncompressed": "a host assert of the native library (max_seqlen_k > 0); the native-contract intake maps "
                         "its changes",
     "mqa_q_form": "decided inside the wrapper body (q[0], q[1] unchecked in 2.8.1); the surface records signatures",

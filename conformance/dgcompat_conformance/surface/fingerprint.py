@@ -203,3 +203,83 @@ def render_differences(differences: list[Difference]) -> list[str]:
     if table:
         lines.append("table rows answered by version that these touch: " + ", ".join(table))
     return lines
+
+
+def _release_ids() -> list[str]:
+    from ..dists import DISTRIBUTIONS, SGL_DEEP_GEMM
+
+    return [v if d.name == SGL_DEEP_GEMM else f"{d.name}-{v}" for d in DISTRIBUTIONS for v in d.certified]
+
+
+def record(ids: Iterable[str], path: Path = BUILDS_FILE, *, echo: Any = print) -> dict[str, dict[str, Any]]:
+    """Compute the fingerprint of each release id from its wheel (whole, or the deep_gemm folder and dist-info read
+    with range requests) and write them into ``path``; returns what was written."""
+    from ..harness.releases import parse_release
+    from ..harness.wheels import fetch_wheel
+    from ..intake.claims import release_of
+    from . import extract
+
+    builds = dict(recorded(path))
+    for rid in ids:
+        spec = parse_release(rid)
+        wheel = fetch_wheel(spec)
+        doc = extract(wheel)
+        rel = release_of(doc)
+        fp = dict(doc["fingerprint"])
+        builds[spec.id] = {"dist": rel.dist, "version": str(rel.version), "wheel": wheel.name, **fp}
+        echo(f"{spec.id:<28} {rel.dist} {rel.version}: {fp['id']} " + " ".join(f"{p}={fp[p]['id'] or '-'}" for p in PARTS))
+    doc_out = {"about": "Fingerprints of the builds dgcompat knows (python_sources/native/asserts/headers ids); "
+                        "written by `python -m dgcompat_conformance.surface.fingerprint --record`.",
+               "builds": dict(sorted(builds.items()))}
+    path.write_text(json.dumps(doc_out, indent=1, sort_keys=True) + "\n", "utf-8")
+    _load.cache_clear()
+    return builds
+
+
+def known_surfaces_table(builds: Mapping[str, Mapping[str, Any]]) -> dict[tuple[str, str], dict[str, str]]:
+    """What :data:`dgcompat.detection.KNOWN_SURFACES` must hold for ``builds``: the python id of each build, by
+    (dist, version); a version with several builds names which build each id is."""
+    out: dict[tuple[str, str], dict[str, list[str]]] = {}
+    for rid, fp in builds.items():
+        pid = str((fp.get("python") or {}).get("id") or "")
+        if pid:
+            out.setdefault((str(fp["dist"]), str(fp["version"])), {}).setdefault(pid, []).append(rid)
+    return {k: {pid: ", ".join(sorted(rids)) for pid, rids in v.items()} for k, v in sorted(out.items())}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m dgcompat_conformance.surface.fingerprint [--record] [RELEASE ...]``: print (and with ``--record``
+    write into builds.json) the fingerprints of the given releases (default: every certified build)."""
+    import argparse
+    import sys
+
+    p = argparse.ArgumentParser(prog="python -m dgcompat_conformance.surface.fingerprint", description=main.__doc__)
+    p.add_argument("releases", nargs="*", help="release ids (0.1.4, sglang-kernel-0.4.2, vllm-0.34.0)")
+    p.add_argument("--record", action="store_true", help="write them into builds.json")
+    p.add_argument("--check", action="store_true", help="compare builds.json with dgcompat.detection.KNOWN_SURFACES")
+    ns = p.parse_args(sys.argv[1:] if argv is None else argv)
+    if ns.check:
+        want = known_surfaces_table(recorded())
+        have = {k: set(v) for k, v in KNOWN_SURFACES.items()}
+        bad = {k: v for k, v in want.items() if set(v) != have.get(k)}
+        for k, v in bad.items():
+            print(f"{k}: builds.json {sorted(v)} vs KNOWN_SURFACES {sorted(have.get(k) or [])}")
+        return 1 if bad else 0
+    ids = ns.releases or _release_ids()
+    if ns.record:
+        builds = record(ids)
+        for key, ids_ in known_surfaces_table(builds).items():
+            print(f"    {key!r}: {ids_!r},")
+        return 0
+    from ..harness.releases import parse_release
+    from ..harness.wheels import fetch_wheel
+    from . import extract
+
+    for rid in ids:
+        fp = extract(fetch_wheel(parse_release(rid)))["fingerprint"]
+        print(f"{rid:<28} {fp['id']} " + " ".join(f"{part}={fp[part]['id'] or '-'}" for part in PARTS))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
