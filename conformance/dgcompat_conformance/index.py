@@ -108,7 +108,8 @@ class IndexFile:
 def _parse_file(entry: Mapping[str, Any], base: str) -> IndexFile | None:
     name = str(entry.get("filename") or "")
     url = urllib.parse.urljoin(base, str(entry.get("url") or ""))
-    hashes = entry.get("hashes") if isinstance(entry.get("hashes"), Mapping) else {}
+    raw = entry.get("hashes")
+    hashes: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     size = entry.get("size")
     yanked = bool(entry.get("yanked"))
     try:
@@ -311,8 +312,8 @@ def verify_record(members: Mapping[str, bytes]) -> list[str]:
         return [f"expected one dist-info RECORD among the kept files, found {len(records)}"]
     recorded: dict[str, str] = {}
     for row in csv.reader(io.StringIO(members[records[0]].decode("utf-8", "replace"))):
-        if len(row) >= 2 and row[1]:
-            recorded[row[0]] = row[1]
+        if row:
+            recorded[row[0]] = row[1] if len(row) >= 2 else ""
     problems = []
     for name, data in members.items():
         if name == records[0]:
@@ -323,7 +324,7 @@ def verify_record(members: Mapping[str, bytes]) -> list[str]:
             continue
         algo, _, value = want.partition("=")
         if algo != "sha256":
-            continue
+            continue  # listed without a hash (the dist-info's own files may be)
         got = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
         if got != value:
             problems.append(f"{name} does not have the hash {records[0]} records")

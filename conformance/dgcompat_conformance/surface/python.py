@@ -385,9 +385,9 @@ class _Evaluator:
                 if self.native_ops is None or reg.target in self.native_ops:
                     mod.ns[reg.name] = self.read_native(reg.target)
                 continue
-            node = nested.get(reg.target) or defs.get(reg.target)
-            if node is not None:
-                mod.ns[reg.name] = _Function(mod.name, node, guard)
+            fn = nested.get(reg.target) or defs.get(reg.target)
+            if fn is not None:
+                mod.ns[reg.name] = _Function(mod.name, fn, guard)
 
     def exec_branches(self, st: ast.If, mod: _Module, guard: str | None) -> None:
         """An ``if`` whose test is unknown: take both branches, mark what they bind conditional."""
