@@ -170,6 +170,23 @@ def _write(cert: dict[str, Any], opts: RunOptions) -> None:
         cert["verdict"] = "ERROR"
 
 
+def installed_release(rel: Any) -> tuple[str | None, str | None]:
+    """(distribution, version) a certificate of the installed copy names: the engine for a vendored copy
+    (``vllm``, ``0.34.0``: its release id is ``vllm-0.34.0``, as ``conform --release`` names it), else the
+    distribution and version detection reads."""
+    if rel.source == "vendored" and rel.owner:
+        host, _, rest = str(rel.owner).partition(" ")
+        version = rest.split(" ", 1)[0]
+        try:
+            from packaging.version import Version
+
+            Version(version)
+        except ValueError:
+            return rel.dist, None if rel.version is None else str(rel.version)
+        return host, version
+    return rel.dist, None if rel.version is None else str(rel.version)
+
+
 def run_installed(opts: RunOptions, *, reference: bool = False, force_standins: bool = False) -> dict[str, Any]:
     """Certify the deep_gemm installed in this environment (or dgcompat's reference backend)."""
     t0 = time.perf_counter()
@@ -179,19 +196,22 @@ def run_installed(opts: RunOptions, *, reference: bool = False, force_standins: 
         mode = ["--reference"] if reference else ["--installed"]
         if force_standins:
             mode.append("--force-standins")
+        dist: str | None = "dgcompat-reference"
         if not reference:
             from dgcompat import detection
 
             detection.reset()
             rel = detection.release()
-            mode += ["--dist", rel.dist or "", "--version", str(rel.version or "")]
-            if rel.dist and rel.version is not None:
+            dist, version = installed_release(rel)
+            mode += ["--dist", dist or "", "--version", version or ""]
+            if dist and version:
                 from .releases import ReleaseSpec as _Spec
 
-                release_id = _Spec(rel.dist, str(rel.version)).id
+                release_id = _Spec(dist, version).id
         mode += ["--release-id", release_id]
         child, err = _run_child(release_id, _child_cmd(opts, out_json, mode), opts, out_json)
-    dist = (child.get("dgcompat") or {}).get("distribution") if not reference else "dgcompat-reference"
+    if not reference and dist is None:
+        dist = (child.get("dgcompat") or {}).get("distribution")
     cert = certificate.build(child, release=release_id, distribution=dist, harness_error=err,
                              wall_seconds=round(time.perf_counter() - t0, 2))
     if reference:

@@ -72,7 +72,8 @@ def fingerprint(python_sources: Mapping[str, str], native: Mapping[str, Mapping[
         "asserts": {"id": _digest((t, []) for t in assert_list) if asserts is not None else "", "count": len(assert_list)},
         "headers": {"id": _digest((p, [h]) for p, h in header_map.items()), "count": len(header_map)},
     }
-    return {"id": _digest((p, [parts[p]["id"]]) for p in PARTS), **parts}
+    read = [(p, [parts[p]["id"]]) for p in PARTS]
+    return {"id": _digest(read) if any(i for _p, (i,) in read) else "", **parts}
 
 
 def part_ids(fp: Mapping[str, Any]) -> dict[str, str]:
