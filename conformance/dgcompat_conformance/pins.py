@@ -150,7 +150,7 @@ def suggest(rel: Release, certificates_dir: Path | None = None) -> list[str]:
             lines = pin_lines(host, Version(host_version.split(" ", 1)[0]), certificates_dir)
         except ValueError:
             lines = None
-    if lines is None and rel.source in ("upstream", "unowned"):
+    if lines is None and rel.source in ("upstream", "unowned", "vendored"):
         lines = _upstream_lines(rel)
     if lines is None:
         lines = pin_lines(rel.dist, rel.version, certificates_dir)
@@ -178,9 +178,13 @@ def _exact(line: str, rel: Release) -> str:
 def _upstream_lines(rel: Release) -> list[str]:
     """Upstream DeepGEMM (a source build, editable or copied): no index publishes it as ``deep-gemm`` (PyPI's
     ``deep-gemm`` is an unrelated 1.0.0), so it is pinned by what it needs, and described."""
-    lines = [f"# deep_gemm: upstream DeepGEMM {rel.version} ({rel.installed_as or rel.source}, {rel.location}); no "
-             f"package index publishes it (`pip install deep-gemm` installs an unrelated 1.0.0): pin the source you "
-             f"built, e.g. deep_gemm @ git+https://github.com/deepseek-ai/DeepGEMM@<commit>"]
+    if rel.source == "vendored":  # an engine's copy whose engine release is unknown (no dist-info)
+        lines = [f"# deep_gemm: upstream DeepGEMM {rel.version} {rel.installed_as or 'vendored'} ({rel.location}), "
+                 f"whose release is unknown (no dist-info): pin the engine release you installed"]
+    else:
+        lines = [f"# deep_gemm: upstream DeepGEMM {rel.version} ({rel.installed_as or rel.source}, {rel.location}); "
+                 f"no package index publishes it (`pip install deep-gemm` installs an unrelated 1.0.0): pin the source "
+                 f"you built, e.g. deep_gemm @ git+https://github.com/deepseek-ai/DeepGEMM@<commit>"]
     if rel.expected_torch is not None:
         exact = rel.torch is not None and rel.torch_rule == "exact" and Version(rel.torch.base_version) in rel.expected_torch
         lines.append(f"torch=={rel.torch.base_version}" if exact and rel.torch is not None else f"torch{rel.expected_torch}")
