@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +15,8 @@ from dgcompat import table
 from dgcompat.detection import KNOWN_SGL_DEEP_GEMM
 from dgcompat.table import Capabilities
 from dgcompat_conformance import intake
-from dgcompat_conformance.intake import newest as intake_newest  # the index, the CPU tier and the verdict
 from dgcompat_conformance.index import PackageIndex
+from dgcompat_conformance.intake import newest as intake_newest  # the index, the CPU tier and the verdict
 from dgcompat_conformance.surface import Change, SurfaceError, cli, extract, find_cached_wheel, resolve_wheel
 
 # ---------------------------------------------------------------------------------------------
