@@ -543,9 +543,15 @@ class _Copy:
     finder: str = "path"  # "path" (sys.path), "zip" (zipimport) or the module of the meta-path finder that found it
 
 
+def _finder_module(finder: object) -> str:
+    """The module that defines a meta-path finder (a finder may be a class, as setuptools' editable finder is)."""
+    owner = finder if isinstance(finder, type) else type(finder)
+    return str(getattr(owner, "__module__", "") or owner.__name__)
+
+
 def _own_finder(finder: object) -> bool:
     """dgcompat's own meta-path finders (the install's facade): never what detection describes."""
-    module = getattr(type(finder), "__module__", "") or ""
+    module = _finder_module(finder)
     return module == "dgcompat" or module.startswith("dgcompat.")
 
 
@@ -572,7 +578,7 @@ def _top_level_spec(name: str) -> tuple[importlib.machinery.ModuleSpec, str] | N
             continue  # a namespace package: no deep_gemm/__init__.py
         if finder is importlib.machinery.PathFinder:
             return spec, "path"
-        return spec, getattr(type(finder), "__module__", None) or type(finder).__name__
+        return spec, _finder_module(finder)
     return None
 
 

@@ -64,7 +64,7 @@ from .diff import (
     is_engine_symbol,
     render_changes,
 )
-from .fingerprint import fingerprint
+from . import fingerprint as _fingerprint
 from .native import BINDING_UNKNOWN, NativeLibrary, has_python_init, host_assert_texts, scan_native_library
 from .python import read_python_surface
 
@@ -171,7 +171,7 @@ def extract_files(files: ReleaseFiles) -> dict[str, Any]:
         "import_errors": list(surface.import_errors),
         "package_path": files.package_path,
         "deep_gemm_version": surface.version,
-        "fingerprint": fingerprint(files.python_sources, native, lib.binding if lib is not None else BINDING_UNKNOWN,
+        "fingerprint": _fingerprint.fingerprint(files.python_sources, native, lib.binding if lib is not None else BINDING_UNKNOWN,
                                    asserts, files.headers),
     }
     # A round trip through JSON makes the document canonical (lists, sorted keys, no tuples).
