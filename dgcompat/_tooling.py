@@ -28,7 +28,8 @@ from .table import _effective
 
 __all__ = [
     "UpstreamCall", "ADAPTERS", "all_calls", "load_backend", "loaded_backend", "backend_name", "expected_torch",
-    "effective_release", "env_report", "retired_variables", "allow_torch_mismatch", "read_dynamic_bytes",
+    "effective_release", "env_report", "env_folder", "retired_variables", "internal_variable_prefixes",
+    "allow_torch_mismatch", "read_dynamic_bytes",
     "Registration", "source_registrations", "source_parameters", "parameters_from_sources", "signature_digest",
     "launch_env", "hookless_env", "is_hook_dir", "run_command", "unit_mx_scales", "same_metadata", "capture_probe", "indexer_state",
     "last_paged_plan", "rebind_indexer", "simulated_capture", "NAMES", "SUBMODULES", "DEEP_GEMM_MODULES",
@@ -41,7 +42,9 @@ load_backend = _backend.load
 loaded_backend = _backend.loaded_module
 backend_name = _backend.backend_name
 env_report = _env.env_report
+env_folder = _env.folder
 retired_variables = _env.RETIRED
+internal_variable_prefixes = _env.INTERNAL_PREFIXES
 allow_torch_mismatch = _env.allow_torch_mismatch
 read_dynamic_bytes = _elf.read_dynamic_bytes
 #: How a build's source binds names at import (``globals().update(...)``): one reader for detection and the surface.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Callable
 
@@ -143,6 +144,90 @@ def test_doctor_lists_the_environment_and_flags_bad_values(monkeypatch: pytest.M
     for good in ("sm90", "sm100a", "90", "12.0"):
         monkeypatch.setenv("DGCOMPAT_ARCH", good)
         assert {v.name: v for v in doctor.environment_report()}["DGCOMPAT_ARCH"].valid, good
+
+
+ROOT = Path(__file__).resolve().parent.parent
+_NAME = re.compile(r"DGCOMPAT_[A-Z0-9_]*[A-Z0-9](?![A-Z0-9_])")
+
+
+def _names_in(paths: list[Path]) -> dict[str, str]:
+    """Every ``DGCOMPAT_*`` name written in ``paths`` (a prefix such as ``DGCOMPAT_WARMUP_`` is not a name) -> one
+    file that writes it."""
+    found: dict[str, str] = {}
+    for path in paths:
+        for name in _NAME.findall(path.read_text("utf-8")):
+            found.setdefault(name, str(path.relative_to(ROOT)))
+    return found
+
+
+def _code_and_docs() -> list[Path]:
+    code = [p for folder in ("dgcompat", "conformance/dgcompat_conformance", "bench")
+            for p in sorted((ROOT / folder).rglob("*.py"))]
+    return [*code, ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [k for k in os.environ if k.startswith("DGCOMPAT_")]:
+        monkeypatch.delenv(name)
+
+
+def test_no_variable_the_code_reads_or_the_docs_name_is_called_misspelt(monkeypatch: pytest.MonkeyPatch) -> None:
+    _clean_environment(monkeypatch)
+    names = _names_in(_code_and_docs())
+    assert "DGCOMPAT_RESULTS" in names and "DGCOMPAT_BACKEND" in names  # the scan sees what it should
+    for name in names:
+        monkeypatch.setenv(name, "1")
+    report = doctor.environment_report()
+    misspelt = {v.name: names[v.name] for v in report if "misspelt" in v.meaning}
+    assert not misspelt, f"variables dgcompat reads or documents, called misspelt by doctor: {misspelt}"
+    listed = [v.name for v in report]
+    assert len(listed) == len(set(listed)), sorted(n for n in listed if listed.count(n) > 1)
+
+
+def test_doctor_lists_each_variable_once_even_with_a_bad_value(monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    _clean_environment(monkeypatch)
+    monkeypatch.setenv("DGCOMPAT_INSTALL", "maybe")
+    report = doctor.environment_report()
+    listed = [v.name for v in report]
+    assert len(listed) == len(set(listed)), listed
+    assert [v.valid for v in report if v.name == "DGCOMPAT_INSTALL"] == [False]
+    assert doctor.main(["--no-abi"]) == 1
+    out = capsys.readouterr().out
+    assert sum(line.split()[:1] == ["DGCOMPAT_INSTALL"] for line in out.splitlines()) == 1, out
+    assert sum(line.startswith("  - DGCOMPAT_INSTALL=") for line in out.splitlines()) == 1, out
+
+
+def test_documented_folders_keep_a_working_stack_working(fake_site: Callable[..., Path], tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    _clean_environment(monkeypatch)
+    _install(fake_site, monkeypatch, fakes.SGL_025, "0.2.0")
+    if not doctor.collect(run_abi=False)["release"]["torch_ok"]:
+        pytest.skip("the installed torch does not match sgl-deep-gemm 0.2.0 (torch 2.13)")
+    assert doctor.main(["--no-abi"]) == 0, capsys.readouterr().out
+    capsys.readouterr()
+    for name, folder in (("DGCOMPAT_RESULTS", "results"), ("DGCOMPAT_CACHE", "cache"),
+                         ("DGCOMPAT_JIT_CACHE_ROOT", "jit")):
+        monkeypatch.setenv(name, str(tmp_path / folder))
+    assert doctor.main(["--no-abi"]) == 0
+    out = capsys.readouterr().out
+    assert "misspelt" not in out and "INVALID" not in out and "can work" in out, out
+
+
+def test_the_one_list_names_every_variable_and_who_reads_it() -> None:
+    from dgcompat import _env
+
+    names = _names_in(_code_and_docs())
+    internal = tuple(_env.INTERNAL_PREFIXES)
+    for name, where in names.items():
+        if name in _env.RETIRED or name.startswith(internal):
+            continue
+        assert name in _env.VARIABLES, f"{name} (in {where}) is not in dgcompat._env.VARIABLES"
+    assert {v.read_by for v in _env.VARIABLES.values()} <= {"runtime", "start-up hook", "warmup", "tools"}
+    assert _env.VARIABLES["DGCOMPAT_RESULTS"].read_by == "tools"
+    # doctor's table is the list, in its order, then nothing else while nothing else is set
+    assert [v.name for v in doctor.environment_report()][:len(_env.VARIABLES)] == list(_env.VARIABLES)
 
 
 def test_doctor_says_an_unidentified_install_cannot_work(clean_dgcompat: None, tmp_path: Path,

@@ -30,9 +30,12 @@ def test_unknown_values_are_rejected(clean_dgcompat: None, monkeypatch: pytest.M
         with pytest.raises(dgcompat.ConfigurationError) as info:
             call()
         assert info.value.variable == variable and info.value.value == value
-        assert variable in str(info.value) and all(a in str(info.value) for a in _env.VARIABLES[variable])
+        accepted = _env.VARIABLES[variable].accepted
+        assert variable in str(info.value) and accepted and all(a in str(info.value) for a in accepted)
     report = {row.name: row for row in _env.env_report()}
-    assert report[variable] == _env.EnvRow(variable, value, False, _env.VARIABLES[variable])
+    assert report[variable] == _env.EnvRow(variable, value, False, accepted, _env.VARIABLES[variable].read_by,
+                                           f"{value!r} is not one of {', '.join(accepted)}",
+                                           _env.VARIABLES[variable].effect)
 
 
 def test_accepted_values(clean_dgcompat: None, monkeypatch: pytest.MonkeyPatch) -> None:

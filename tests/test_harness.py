@@ -112,6 +112,18 @@ def test_parse_default() -> None:
     assert parse_default("[1, 1, 128]") == [1, 1, 128]
     assert parse_default("False") is False
     assert parse_default("256") == 256
+    # typed by the argument (vLLM 0.34.0's `ScalarType logits_dtype=float` is torch.float32, not 'float')
+    assert parse_default("float", "ScalarType") is torch.float32
+    assert parse_default("bfloat16", "ScalarType?") is torch.bfloat16
+    assert parse_default("None", "ScalarType?") is None
+    assert parse_default("2", "float") == 2.0 and isinstance(parse_default("2", "float"), float)
+    assert parse_default("1", "int[3]") == [1, 1, 1]  # torch broadcasts a scalar default of int[N]
+    assert parse_default("[1, 2]", "float[]") == [1.0, 2.0]
+    assert parse_default("'deep_gemm'", "str") == "deep_gemm"
+    assert parse_default("strided", "Layout?") is torch.strided
+    assert parse_default("contiguous_format", "MemoryFormat") is torch.contiguous_format
+    assert parse_default('"cpu"', "Device") == torch.device("cpu")
+    assert parse_default("no_such_dtype", "ScalarType") == "no_such_dtype"  # left as text, refused by the check
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,9 @@ a refused import retried, and tools whose children must not inherit the install.
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -179,3 +181,85 @@ def test_conform_a_release_from_an_engine_environment_with_the_hook_baked_in(tmp
                            str(tmp_path / "c"), "-k", "gemm"], capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "PASS" in proc.stdout
+
+
+# --------------------------------------------------------------------------- PYTHONPATH as Python reads it
+
+_PATH_PROBE = "import json, sys; print(json.dumps(sys.path))"
+
+
+def _child_path(env: dict[str, str], cwd: Path) -> list[str]:
+    """``sys.path`` of a Python started with ``env`` in ``cwd``, dgcompat hook folders left out."""
+    proc = subprocess.run([sys.executable, "-c", _PATH_PROBE], capture_output=True, text=True, env=env, cwd=cwd,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return [p for p in json.loads(proc.stdout.strip().splitlines()[-1]) if not (p and _launch.is_hook_dir(p))]
+
+
+@pytest.mark.parametrize("entries", [None, [], ["", ""], ["{a}", ""], ["", "{a}"], ["{a}", "", "{b}"],
+                                     ["{other}", ""], ["", "{other}", "{a}"], ["{a}"]],
+                         ids=["unset", "empty", "colon-only", "trailing", "leading", "middle",
+                              "other-hook-then-empty", "empty-then-other-hook", "no-empty"])
+def test_the_launcher_keeps_pythonpath_as_python_reads_it(tmp_path: Path, entries: list[str] | None) -> None:
+    # Python ignores an empty PYTHONPATH and reads every empty entry of a non-empty one as the current folder.
+    other = tmp_path / "image" / "dgcompat"
+    shutil.copytree(_launch.HOOK_DIR, other / "_startup")
+    (other / "__init__.py").write_text("")
+    folders = {"a": tmp_path / "a", "b": tmp_path / "b", "other": other / "_startup"}
+    for f in folders.values():
+        f.mkdir(exist_ok=True)
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DGCOMPAT_") and k != "PYTHONPATH"}
+    if entries is not None:
+        env["PYTHONPATH"] = os.pathsep.join(e.format(**{k: str(v) for k, v in folders.items()}) for e in entries)
+    launched = _launch.launch_env(env)
+    assert launched["PYTHONPATH"].split(os.pathsep)[0] == str(_launch.HOOK_DIR)
+    assert _child_path(launched, work) == _child_path(env, work)
+    back = _launch.hookless_env(launched)
+    assert _child_path(back, work) == _child_path(env, work) and "DGCOMPAT_INSTALL" not in back
+
+
+def test_print_env_shows_the_empty_entries(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    for name in [k for k in os.environ if k.startswith("DGCOMPAT_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["", "/srv/app", ""]))
+    assert _launch.main(["--print-env"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    expected = os.pathsep.join([str(_launch.HOOK_DIR), "", "/srv/app", ""])
+    assert out == [f"export PYTHONPATH={shlex.quote(expected)}", "export DGCOMPAT_INSTALL=1"]
+
+
+def test_a_launch_script_imports_the_deployments_module_from_the_working_folder(tmp_path: Path) -> None:
+    # The real start-up: the working folder holds the deployment's own module, the launch script lives elsewhere,
+    # and PYTHONPATH starts with an empty entry (the current folder), as `export PYTHONPATH=:$PYTHONPATH` writes it.
+    site = _site(tmp_path)
+    work = tmp_path / "deployment"
+    work.mkdir()
+    (work / "deployment_settings.py").write_text("MODEL = 'from the working folder'\n")
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    (scripts / "launch.py").write_text("import json, deep_gemm, deployment_settings\n"
+                                       "print(json.dumps([deployment_settings.MODEL, type(deep_gemm).__name__]))\n")
+    env = _env(site)
+    env["PYTHONPATH"] = os.pathsep + env["PYTHONPATH"]
+    plain = subprocess.run([sys.executable, str(scripts / "launch.py")], capture_output=True, text=True, env=env,
+                           cwd=work, timeout=240)
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    assert json.loads(plain.stdout) == ["from the working folder", "module"]
+    launched = subprocess.run([sys.executable, "-m", "dgcompat", "run", "--", sys.executable, str(scripts / "launch.py")],
+                              capture_output=True, text=True, env=env, cwd=work, timeout=240)
+    assert launched.returncode == 0, launched.stderr[-2000:]
+    assert json.loads(launched.stdout.strip().splitlines()[-1]) == ["from the working folder", "_Facade"]
+
+
+@pytest.mark.parametrize("argv", [["--print-envv", "--"], ["--print-envv"], ["--print-env", "-x", "--"], ["-m"]])
+def test_an_unknown_launcher_option_is_a_usage_error_not_a_command(tmp_path: Path, argv: list[str]) -> None:
+    site = _site(tmp_path)
+    marker = tmp_path / "engine-ran"
+    proc = subprocess.run([sys.executable, "-m", "dgcompat", "run", *argv, sys.executable, "-c",
+                           f"open({str(marker)!r}, 'w')"], capture_output=True, text=True, env=_env(site), timeout=240)
+    unknown = next(a for a in argv if a not in ("--", "--print-env"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stdout == "" and len(proc.stderr.splitlines()) == 1 and repr(unknown) in proc.stderr, proc.stderr
+    assert "--print-env" in proc.stderr and not marker.exists()

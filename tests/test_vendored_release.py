@@ -45,6 +45,17 @@ def test_release_id_and_work_folder(tmp_path: Path) -> None:
         parse_release("vllmx-0.33.0")
 
 
+def test_vllm_0_34_is_a_known_release() -> None:
+    from dgcompat_conformance.harness.releases import VENDORED_FACTS, VENDORED_RELEASES, release_problem
+
+    spec = parse_release("vllm==0.34.0")
+    assert (spec.id, spec.vendored, spec.package_path) == ("vllm-0.34.0", True, "vllm/third_party/deep_gemm/")
+    assert release_problem("vllm", "0.34.0") is None and ("vllm", "0.34.0") in VENDORED_RELEASES
+    facts = VENDORED_FACTS["vllm-0.34.0"]
+    assert (facts.deep_gemm, facts.torch_minimum, facts.built_for) == ("2.8.1", ">=2.10", "2.14.0")
+    assert "0.34.0" in str(release_problem("vllm", "0.35.0"))  # an unknown one names the known ones
+
+
 def test_gpu_runner_certifies_a_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = tmp_path / "vendor" / "deep_gemm"
     folder.mkdir(parents=True)

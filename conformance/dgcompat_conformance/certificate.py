@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ._text import line_problem
+
 __all__ = [
     "SCHEMA", "SUITE_OUTCOMES", "CASE_OUTCOMES", "OUTCOMES", "PASSING_VERDICTS", "CertificateError", "Certificate",
     "summarize", "verdict", "check", "write", "file_name", "load", "load_folder", "committed", "COMMITTED",
@@ -50,10 +52,11 @@ COMMITTED = Path(__file__).resolve().parent / "certificates"
 _COMMON = ("schema", "tier", "release", "distribution", "binding", "dgcompat_version", "torch", "python",
            "platform", "device", "arch", "timestamp", "tests", "summary", "verdict")
 _CASE_ONLY = ("cuda", "driver", "abi")
-# Fields printed into requirement lines, docs and tables: one printable line each.
+# Fields printed into requirement lines, docs and tables: one printable line each (the one check of
+# dgcompat_conformance._text, which knows every character a reader takes for a line break).
 _LINE_FIELDS = ("tier", "release", "distribution", "binding", "dgcompat_version", "torch", "python", "platform",
                 "arch", "timestamp", "verdict", "cuda", "driver")
-_LINE = re.compile(r"[^\x00-\x1f\x7f]{0,300}")
+_LINE_LIMIT = 300
 _RELEASE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
 _DIST = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 _SURFACE_ID = re.compile(r"(?:[0-9a-f]{12})?")
@@ -101,8 +104,8 @@ def _line_problems(cert: Mapping[str, Any]) -> list[str]:
             continue
         if not isinstance(value, str):
             problems.append(f"{key} is {type(value).__name__}, expected a string")
-        elif not _LINE.fullmatch(value):
-            problems.append(f"{key} {value[:60]!r} is not one printable line")
+        elif (why := line_problem(value, _LINE_LIMIT)) is not None:
+            problems.append(f"{key} {value[:60]!r} is not one printable line: it {why}")
     release = cert.get("release")
     if isinstance(release, str) and not _RELEASE.fullmatch(release):
         problems.append(f"release {release[:60]!r} is not a release id")
@@ -112,12 +115,12 @@ def _line_problems(cert: Mapping[str, Any]) -> list[str]:
     device = cert.get("device")
     if isinstance(device, dict):
         for key, value in device.items():
-            if isinstance(value, str) and not _LINE.fullmatch(value):
-                problems.append(f"device.{key} {value[:60]!r} is not one printable line")
+            if isinstance(value, str) and (why := line_problem(value, _LINE_LIMIT)) is not None:
+                problems.append(f"device.{key} {value[:60]!r} is not one printable line: it {why}")
             elif not isinstance(value, (str, int, float)) or isinstance(value, bool):
                 problems.append(f"device.{key} is {type(value).__name__}, expected a string or a number")
-    elif device is not None and not (isinstance(device, str) and _LINE.fullmatch(device)):
-        problems.append("device is neither one printable line nor an object")
+    elif device is not None and line_problem(device, _LINE_LIMIT) is not None:
+        problems.append(f"device {str(device)[:60]!r} is neither one printable line nor an object")
     wheel = cert.get("wheel")
     if wheel is not None:
         if not isinstance(wheel, dict):
@@ -125,7 +128,7 @@ def _line_problems(cert: Mapping[str, Any]) -> list[str]:
         else:
             for key in ("file", "sha256", "apache_tvm_ffi"):
                 value = wheel.get(key)
-                if value is not None and not (isinstance(value, str) and _LINE.fullmatch(value)):
+                if value is not None and line_problem(value, _LINE_LIMIT) is not None:
                     problems.append(f"wheel.{key} is not one printable line")
     return problems
 
@@ -158,6 +161,8 @@ def _test_problems(tests: Any, outcomes: tuple[str, ...] | None) -> list[str]:
             problems.append(f"tests[{i}] is {type(t).__name__}, expected an object")
         elif not isinstance(t.get("id"), str):
             problems.append(f"tests[{i}] has no string id")
+        elif (why := line_problem(t["id"], 1000)) is not None:
+            problems.append(f"tests[{i}] id {t['id'][:60]!r} is not one printable line: it {why}")
         elif outcomes is not None and t.get("outcome") not in outcomes:
             problems.append(f"tests[{i}] ({t['id'][:80]}) has outcome {t.get('outcome')!r}, expected one of "
                             f"{', '.join(outcomes)}")

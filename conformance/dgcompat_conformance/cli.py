@@ -116,6 +116,8 @@ def render_markdown() -> str:
     """The capability table as Markdown (docs/capabilities.md is generated from this)."""
     from dgcompat.table import ROWS
 
+    from ._text import cell
+
     lines = [
         "| capability | distribution | releases | value | upstream call | caused by | drop when | kind |",
         "|---|---|---|---|---|---|---|---|",
@@ -125,7 +127,7 @@ def render_markdown() -> str:
         dist = "bundled (sgl-kernel, sglang-kernel)" if r.dist == "bundled" else r.dist
         cells = [f"`{r.capability}`", dist, r.releases or "all", f"`{r.value!r}`", r.upstream, r.since,
                  r.drop_when, kind]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        lines.append("| " + " | ".join(cell(c, f"{r.capability} cell") for c in cells) + " |")
     return "\n".join(lines)
 
 

@@ -18,7 +18,7 @@ __all__ = ["main", "collect", "abi_check", "environment_report"]
 
 
 class EnvVar(NamedTuple):
-    """One environment variable dgcompat reads: its value here and whether that value is accepted."""
+    """One ``DGCOMPAT_*`` variable as doctor shows it: its value here and whether that value is accepted."""
 
     name: str
     value: str | None
@@ -28,58 +28,34 @@ class EnvVar(NamedTuple):
     """The accepted values, in words."""
     meaning: str
     """What the value does (or why it is refused)."""
-
-
-def _cache(value: str) -> tuple[bool, str]:
-    from pathlib import Path
-
-    path = Path(value).expanduser()
-    if path.is_dir() or (not path.exists() and path.parent.is_dir()):
-        return True, f"wheel cache in {path}"
-    return False, f"{value!r} is neither a folder nor creatable"
-
-
-# The wing's own variable; the runtime's are judged by dgcompat._env, so doctor and the runtime
-# cannot disagree about what a value means.
-_CACHE = "DGCOMPAT_CACHE"
-# Set by dgcompat for its own children (conformance harness, warmup workers, GPU cases, property runs).
-_INTERNAL = ("DGCOMPAT_CONFORMANCE_", "DGCOMPAT_WARMUP_", "DGCOMPAT_CASES_", "DGCOMPAT_PROPERTY_")
-# Read by the install's start-up hook and by warmup; listed so that they are not reported as misspelt.
-_OTHER = {"DGCOMPAT_INSTALL": "1 to install dgcompat as deep_gemm at start-up (python -m dgcompat run)",
-          "DGCOMPAT_JIT_CACHE_ROOT": "the folder holding warmup's per-release JIT caches"}
+    read_by: str
+    """Who reads it (:attr:`dgcompat._env.Variable.read_by`), ``"-"`` for a retired or unknown one."""
+    effect: str
+    """What it does (``"-"`` for a retired or unknown one)."""
 
 
 def environment_report() -> list[EnvVar]:
-    """Every DGCOMPAT_* variable dgcompat reads (set or not), then any unknown one that is set."""
+    """Every variable of the runtime's one list (:data:`dgcompat._env.VARIABLES`, each once, set or not),
+    then the retired ones that are set, then any other ``DGCOMPAT_*`` variable set here (misspelt?).
+
+    Variables dgcompat sets for its own children (:data:`dgcompat._env.INTERNAL_PREFIXES`) are left out.
+    """
     from dgcompat import _tooling
 
     out = []
     for row in _tooling.env_report():
-        accepted = ", ".join(row.accepted)
-        if row.value is None or not row.value.strip():
-            meaning = "unset (default)"
-        elif row.ok:
-            meaning = "accepted"
-        else:
-            meaning = f"{row.value!r} is not one of {accepted}"
-        out.append(EnvVar(row.name, row.value, row.ok, accepted, meaning))
-    cache = os.environ.get(_CACHE)
-    if cache is None:
-        out.append(EnvVar(_CACHE, None, True, "a folder (default ~/.cache/dgcompat)", "unset (default)"))
-    else:
-        valid, meaning = _cache(cache)
-        out.append(EnvVar(_CACHE, cache, valid, "a folder (default ~/.cache/dgcompat)", meaning))
+        accepted = ", ".join(row.accepted) if row.accepted else "a folder this process can write or create"
+        out.append(EnvVar(row.name, row.value, row.ok, accepted, row.meaning, row.read_by, row.effect))
+    known = {v.name for v in out}
     for name, fate in _tooling.retired_variables.items():
         value = os.environ.get(name)
         if value is not None:
-            out.append(EnvVar(name, value, True, "-", fate))
-    for name, accepted in _OTHER.items():
-        value = os.environ.get(name)
-        out.append(EnvVar(name, value, True, accepted, "unset (default)" if value is None else "set"))
-    known = {v.name for v in out}
+            out.append(EnvVar(name, value, True, "-", fate, "-", "-"))
+        known.add(name)
+    internal = tuple(_tooling.internal_variable_prefixes)
     for name in sorted(os.environ):
-        if name.startswith("DGCOMPAT_") and name not in known and not name.startswith(_INTERNAL):
-            out.append(EnvVar(name, os.environ[name], False, "-", "not a variable dgcompat reads (misspelt?)"))
+        if name.startswith("DGCOMPAT_") and name not in known and not name.startswith(internal):
+            out.append(EnvVar(name, os.environ[name], False, "-", "not a variable dgcompat reads (misspelt?)", "-", "-"))
     return out
 
 
@@ -161,6 +137,8 @@ def collect(*, run_abi: bool = True) -> dict[str, Any]:
     from dgcompat.errors import DgcompatError
     from dgcompat.table import capabilities
 
+    from ._text import UnsafeTextError
+    from .certificate import CertificateError
     from .pins import PinRefused, suggest
 
     rel = release()
@@ -192,11 +170,16 @@ def collect(*, run_abi: bool = True) -> dict[str, Any]:
         pin = suggest(rel)
     except PinRefused as exc:  # a refused build: no requirement, what to install instead
         pin = exc.lines
+    except (UnsafeTextError, CertificateError) as exc:  # never a pin that would not read back as meant
+        pin = ["# no pin: see problems"]
+        problems.append(f"pin: {exc}")
     if surface and surface.get("differences"):
         pin = [line for line in pin if not line.startswith("# certificates:")]
         pin.append(f"# not certified: this build differs from the recorded {surface['nearest']} (see problems): the "
                    f"certificates of {rel.dist} {rel.version} do not cover it; run `dgcompat conform`")
-    works = (rel.installed and rel.refusal is None and rel.torch_ok is not False and all(v.valid for v in env)
+    # A folder only the tools read (wheel cache, results) is listed as a problem; it does not stop the engine's stack.
+    works = (rel.installed and rel.refusal is None and rel.torch_ok is not False
+             and all(v.valid for v in env if v.read_by != "tools")
              and (abi is None or abi["verdict"] in ("ok", "loads (kernels not checked)")))
     return {
         "dgcompat": __version__,
@@ -248,10 +231,11 @@ def _render(data: dict[str, Any]) -> str:
         if key in ("sources", "release"):
             continue
         lines.append(f"  {key:<30} {value!r}")
-    lines += ["", "environment"]
+    lines += ["", "environment (read by)"]
     for v in data["environment"]:
         shown = "unset" if v["value"] is None else repr(v["value"])
-        lines.append(f"  {v['name']:<30} {shown:<12} {'ok' if v['valid'] else 'INVALID'}: {v['meaning']}")
+        lines.append(f"  {v['name']:<30} {shown:<12} {'ok' if v['valid'] else 'INVALID'}: {v['meaning']}  "
+                     f"({v['read_by']})")
     lines.append("")
     if data["problems"]:
         lines.append("problems")

@@ -2,6 +2,11 @@
 
 A pin is only as good as the run behind it, so every line set says which certificates back it
 (GPU tier: real kernels; CPU tier: the wheel's real Python layer over a stand-in native library).
+
+Every set of lines leaves through :func:`dgcompat_conformance._text.requirement_lines`: a line is a
+comment or exactly the requirement meant, whatever a certificate, a distribution's metadata or a
+device name holds; text that would break that is refused (exit status 2), never printed.
+The generated page (``--docs``) puts every field through :func:`dgcompat_conformance._text.cell`.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from dgcompat._tooling import expected_torch
 from dgcompat.detection import EXPECTED_TORCH, KERNEL_FLOOR_WITH_SGL_DEEP_GEMM, Release
 
 from ._args import parse, readable_folder, usage_error
+from ._text import UnsafeTextError, cell, comment, one_line, requirement_lines
 from .certificate import COMMITTED, Certificate, CertificateError, load_folder
 from .dists import BUNDLED_RELEASES, DISTRIBUTIONS, SGL_DEEP_GEMM, SGL_DEEP_GEMM_RELEASES, canonical, distribution
 from .harness.releases import release_problem
@@ -88,9 +94,9 @@ def _status(release: str, folder: Path | None = None) -> str:
         return f"# not certified: run `{advice(release)}` (and the GPU tier) first"
     parts = []
     for c in certs:
-        # Every field printed here passed the schema's one-printable-line check.
         parts.append(f"{c.tier}: {c.verdict}" + (f" on {c.device}" if c.device and c.tier == "gpu" else ""))
-    return "# certificates: " + "; ".join(parts)
+    files = ", ".join(c.path.name if c.path else "certificate" for c in certs)
+    return comment("certificates: " + "; ".join(parts), f"the comment from {files}")
 
 
 def _torch_pin(spec: str) -> str:
@@ -104,15 +110,20 @@ def _vendored_pin(dist: str, version: Version, certificates_dir: Path | None) ->
     facts = VENDORED_FACTS.get(f"{dist}-{version}")
     if facts is None:
         return None
-    return [f"{dist}=={version}",
+    return requirement_lines([f"{dist}=={version}",
             f"# deep_gemm: vendored upstream DeepGEMM {facts.deep_gemm}, stable ABI: torch{facts.torch_minimum} "
             f"(built for torch {facts.built_for}; {dist} pins its own torch)",
             *_build(f"{dist}-{version}"),
-            _status(f"{dist}-{version}", certificates_dir)]
+            _status(f"{dist}-{version}", certificates_dir)])
 
 
 def pin_lines(dist: str, version: Version, certificates_dir: Path | None = None) -> list[str]:
-    """Requirement lines for ``dist`` at ``version`` (the comment line names the certificates behind them)."""
+    """Requirement lines for ``dist`` at ``version`` (the comment line names the certificates behind them).
+
+    Raises :class:`~dgcompat_conformance._text.UnsafeTextError` when a line would not read back as meant
+    (a name, a version or a certificate field holding a line break, a comment or an option), and
+    :class:`~dgcompat_conformance.certificate.CertificateError` for an unsound certificate.
+    """
     dist = canonical(dist)
     _refused(dist, version)
     vendored = _vendored_pin(dist, version, certificates_dir)
@@ -126,7 +137,7 @@ def pin_lines(dist: str, version: Version, certificates_dir: Path | None = None)
     release_id = str(version) if dist == SGL else f"{dist}-{version}"
     lines += _build(release_id)
     lines.append(_status(release_id, certificates_dir))
-    return lines
+    return requirement_lines(lines)
 
 
 def suggest(rel: Release, certificates_dir: Path | None = None) -> list[str]:
@@ -142,7 +153,7 @@ def suggest(rel: Release, certificates_dir: Path | None = None) -> list[str]:
                           f"# install instead: `dgcompat pin --release {SGL_DEEP_GEMM_RELEASES[-1]}` prints a "
                           f"certified sgl-deep-gemm pairing"])
     if rel.dist is None or rel.version is None:
-        return ["# no deep_gemm distribution installed; see `dgcompat pin --release VERSION`"]
+        return requirement_lines(["# no deep_gemm distribution installed; see `dgcompat pin --release VERSION`"])
     lines: list[str] | None = None
     if rel.source == "vendored" and rel.owner:
         host, _, host_version = rel.owner.partition(" ")
@@ -161,7 +172,7 @@ def suggest(rel: Release, certificates_dir: Path | None = None) -> list[str]:
         lines.append(f"# not certified: this build's surface {rel.surface} is none of the builds recorded for "
                      f"{rel.dist} {rel.version} (same version, different surface; `dgcompat doctor` names the "
                      f"difference): the certificates of {rel.version} do not cover it; run `dgcompat conform`")
-    return engines + lines
+    return requirement_lines(engines + lines)
 
 
 def _exact(line: str, rel: Release) -> str:
@@ -295,8 +306,8 @@ def _tier_cell(cert: Certificate | None) -> str:
         if summary.get(key):
             counts += f", {summary[key]} xfail"
     if cert.verdict.startswith("incompatible"):
-        return cert.verdict
-    return f"{cert.verdict.lower()} ({counts})"
+        return cell(cert.verdict, f"{cert.release} verdict")
+    return cell(f"{cert.verdict.lower()} ({counts})", f"{cert.release} verdict")
 
 
 def render_compatibility(folder: Path | None = None) -> str:
@@ -318,9 +329,11 @@ def render_compatibility(folder: Path | None = None) -> str:
     ]
     if gpu_env is not None:
         dev = gpu_env["device"]
-        lines.append(f"- **GPU tier**: real kernels on {dev.get('name')} ({dev.get('sm')}, {dev.get('num_sms')} SMs), "
-                     f"torch {gpu_env.get('torch')}, CUDA {gpu_env.get('cuda')}, driver {gpu_env.get('driver')} "
-                     "(`python -m dgcompat_conformance.gpu.runner`); see [compatibility-gpu.md](compatibility-gpu.md).")
+        name, sm, sms = (cell(dev.get(k), f"device.{k}") for k in ("name", "sm", "num_sms"))
+        torch_v, cuda, driver = (cell(gpu_env.get(k), k) for k in ("torch", "cuda", "driver"))
+        lines.append(f"- **GPU tier**: real kernels on {name} ({sm}, {sms} SMs), torch {torch_v}, CUDA {cuda}, "
+                     f"driver {driver} (`python -m dgcompat_conformance.gpu.runner`); see "
+                     "[compatibility-gpu.md](compatibility-gpu.md).")
     lines += [
         "- **torch**: the torch the release's native library was built for (no wheel declares it).",
         "",
@@ -346,7 +359,10 @@ def render_compatibility(folder: Path | None = None) -> str:
         pin = f"`{dist}=={version}` (deep_gemm needs torch{facts.torch_minimum}; built for {facts.built_for})"
         lines.append(f"| {label} | {facts.torch_minimum} | {_tier_cell(by_key.get((vendored_key, 'cpu-tier')))} | "
                      f"{_tier_cell(by_key.get((vendored_key, 'gpu')))} | {pin} |")
-    return "\n".join(lines) + "\n"
+    text = "\n".join(lines) + "\n"
+    if text.splitlines() != lines:  # every field above went through cell(); this is the page as a whole
+        raise UnsafeTextError("docs/compatibility.md would not split back into the lines rendered")
+    return text
 
 
 def _engine_requires(name: str, version: str, index: Any) -> list[str]:
@@ -401,7 +417,7 @@ def main(argv: Sequence[str] | None = None, *, index: Any = None) -> int:
             return 0
         if opts.list:
             for dist, releases, torch_spec, why in EXPECTED_TORCH:
-                print(f"{dist:<14} {releases:<28} torch{torch_spec:<10} # {why}")
+                print(one_line(f"{dist:<14} {releases:<28} torch{torch_spec:<10} # {why}", "pin --list row"))
             return 0
         if opts.engine:
             from .index import IndexError as IndexUnavailable
@@ -412,7 +428,7 @@ def main(argv: Sequence[str] | None = None, *, index: Any = None) -> int:
             except IndexUnavailable as exc:
                 print(f"dgcompat pin: error: cannot read {name} {version}'s requirements: {exc}", file=sys.stderr)
                 return 2
-            print("\n".join(engine_pins(name, version, requires, opts.certificates)))
+            print("\n".join(requirement_lines(engine_pins(name, version, requires, opts.certificates))))
             return 0
         if opts.release:
             if canonical(opts.dist) not in names:
@@ -428,8 +444,11 @@ def main(argv: Sequence[str] | None = None, *, index: Any = None) -> int:
         print("\n".join(suggest(release(), opts.certificates)))
         return 0
     except PinRefused as exc:
-        print("\n".join(exc.lines))
+        print("\n".join(requirement_lines(exc.lines)))
         return 1
     except CertificateError as exc:
         print(f"dgcompat pin: error: {exc}", file=sys.stderr)
+        return 2
+    except UnsafeTextError as exc:
+        print(f"dgcompat pin: error: nothing printed: {exc}", file=sys.stderr)
         return 2

@@ -9,7 +9,6 @@ so explicitly (the GPU runner's ``--publish``, which names each file it writes).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from .wheelcache import cache_root
@@ -19,8 +18,9 @@ __all__ = ["results_root", "results_dir"]
 
 def results_root() -> Path:
     """``$DGCOMPAT_RESULTS``, else ``<cache>/results``."""
-    env = os.environ.get("DGCOMPAT_RESULTS")
-    return Path(env).expanduser() if env else cache_root() / "results"
+    from dgcompat._tooling import env_folder
+
+    return env_folder("DGCOMPAT_RESULTS") or cache_root() / "results"
 
 
 def results_dir(command: str) -> Path:

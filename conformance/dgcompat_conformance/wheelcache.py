@@ -36,8 +36,9 @@ class CacheError(RuntimeError):
 
 def cache_root() -> Path:
     """``$DGCOMPAT_CACHE``, else ``~/.cache/dgcompat``."""
-    env = os.environ.get("DGCOMPAT_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "dgcompat"
+    from dgcompat._tooling import env_folder
+
+    return env_folder("DGCOMPAT_CACHE") or Path.home() / ".cache" / "dgcompat"
 
 
 def wheel_dir() -> Path:

@@ -119,8 +119,17 @@ def make_plan(q: Any, q_sf: Any, kv_cache: Any, weights: Any, lens: Any, block_t
     if clean and caps.paged_clean_logits == "emulated":
         row_len = cached(("rows", lens_key, form, b, n, token), (root_of(lens),),
                           lambda: (row_lengths(lens, b, n, form).view(-1, 1),))[0]
-    upcast, kernel_dtype = weights_plan(fn, weights, dtype)
+    if q_sf is None and caps.indexer_inputs == "mx-bf16":
+        # FP8 queries without scales where the build requires MX ones: the bound launch refuses, saying what the
+        # build requires (dgcompat.indexer._sm100)
+        upcast, kernel_dtype = False, None
+    else:
+        upcast, kernel_dtype = weights_plan(fn, weights, dtype)
     native_dtype = kernel_dtype if caps.paged_logits_dtype is not None else None
+    if native_dtype is None and q_sf is None and kernel_dtype is not None and not upcast \
+            and str(weights.dtype) == "torch.bfloat16":
+        # bf16 weights the build would take, but no function of it reduces them in bf16 for these inputs
+        upcast, kernel_dtype = True, _out_dtype(dtype)
     want = _float32() if dtype is None else dtype
     launch, plain = None, None
     if q_sf is None and kernel_dtype is None and not upcast and q_shape is None and row_len is None and rows > 1 \
@@ -134,6 +143,11 @@ def make_plan(q: Any, q_sf: Any, kv_cache: Any, weights: Any, lens: Any, block_t
             block_table._version if bt_read else -1, same_metadata(q, weights, kv_cache), max_len, clean,
             STATE.probe(q.device), token, None if indices is None else (weakref.ref(indices), indices._version),
             dtype, launch, plain)
+
+
+def _out_dtype(dtype: Any) -> Any:
+    """The logits dtype to ask a kernel for: None for its float32 default."""
+    return None if dtype is None or str(dtype) == "torch.float32" else dtype
 
 
 def _float32() -> Any:

@@ -8,6 +8,7 @@ import importlib.metadata as md
 import os
 from pathlib import Path
 
+from .. import _env
 from ..detection import release
 from ..errors import BadArgumentError
 
@@ -34,12 +35,9 @@ def cache_root(*, isolate: bool = False) -> Path:
     With ``isolate`` (a folder per release under a root): ``DGCOMPAT_JIT_CACHE_ROOT`` first (the root
     :func:`use_jit_cache_dir` remembers), then ``DG_JIT_CACHE_DIR``, then ``~/.deep_gemm``.
     """
-    order = ("DGCOMPAT_JIT_CACHE_ROOT", "DG_JIT_CACHE_DIR") if isolate else ("DG_JIT_CACHE_DIR",)
-    for var in order:
-        value = os.environ.get(var, "").strip()
-        if value:
-            return Path(value).expanduser()
-    return Path.home() / ".deep_gemm"
+    root = _env.folder("DGCOMPAT_JIT_CACHE_ROOT") if isolate else None
+    value = os.environ.get("DG_JIT_CACHE_DIR", "").strip()
+    return root or (Path(value).expanduser() if value else Path.home() / ".deep_gemm")
 
 
 def release_folder_name() -> str:
@@ -90,16 +88,10 @@ def use_jit_cache_dir(root: str | os.PathLike[str] | None = None, *, isolate: bo
 def checked_folder(folder: Path, fn: str, argument: str) -> Path:
     """``folder`` if it is a folder this process can write, or one it can create; else a
     :class:`~dgcompat.errors.BadArgumentError` naming ``argument`` of ``fn`` and what is in the way."""
-    probe = folder
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    if probe.exists() and not probe.is_dir():
-        what = "the folder itself" if probe == folder else f"its parent {probe}"
-        raise BadArgumentError(fn, argument, "a folder for the JIT cache (created if missing)",
-                               f"{folder}: {what} is a file, not a folder")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise BadArgumentError(fn, argument, "a folder this process can write",
-                               f"{folder}: {probe} is not writable")
+    problem = _env.folder_problem(folder)
+    if problem is not None:
+        raise BadArgumentError(fn, argument, "a folder for the JIT cache this process can write (created if missing)",
+                               f"{folder}: {problem}")
     return folder
 
 

@@ -61,6 +61,11 @@ sgl-deep-gemm 0.0.1 - 0.2.5 wheels.)
   and upstream ``88965b0``+, ``impls/sm90_fp8_paged_mqa_logits.cuh`` of upstream ``v2.1.0``); see
   :func:`get_paged_mqa_logits_metadata` for the algorithm.
 
+* FP4 / MX indexer inputs (``fp8_fp4_mqa_logits``, ``fp8_fp4_paged_mqa_logits`` of upstream 2.8.1 as vendored in
+  vLLM 0.34.0): e2m1 values two per byte (value ``2i`` in the low nibble), one UE8M0 exponent per 32
+  values packed four per int32 (group ``g`` in bits ``8g .. 8g+7``), the paged FP4 cache ``D/2 + 4`` bytes
+  per token split per block like the FP8 one; each detail with its source in :mod:`._mx`.
+
 Outputs of the logits functions hold ``-inf`` wherever the kernel would leave memory unwritten
 (or write values that callers must ignore); callers must treat those entries as unspecified unless
 ``clean_logits=True`` was requested.
@@ -69,6 +74,8 @@ Outputs of the logits functions hold ``-inf`` wherever the kernel would leave me
 from __future__ import annotations
 
 from ._attention import (
+    fp8_fp4_mqa_logits,
+    fp8_fp4_paged_mqa_logits,
     fp8_mqa_logits,
     fp8_paged_mqa_logits,
     get_paged_mqa_logits_metadata,
@@ -84,6 +91,18 @@ from ._gemm import (
     m_grouped_bf16_gemm_nt_masked,
     m_grouped_fp8_gemm_nt_contiguous,
     m_grouped_fp8_gemm_nt_masked,
+)
+from ._mx import (
+    FP4_E2M1_VALUES,
+    FP4_MAX,
+    MX_GROUP,
+    cast_to_fp4,
+    cast_to_mxfp8,
+    dequantize_mx,
+    pack_fp4_kv_cache,
+    unpack_fp4,
+    unpack_fp4_kv_cache,
+    unpack_ue8m0_scales,
 )
 from ._scales import (
     ceil_to_ue8m0,
@@ -105,5 +124,7 @@ __all__ = [
     "fp8_gemm_nt", "bf16_gemm_nt", "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked",
     "m_grouped_bf16_gemm_nt_contiguous", "m_grouped_bf16_gemm_nt_masked",
     "fp8_mqa_logits", "fp8_paged_mqa_logits", "pack_kv_cache", "unpack_kv_cache", "get_paged_mqa_logits_metadata",
-    "paged_schedule_matches",
+    "paged_schedule_matches", "fp8_fp4_mqa_logits", "fp8_fp4_paged_mqa_logits",
+    "FP4_E2M1_VALUES", "FP4_MAX", "MX_GROUP", "cast_to_fp4", "cast_to_mxfp8", "dequantize_mx", "unpack_fp4",
+    "unpack_ue8m0_scales", "pack_fp4_kv_cache", "unpack_fp4_kv_cache",
 ]

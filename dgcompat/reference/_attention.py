@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -26,9 +26,10 @@ from ._common import (
     need_shape,
     need_tensor,
 )
+from ._mx import cast_to_mxfp8, dequantize_mx, mx_dim, unpack_fp4_kv_cache
 from ._scales import cast_groups
 
-__all__ = ['fp8_mqa_logits', 'pack_kv_cache', 'unpack_kv_cache', 'fp8_paged_mqa_logits', 'get_paged_mqa_logits_metadata', 'paged_schedule_matches']
+__all__ = ['fp8_mqa_logits', 'fp8_fp4_mqa_logits', 'fp8_fp4_paged_mqa_logits', 'pack_kv_cache', 'unpack_kv_cache', 'fp8_paged_mqa_logits', 'get_paged_mqa_logits_metadata', 'paged_schedule_matches']
 
 
 # ---------------------------------------------------------------------------------------------
@@ -98,14 +99,26 @@ def fp8_mqa_logits(
     if compressed and clean_logits:
         raise BadArgumentError(fn, "clean_logits", "False when max_seqlen_k > 0", "True")
 
-    width = compressed if compressed else nk
     stride = align_up(compressed, 256) if compressed else align_up(nk + 256, 8)
-    out = torch.full((nq, stride), float("-inf"), dtype=torch.float32, device=device)[:, :width]
+    return _ragged(q.to(torch.float32), k.to(torch.float32), k_scale.to(torch.float32), weights, ks, ke, compressed,
+                   stride, torch.float32)
+
+
+def _ragged(qf: Tensor, kf: Tensor, post_scale: Optional[Tensor], weights: Tensor, ks: Tensor, ke: Tensor,
+            compressed: int, stride: int, out_dtype: torch.dtype) -> Tensor:
+    """The ragged logits of checked inputs, in float32, stored as ``out_dtype`` (rounded once, to nearest even).
+
+    ``qf (Nq, H, D)`` and ``kf (Nk, D)`` float32; ``post_scale (Nk,)`` multiplies each key's column after the
+    head reduction (the FP8 form: the SM90 kernels apply the KV scale last), or None (keys already scaled).
+    """
+    nq, h = qf.shape[0], qf.shape[1]
+    nk = kf.shape[0]
+    device = qf.device
+    width = compressed if compressed else nk
+    out = torch.full((nq, stride), float("-inf"), dtype=out_dtype, device=device)[:, :width]
     if nq == 0 or width == 0 or nk == 0:
         return out
 
-    k32 = k.to(torch.float32)
-    scale32 = k_scale.to(torch.float32)
     w32 = weights.to(torch.float32)
     start = ks.to(torch.int64)
     end = ke.to(torch.int64)
@@ -113,8 +126,10 @@ def fp8_mqa_logits(
     chunk = max(1, CHUNK_ELEMENTS // max(1, h * nk))
     for lo in range(0, nq, chunk):
         hi = min(nq, lo + chunk)
-        scores = torch.matmul(q[lo:hi].to(torch.float32), k32.T)  # (c, H, Nk)
-        logits = _head_reduce(scores, w32[lo:hi]) * scale32  # (c, Nk)
+        scores = torch.matmul(qf[lo:hi], kf.T)  # (c, H, Nk)
+        logits = _head_reduce(scores, w32[lo:hi])  # (c, Nk)
+        if post_scale is not None:
+            logits = logits * post_scale
         s, e = start[lo:hi, None], end[lo:hi, None]
         if compressed:
             key = s + cols
@@ -127,47 +142,59 @@ def fp8_mqa_logits(
     return out
 
 
-def pack_kv_cache(k: Tensor) -> Tensor:
+def pack_kv_cache(k: Tensor, *, mx: bool = False) -> Tensor:
     """Quantize a paged key cache into deep_gemm's fused FP8 layout.
 
-    ``k``: ``(num_blocks, block_kv, D)`` (or ``(num_blocks, block_kv, 1, D)``) float. Each token
-    gets ``sf = amax.clamp(1e-4) / 448``. Returns uint8 ``(num_blocks, block_kv, 1, D + 4)``:
-    per block, ``block_kv * D`` FP8 bytes (token ``t`` at ``[t*D, (t+1)*D)``) followed by
-    ``block_kv`` float32 scales (native byte order).
+    ``k``: ``(num_blocks, block_kv, D)`` (or ``(num_blocks, block_kv, 1, D)``) float. Returns uint8
+    ``(num_blocks, block_kv, 1, D + 4)``: per block, ``block_kv * D`` FP8 bytes (token ``t`` at
+    ``[t*D, (t+1)*D)``) followed by ``block_kv`` 4-byte scales (native byte order):
+
+    * ``mx=False``: one float32 scale per token, ``sf = amax.clamp(1e-4) / 448``;
+    * ``mx=True`` (the SM100 MX form, D in 32, 64, 96, 128): one int32 of UE8M0 exponents per token, one per
+      32 values (:func:`dgcompat.reference.cast_to_mxfp8`).
     """
     fn = "pack_kv_cache"
     k = need_tensor(fn, "k", k)
     need_float(fn, "k", k)
+    if not isinstance(mx, bool):
+        raise BadArgumentError(fn, "mx", "a bool", describe(mx))
     if k.dim() == 4 and k.shape[2] == 1:
         k = k.squeeze(2)
     if k.dim() != 3:
         raise BadArgumentError(fn, "k", "a (num_blocks, block_kv, D) tensor", describe(k))
     nb, bkv, dim = k.shape
     k32 = k.to(torch.float32)
-    sf = k32.abs().amax(dim=2, keepdim=True).clamp(min=1e-4) / FP8_MAX
-    values = cast_groups(k32, sf)
+    if mx:
+        mx_dim(fn, "k", dim)
+        values, sf = cast_to_mxfp8(k32)
+    else:
+        sf = k32.abs().amax(dim=2, keepdim=True).clamp(min=1e-4) / FP8_MAX
+        values = cast_groups(k32, sf)
     fused = torch.empty((nb, bkv * (dim + 4)), dtype=torch.uint8, device=k.device)
     fused[:, : bkv * dim] = values.reshape(nb, bkv * dim).view(torch.uint8)
     fused[:, bkv * dim :] = sf.reshape(nb, bkv).contiguous().view(torch.uint8)
     return fused.view(nb, bkv, 1, dim + 4)
 
 
-def unpack_kv_cache(kv_cache: Tensor) -> Tuple[Tensor, Tensor]:
-    """Split a fused paged cache into ``(fp8 (num_blocks, block_kv, D), float32 (num_blocks, block_kv))``.
+def unpack_kv_cache(kv_cache: Tensor, *, mx: bool = False) -> Tuple[Tensor, Tensor]:
+    """Split a fused paged cache into ``(fp8 (num_blocks, block_kv, D), scales (num_blocks, block_kv))``.
 
     ``kv_cache``: uint8 ``(num_blocks, block_kv, 1, D + 4)`` as built by :func:`pack_kv_cache`
-    (any strides; each block is read in its logical byte order).
+    (any strides; each block is read in its logical byte order). The scales are float32, or with
+    ``mx=True`` int32 packed UE8M0.
     """
     fn = "unpack_kv_cache"
     kv_cache = need_tensor(fn, "kv_cache", kv_cache)
     need_dtype(fn, "kv_cache", kv_cache, (torch.uint8,))
+    if not isinstance(mx, bool):
+        raise BadArgumentError(fn, "mx", "a bool", describe(mx))
     if kv_cache.dim() != 4 or kv_cache.shape[2] != 1 or kv_cache.shape[3] <= 4:
         raise BadArgumentError(fn, "kv_cache", "a (num_blocks, block_kv, 1, D + 4) tensor with D > 0", describe(kv_cache))
     nb, bkv, _, width = kv_cache.shape
     dim = width - 4
     flat = kv_cache.reshape(nb, bkv * width)
     values = flat[:, : bkv * dim].contiguous().view(FP8).view(nb, bkv, dim)
-    scales = flat[:, bkv * dim :].contiguous().view(torch.float32)
+    scales = flat[:, bkv * dim :].contiguous().view(torch.int32 if mx else torch.float32)
     return values, scales
 
 
@@ -249,6 +276,31 @@ def fp8_paged_mqa_logits(
     if indices is not None:
         _need_varlen(fn, indices, b, next_n, device)
 
+    values, scales = unpack_kv_cache(kv_cache)
+    raw = values.view(torch.uint8)
+
+    def gather(blocks: Tensor, slots: Tensor) -> Tuple[Tensor, Optional[Tensor]]:
+        # gather raw bytes: integer indexing is available for uint8 on every backend
+        return raw[blocks, slots].view(FP8).to(torch.float32), scales[blocks, slots]
+
+    return _paged(fn, q.to(torch.float32), gather, weights, context_lens, block_table, nb, bkv, max_context_len,
+                  align_up(max_context_len, SPLIT_KV), torch.float32)
+
+
+Gather = Callable[[Tensor, Tensor], Tuple[Tensor, Optional[Tensor]]]
+
+
+def _paged(fn: str, qf: Tensor, gather: Gather, weights: Tensor, context_lens: Tensor, block_table: Tensor, nb: int,
+           bkv: int, max_context_len: int, stride: int, out_dtype: torch.dtype) -> Tensor:
+    """The paged logits of checked inputs, in float32, stored as ``out_dtype`` (rounded once, to nearest even).
+
+    ``qf``: float32 ``(B, next_n, H, D)``. ``gather(blocks, slots)`` (int64 ``(c, P)`` each) returns the keys at
+    those cache positions as float32 ``(c, P, D)`` and a ``(c, P)`` scale applied after the head reduction (the
+    FP8 form) or None (keys already scaled). The lengths and the block table are checked here.
+    """
+    b, next_n, h, dim = qf.shape
+    rows = b * next_n
+    device = qf.device
     lens = _row_lengths(fn, context_lens, b, next_n)
     longest = int(lens.max()) if rows else 0
     if longest > max_context_len:
@@ -259,13 +311,10 @@ def fp8_paged_mqa_logits(
             fn, "block_table", f">= {ceil_div(longest, bkv)} columns for length {longest} (block_kv={bkv})", describe(block_table)
         )
 
-    stride = align_up(max_context_len, SPLIT_KV)
-    out = torch.full((rows, stride), float("-inf"), dtype=torch.float32, device=device)[:, :max_context_len]
+    out = torch.full((rows, stride), float("-inf"), dtype=out_dtype, device=device)[:, :max_context_len]
     if rows == 0 or longest == 0:
         return out
 
-    values, scales = unpack_kv_cache(kv_cache)
-    raw = values.view(torch.uint8)
     bt_rows = block_table.shape[0]
     per_bt = rows // bt_rows  # query rows sharing one block-table row
     pos = torch.arange(longest, device=device)
@@ -277,19 +326,232 @@ def fp8_paged_mqa_logits(
         raise BadArgumentError(fn, "block_table", f"block ids in [0, {nb}) for visible positions", "an out-of-range id")
     slots = (pos % bkv).expand(bt_rows, longest)
 
-    qv = q.view(bt_rows, per_bt, h, dim)
+    qv = qf.view(bt_rows, per_bt, h, dim)
     wv = weights.view(bt_rows, per_bt, h).to(torch.float32)
     chunk = max(1, CHUNK_ELEMENTS // max(1, per_bt * h * longest + longest * dim))
     logits = torch.empty((bt_rows, per_bt, longest), dtype=torch.float32, device=device)
     for lo in range(0, bt_rows, chunk):
         hi = min(bt_rows, lo + chunk)
-        # gather raw bytes: integer indexing is available for uint8 on every backend
-        kk = raw[blocks[lo:hi], slots[lo:hi]].view(FP8).to(torch.float32)  # (c, P, D)
-        ss = scales[blocks[lo:hi], slots[lo:hi]]  # (c, P)
-        scores = torch.matmul(qv[lo:hi].to(torch.float32), kk.unsqueeze(1).transpose(-1, -2))  # (c, r, H, P)
-        logits[lo:hi] = _head_reduce(scores, wv[lo:hi]) * ss.unsqueeze(1)
+        kk, post = gather(blocks[lo:hi], slots[lo:hi])  # (c, P, D), (c, P) or None
+        scores = torch.matmul(qv[lo:hi], kk.unsqueeze(1).transpose(-1, -2))  # (c, r, H, P)
+        reduced = _head_reduce(scores, wv[lo:hi])
+        logits[lo:hi] = reduced if post is None else reduced * post.unsqueeze(1)
     out[:, :longest] = torch.where(row_valid, logits.view(rows, longest), float("-inf"))
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# fp8_fp4 indexer logits: FP8, MX FP8 and FP4 inputs, float32 or bfloat16 logits
+
+_LOGITS_DTYPES = (torch.float32, torch.bfloat16)
+
+
+def _logits_dtype(fn: str, logits_dtype: object) -> torch.dtype:
+    if not isinstance(logits_dtype, torch.dtype) or logits_dtype not in _LOGITS_DTYPES:
+        raise BadArgumentError(fn, "logits_dtype", "torch.float32 or torch.bfloat16", describe(logits_dtype))
+    return logits_dtype
+
+
+def _logits_stride(width: int, out_dtype: torch.dtype) -> int:
+    # upstream csrc/apis/attention.hpp (54e2261+): "Logits row stride must be 1024-byte aligned"
+    return align_up(width, 1024 // torch.empty((), dtype=out_dtype).element_size())
+
+
+def _indexer_q(fn: str, q: object, rank: int, device: Optional[torch.device] = None) -> Tuple[Tensor, Optional[Tensor], str, int]:
+    """``(values, scales or None, format, D)`` of an indexer ``q`` pair; format ``fp8``, ``mxfp8`` or ``fp4``."""
+    form = "(Nq, H, D)" if rank == 3 else "(B, next_n, H, D)"
+    if not isinstance(q, (tuple, list)) or len(q) != 2:
+        raise BadArgumentError(fn, "q", "a (values, scales or None) pair", describe(q))
+    values = need_tensor(fn, "q[0]", q[0])
+    need_dtype(fn, "q[0]", values, (FP8, torch.int8))
+    if values.dim() != rank:
+        raise BadArgumentError(fn, "q[0]", f"a {rank}-D {form} tensor (D/2 bytes for packed FP4)", describe(values))
+    fp4 = values.dtype == torch.int8
+    if q[1] is None:
+        if fp4:
+            raise BadArgumentError(fn, "q[1]", "int32 UE8M0 scales with packed FP4 values", "None")
+        return values, None, "fp8", values.shape[-1]
+    sf = need_tensor(fn, "q[1]", q[1])
+    need_dtype(fn, "q[1]", sf, (torch.int32,))
+    need_shape(fn, "q[1]", sf, tuple(values.shape[:-1]))
+    need_device(fn, "q[1]", sf, values.device)
+    dim = values.shape[-1] * (2 if fp4 else 1)
+    mx_dim(fn, "q[0]", dim)
+    return values, sf, "fp4" if fp4 else "mxfp8", dim
+
+
+def _indexer_weights(fn: str, weights: object, shape: Tuple[int, int], out_dtype: torch.dtype, device: torch.device) -> Tensor:
+    weights = need_tensor(fn, "weights", weights)
+    need_dtype(fn, "weights", weights, (torch.float32, torch.bfloat16))
+    if weights.dtype == torch.bfloat16 and out_dtype != torch.bfloat16:
+        # upstream host assert: weights.scalar_type() != kBFloat16 or logits_dtype == kBFloat16
+        raise BadArgumentError(fn, "weights", "float32 (bfloat16 weights need logits_dtype=torch.bfloat16)",
+                               describe(weights))
+    need_shape(fn, "weights", weights, shape)
+    need_device(fn, "weights", weights, device)
+    return weights
+
+
+def fp8_fp4_mqa_logits(
+    q: Tuple[Tensor, Optional[Tensor]],
+    kv: Tuple[Tensor, Tensor],
+    weights: Tensor,
+    cu_seq_len_k_start: Tensor,
+    cu_seq_len_k_end: Tensor,
+    max_seqlen_k: Optional[int],
+    logits_dtype: torch.dtype = torch.float32,
+    schedule_meta: Optional[Tensor] = None,
+) -> Tensor:
+    """Ragged (prefill) indexer logits over FP8, MX FP8 or FP4 inputs, called like upstream DeepGEMM 2.8.1's
+    ``fp8_fp4_mqa_logits`` (vLLM 0.34.0's vendored copy).
+
+    * ``q = (values, scales)``: FP8 float8_e4m3fn ``(Nq, H, D)`` with ``None``; MX FP8 float8_e4m3fn ``(Nq, H, D)``
+      with int32 ``(Nq, H)``; FP4 int8 ``(Nq, H, D/2)`` (two e2m1 values per byte) with int32 ``(Nq, H)``. An
+      int32 scale holds one UE8M0 exponent per 32 values (D in 32, 64, 96, 128; :mod:`dgcompat.reference._mx`).
+    * ``kv = (k, k_scales)`` in the same format: float8_e4m3fn ``(Nk, D)`` with float32 ``(Nk,)`` (FP8) or int32
+      ``(Nk,)`` (MX FP8), int8 ``(Nk, D/2)`` with int32 ``(Nk,)`` (FP4).
+    * ``weights``: float32 ``(Nq, H)``, or bfloat16 with ``logits_dtype=torch.bfloat16``.
+    * ``cu_seq_len_k_start`` / ``cu_seq_len_k_end``: int32 ``(Nq,)``; query ``i`` sees keys ``[start[i], end[i])``.
+    * ``max_seqlen_k``: None or 0 gives ``(Nq, Nk)`` (``-inf`` outside each row's range); ``> 0`` gives the
+      compressed ``(Nq, max_seqlen_k)``, column ``j`` of row ``i`` holding key ``start[i] + j`` (``-inf`` past
+      ``end[i] - start[i]``).
+    * ``logits_dtype``: torch.float32 or torch.bfloat16, the result's dtype.
+    * ``schedule_meta``: None or a tensor; accepted and ignored.
+
+    ``logits[i, j] = sum_h weights[i, h] * relu(q[i, h] . k[j])`` with q and k dequantized; in the FP8 form
+    ``k_scale[j] * sum_h weights[i, h] * relu(q[i, h] . k_fp8[j])`` (the SM90 kernels apply the KV scale last).
+    Row strides are the kernel's: ``align(Nk + 256, 1024 / itemsize)``, compressed
+    ``align(align(max_seqlen_k, 256), 1024 / itemsize)``.
+
+    How the reference reduces: q and k are dequantized to float32 (exact: FP8 or e2m1 values times powers
+    of two), then the dot products, the relu, the weighted sum over heads (bfloat16 weights widened to
+    float32) and, in the FP8 form, the KV scale are all float32; the result is rounded once to
+    ``logits_dtype`` (to nearest, ties to even). The SM100 kernels reduce bfloat16 weights in bfloat16
+    (vLLM 0.34.0 ``mqa_logits_use_mx_scales``), so compare their bfloat16 logits with a bfloat16 tolerance.
+    """
+    fn = "fp8_fp4_mqa_logits"
+    out_dtype = _logits_dtype(fn, logits_dtype)
+    values, q_sf, fmt, dim = _indexer_q(fn, q, 3)
+    nq, h = values.shape[0], values.shape[1]
+    device = values.device
+    k, k_sf = need_pair(fn, "kv", kv)
+    cols = dim // 2 if fmt == "fp4" else dim
+    need_dtype(fn, "kv[0]", k, (torch.int8,) if fmt == "fp4" else (FP8,))
+    if k.dim() != 2 or k.shape[1] != cols:
+        raise BadArgumentError(fn, "kv[0]", f"a 2-D (Nk, {cols}) tensor ({fmt} keys like q)", describe(k))
+    nk = k.shape[0]
+    need_dtype(fn, "kv[1]", k_sf, (torch.float32,) if fmt == "fp8" else (torch.int32,))
+    need_shape(fn, "kv[1]", k_sf, (nk,))
+    weights = _indexer_weights(fn, weights, (nq, h), out_dtype, device)
+    ks = need_int_tensor(fn, "cu_seq_len_k_start", cu_seq_len_k_start)
+    ke = need_int_tensor(fn, "cu_seq_len_k_end", cu_seq_len_k_end)
+    need_shape(fn, "cu_seq_len_k_start", ks, (nq,))
+    need_shape(fn, "cu_seq_len_k_end", ke, (nq,))
+    for name, t in (("kv[0]", k), ("kv[1]", k_sf), ("cu_seq_len_k_start", ks), ("cu_seq_len_k_end", ke)):
+        need_device(fn, name, t, device)
+    compressed = 0 if max_seqlen_k is None else need_int(fn, "max_seqlen_k", max_seqlen_k)
+    if schedule_meta is not None:
+        need_tensor(fn, "schedule_meta", schedule_meta)
+
+    stride = _logits_stride(align_up(compressed, SPLIT_KV) if compressed else nk + SPLIT_KV, out_dtype)
+    if fmt == "fp8":
+        return _ragged(values.to(torch.float32), k.to(torch.float32), k_sf, weights, ks, ke, compressed, stride,
+                       out_dtype)
+    assert q_sf is not None
+    return _ragged(dequantize_mx(values, q_sf), dequantize_mx(k, k_sf), None, weights, ks, ke, compressed, stride,
+                   out_dtype)
+
+
+def fp8_fp4_paged_mqa_logits(
+    q: Tuple[Tensor, Optional[Tensor]],
+    kv_cache: Tensor,
+    weights: Tensor,
+    context_lens: Tensor,
+    block_table: Tensor,
+    schedule_meta: Optional[Tensor],
+    max_context_len: int,
+    logits_dtype: torch.dtype = torch.float32,
+    indices: Optional[Tensor] = None,
+) -> Tensor:
+    """Paged (decode / verify) indexer logits over FP8, MX FP8 or FP4 inputs, called like upstream DeepGEMM
+    2.8.1's ``fp8_fp4_paged_mqa_logits`` (vLLM 0.34.0's vendored copy).
+
+    * ``q = (values, scales)``: FP8 float8_e4m3fn ``(B, next_n, H, D)`` with ``None``; MX FP8 the same with int32
+      ``(B, next_n, H)``; FP4 int8 ``(B, next_n, H, D/2)`` with int32 ``(B, next_n, H)`` (one UE8M0 exponent per
+      32 values, D in 32, 64, 96, 128).
+    * ``kv_cache``: uint8 ``(num_blocks, block_kv, 1, width)``, per block the tokens' values then one 4-byte
+      scale per token: FP8 ``D + 4`` with float32 scales (:func:`pack_kv_cache`), MX FP8 ``D + 4`` with int32
+      UE8M0 scales (``pack_kv_cache(k, mx=True)``), FP4 ``D/2 + 4`` (:func:`dgcompat.reference.pack_fp4_kv_cache`,
+      68 bytes for D = 128). The format follows ``q``'s.
+    * ``weights``: float32 ``(B*next_n, H)``, or bfloat16 with ``logits_dtype=torch.bfloat16``.
+    * ``context_lens``, ``block_table``, ``indices``: as :func:`fp8_paged_mqa_logits` (``(B,)``, ``(B, next_n)`` or
+      ``(B*next_n, 1)`` lengths; ``indices`` None or int32 ``(B,)`` with next_n 1).
+    * ``schedule_meta``: accepted and ignored (may be None).
+    * ``logits_dtype``: torch.float32 or torch.bfloat16, the result's dtype.
+
+    Returns ``(B*next_n, max_context_len)`` of ``logits_dtype``: ``sum_h weights[row, h] * relu(q[b, j, h] . k[p])``
+    with q and k dequantized (FP8 form: ``k_scale[p] * sum_h weights[row, h] * relu(q . k_fp8[p])``) at visible
+    positions, ``-inf`` elsewhere. The row stride is the kernel's ``align(align(max_context_len, 256), 1024 /
+    itemsize)``.
+
+    How the reference reduces: q and k are dequantized to float32 (exact: FP8 or e2m1 values times powers
+    of two), then the dot products, the relu, the weighted sum over heads (bfloat16 weights widened to
+    float32) and, in the FP8 form, the KV scale are all float32; the result is rounded once to
+    ``logits_dtype`` (to nearest, ties to even). The SM100 kernels reduce bfloat16 weights in bfloat16
+    (vLLM 0.34.0 ``mqa_logits_use_mx_scales``), so compare their bfloat16 logits with a bfloat16 tolerance.
+    """
+    fn = "fp8_fp4_paged_mqa_logits"
+    out_dtype = _logits_dtype(fn, logits_dtype)
+    values, q_sf, fmt, dim = _indexer_q(fn, q, 4)
+    b, next_n, h = values.shape[0], values.shape[1], values.shape[2]
+    rows = b * next_n
+    device = values.device
+    kv_cache = need_tensor(fn, "kv_cache", kv_cache)
+    need_dtype(fn, "kv_cache", kv_cache, (torch.uint8,))
+    width = (dim // 2 if fmt == "fp4" else dim) + 4
+    if kv_cache.dim() != 4 or kv_cache.shape[2] != 1 or kv_cache.shape[3] != width:
+        raise BadArgumentError(fn, "kv_cache", f"a (num_blocks, block_kv, 1, {width}) tensor ({fmt}, D = {dim})",
+                               describe(kv_cache))
+    nb, bkv = kv_cache.shape[0], kv_cache.shape[1]
+    weights = _indexer_weights(fn, weights, (rows, h), out_dtype, device)
+    context_lens = need_int_tensor(fn, "context_lens", context_lens)
+    block_table = need_int_tensor(fn, "block_table", block_table)
+    if block_table.dim() != 2 or block_table.shape[0] not in (b, rows):
+        raise BadArgumentError(fn, "block_table", f"a ({b}, max_blocks) or ({rows}, max_blocks) tensor", describe(block_table))
+    for name, t in (("kv_cache", kv_cache), ("context_lens", context_lens), ("block_table", block_table)):
+        need_device(fn, name, t, device)
+    need_int(fn, "max_context_len", max_context_len)
+    if schedule_meta is not None:
+        need_tensor(fn, "schedule_meta", schedule_meta)
+    if indices is not None:
+        _need_varlen(fn, indices, b, next_n, device)
+
+    gather: Gather
+    if fmt == "fp8":
+        fp8_values, scales = unpack_kv_cache(kv_cache)
+        raw = fp8_values.view(torch.uint8)
+
+        def gather(blocks: Tensor, slots: Tensor) -> Tuple[Tensor, Optional[Tensor]]:
+            return raw[blocks, slots].view(FP8).to(torch.float32), scales[blocks, slots]
+
+        qf = values.to(torch.float32)
+    else:
+        if fmt == "fp4":
+            kv_values, sf = unpack_fp4_kv_cache(kv_cache)
+            kv_raw = kv_values
+        else:
+            mx_values, sf = unpack_kv_cache(kv_cache, mx=True)
+            kv_raw = mx_values.view(torch.uint8)
+        fp4 = fmt == "fp4"
+
+        def gather(blocks: Tensor, slots: Tensor) -> Tuple[Tensor, Optional[Tensor]]:
+            picked = kv_raw[blocks, slots]
+            return dequantize_mx(picked if fp4 else picked.view(FP8), sf[blocks, slots]), None
+
+        assert q_sf is not None
+        qf = dequantize_mx(values, q_sf)
+    stride = _logits_stride(align_up(max_context_len, SPLIT_KV), out_dtype)
+    return _paged(fn, qf, gather, weights, context_lens, block_table, nb, bkv, max_context_len, stride, out_dtype)
 
 
 # ---------------------------------------------------------------------------------------------

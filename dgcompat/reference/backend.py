@@ -20,7 +20,8 @@ __all__ = [
     "transform_sf_into_required_layout", "get_num_sms", "set_num_sms", "set_pdl", "get_pdl",
     "get_mk_alignment_for_contiguous_layout", "fp8_gemm_nt", "bf16_gemm_nt", "m_grouped_fp8_gemm_nt_contiguous",
     "m_grouped_fp8_gemm_nt_masked", "m_grouped_bf16_gemm_nt_contiguous", "m_grouped_bf16_gemm_nt_masked",
-    "fp8_mqa_logits", "fp8_paged_mqa_logits", "get_paged_mqa_logits_metadata",
+    "fp8_mqa_logits", "fp8_paged_mqa_logits", "get_paged_mqa_logits_metadata", "fp8_fp4_mqa_logits",
+    "fp8_fp4_paged_mqa_logits",
 ]
 
 align = _math.align
@@ -41,6 +42,10 @@ m_grouped_bf16_gemm_nt_masked = _gemm.m_grouped_bf16_gemm_nt_masked
 fp8_mqa_logits = _attention.fp8_mqa_logits
 fp8_paged_mqa_logits = _attention.fp8_paged_mqa_logits
 get_paged_mqa_logits_metadata = _attention.get_paged_mqa_logits_metadata
+# upstream DeepGEMM 2.8.1's signatures (vLLM 0.34.0's vendored copy): q as a (values, scales or None) pair,
+# FP8 / MX FP8 / FP4 inputs, logits_dtype float32 or bfloat16.
+fp8_fp4_mqa_logits = _attention.fp8_fp4_mqa_logits
+fp8_fp4_paged_mqa_logits = _attention.fp8_fp4_paged_mqa_logits
 
 # The process state deep_gemm's native library keeps: the SM count (None: the device's) and the PDL switch.
 _state: dict = {"num_sms": None, "pdl": False}

@@ -588,9 +588,9 @@ def _mqa_inputs() -> tuple[Any, Any, Any, Any, Any]:
 TOL_BF16_LOGITS = 1e-4
 
 
-@_case("mqa_logits_dtype", "fp8_mqa_logits(logits_dtype=...): float32 as the default call; bfloat16 forwarded "
-       "where the release's fp8_fp4_mqa_logits takes logits_dtype, else a typed refusal naming it",
-       tolerance=TOL_LOGITS)
+@_case("mqa_logits_dtype", "fp8_mqa_logits(logits_dtype=...): float32 as the default call; bfloat16 computed by "
+       "the build where its fp8_fp4_mqa_logits takes logits_dtype, converted from float32 elsewhere; bfloat16 "
+       "weights", tolerance=TOL_LOGITS)
 def _mqa_logits_dtype(c: Checks) -> None:
     import torch
 
@@ -603,19 +603,17 @@ def _mqa_logits_dtype(c: Checks) -> None:
             f32.dtype == torch.float32 and tuple(f32.shape) == (q.shape[0], nk))
     c.diff("logits_dtype=float32", f32[valid], ref[valid])
     c.exact("logits_dtype=float32: -inf outside [ks, ke)", bool(torch.isneginf(f32[~valid]).all()))
-    where = dgcompat.capabilities().mqa_logits_dtype
-    if where is None:
-        try:
-            dgcompat.fp8_mqa_logits(q, kv, w, ks, ke, logits_dtype=torch.bfloat16)
-        except dgcompat.UnsupportedFeatureError as exc:
-            c.exact("logits_dtype=bfloat16: typed refusal naming logits_dtype", "logits_dtype" in str(exc), str(exc))
-        else:
-            c.exact("logits_dtype=bfloat16: typed refusal naming logits_dtype", False, "no error raised")
-        return
+    how = "computed by the build" if dgcompat.capabilities().mqa_logits_dtype else "converted from float32"
     bf16 = dgcompat.fp8_mqa_logits(q, kv, w, ks, ke, logits_dtype=torch.bfloat16)
-    c.exact(f"logits_dtype=bfloat16 (forwarded to {where}): bfloat16 (Nq, Nk)",
+    c.exact(f"logits_dtype=bfloat16 ({how}): bfloat16 (Nq, Nk)",
             bf16.dtype == torch.bfloat16 and tuple(bf16.shape) == (q.shape[0], nk), f"{bf16.dtype} {tuple(bf16.shape)}")
-    c.diff("logits_dtype=bfloat16", bf16[valid].float(), ref[valid], tolerance=TOL_BF16_LOGITS)
+    c.diff(f"logits_dtype=bfloat16 ({how})", bf16[valid].float(), ref[valid], tolerance=TOL_BF16_LOGITS)
+    wb = w.to(torch.bfloat16)
+    ref_wb = dgcompat.reference.fp8_mqa_logits(q, kv, wb.float(), ks, ke)
+    for dtype in (torch.float32, torch.bfloat16):
+        out = dgcompat.fp8_mqa_logits(q, kv, wb, ks, ke, logits_dtype=dtype)
+        c.exact(f"bfloat16 weights, logits_dtype={dtype}: {dtype}", out.dtype == dtype, str(out.dtype))
+        c.diff(f"bfloat16 weights, logits_dtype={dtype}", out[valid].float(), ref_wb[valid], tolerance=TOL_BF16_LOGITS)
 
 
 # --- paged MQA logits (decode / MTP verify) ------------------------------------------------------
@@ -717,6 +715,142 @@ for _n in (1, 2, 3, 4):
               f"fp8_paged_mqa_logits next_n={_n}, context_lens {_shape}, per-sequence and per-row block tables, "
               f"(batch, longest context) in {[(b, ctx) for b, ctx, _ in _PAGED_CONFIGS]}, H={HEADS}, D={HEAD_DIM}, "
               f"block_kv={BLOCK_KV}", tolerance=TOL_LOGITS, timeout=180.0)(_make())
+
+
+def _sm90() -> bool:
+    import torch
+
+    return DEVICE != "cuda" or torch.cuda.get_device_capability()[0] == 9
+
+
+def _vllm_slots(num_sms: int, next_n: int) -> int:
+    """vLLM 0.34.0's ``_paged_mqa_logits_schedule_slots``: one task per 2-CTA cluster for next_n 4 on SM90."""
+    return num_sms // 2 if next_n == 4 and _sm90() else num_sms
+
+
+def _check_logits(c: Checks, name: str, out: Any, p: _Paged, dtype: Any) -> None:
+    import torch
+
+    ok = isinstance(out, torch.Tensor) and out.dtype == dtype and tuple(out.shape) == (p.row_lens.numel(), p.max_len)
+    if c.exact(f"{name}: a {dtype} (B*next_n, max_context_len) tensor", ok,
+               f"{type(out).__name__} {getattr(out, 'dtype', '')} {tuple(getattr(out, 'shape', ()))}"):
+        tol = TOL_LOGITS if dtype == torch.float32 else TOL_BF16_LOGITS
+        c.diff(name, out[_valid(p)].float(), _paged_ref(p)[_valid(p)], tolerance=tol)
+
+
+@_case("fp8_fp4_vllm_decode", "vLLM 0.34.0's decode calls, unchanged: get_paged_mqa_logits_metadata((B, next_n) "
+       "lengths, 64, slots) with vLLM's slot count (num_sms // 2 for next_n 4 on SM90) and "
+       "fp8_fp4_paged_mqa_logits((q, None), ..., logits_dtype=float32 / bfloat16), next_n 1, 2, 4, eagerly and "
+       "under CUDA-graph replay with vLLM's refresh (lengths written, schedule_buffer[:] = metadata)",
+       tolerance=TOL_LOGITS, timeout=240.0)
+def _fp8_fp4_vllm_decode(c: Checks) -> None:
+    import torch
+
+    import dgcompat
+
+    sms = dgcompat.get_num_sms()
+    for next_n in (1, 2, 4):
+        slots = _vllm_slots(sms, next_n)
+        first, second = _replay_pair(5000 + next_n, 8, next_n)
+        lens = first.row_lens.clone()
+        sched = dgcompat.get_paged_mqa_logits_metadata(lens, BLOCK_KV, slots)
+        c.exact(f"next_n={next_n}: schedule of the engine's {slots} slots", tuple(sched.shape) == (slots + 1, 2),
+                str(tuple(sched.shape)))
+        for dtype in (torch.float32, torch.bfloat16):
+            for call in range(2):  # the second call takes the repeat path
+                out = dgcompat.fp8_fp4_paged_mqa_logits((first.q, None), first.kv, first.w, lens, first.block_table,
+                                                        sched, first.max_len, logits_dtype=dtype)
+                _check_logits(c, f"next_n={next_n} eager {dtype} call {call}", out, first, dtype)
+        q, w, bt = first.q.clone(), first.w.clone(), first.block_table.clone()
+        buf_lens, buf_sched = lens.clone(), sched.clone()
+
+        def launch(q: Any = q, w: Any = w, kv: Any = first.kv, lens_: Any = buf_lens, bt: Any = bt,
+                   sched_: Any = buf_sched, max_len: int = first.max_len) -> Any:
+            return dgcompat.fp8_fp4_paged_mqa_logits((q, None), kv, w, lens_, bt, sched_, max_len,
+                                                     logits_dtype=torch.bfloat16)
+        graph = _Graph()
+        out = graph.capture(launch)
+        graph.replay()
+        _sync()
+        _check_logits(c, f"next_n={next_n} replay, captured batch", out, first, torch.bfloat16)
+        q.copy_(second.q)
+        w.copy_(second.w)
+        bt.copy_(second.block_table)
+        buf_lens.copy_(second.row_lens)
+        buf_sched[:] = dgcompat.get_paged_mqa_logits_metadata(buf_lens, BLOCK_KV, slots)
+        graph.replay()
+        _sync()
+        _check_logits(c, f"next_n={next_n} replay, next batch", out, second, torch.bfloat16)
+        del first, second, graph, out
+        if DEVICE == "cuda":
+            torch.cuda.empty_cache()
+
+
+@_case("fp8_fp4_engine_forms", "the other fp8_fp4 call forms of vLLM 0.34.0 and SGLang 0.5.23, unchanged: "
+       "SGLang's DeepSeek-V4 paged call ((q, None), ..., (N, 1) lengths, per-row table, meta, max_len, False, "
+       "logits_dtype=...), vLLM's prefill fp8_fp4_mqa_logits((q, None), (k, k_sf), w, ks, ke, max_seqlen_k, "
+       "logits_dtype=...), SGLang's V4.1 tiles fp8_fp4_mqa_logits((q, None), kv, w, ks, ke, False, width, "
+       "logits_dtype=...) and the 0.2.5 / vLLM 0.33 layout (..., max_seqlen_k, None)", tolerance=TOL_LOGITS,
+       timeout=180.0)
+def _fp8_fp4_engine_forms(c: Checks) -> None:
+    import torch
+
+    import dgcompat
+    from dgcompat import reference
+
+    p = _paged_inputs(61, 16, 3000, False, 1)
+    flat = p.row_lens.reshape(-1, 1).contiguous()
+    meta = dgcompat.get_paged_mqa_logits_metadata(flat, BLOCK_KV, dgcompat.get_num_sms())
+    for dtype in (torch.float32, torch.bfloat16):
+        out = dgcompat.fp8_fp4_paged_mqa_logits((p.q.view(-1, 1, HEADS, HEAD_DIM), None), p.kv, p.w, flat,
+                                                p.block_table, meta, p.max_len, False, logits_dtype=dtype)
+        _check_logits(c, f"SGLang V4 paged, {dtype}", out, p, dtype)
+    q, kv, w, ks, ke = _mqa_inputs()
+    width = int((ke - ks).max())
+    want = reference.fp8_mqa_logits(q, kv, w, ks, ke, max_seqlen_k=width)
+    valid = torch.arange(width, device=DEVICE).unsqueeze(0) < (ke - ks).unsqueeze(1)
+    forms: dict[str, Callable[[Any], Any]] = {
+        "vLLM prefill": lambda dt: dgcompat.fp8_fp4_mqa_logits((q, None), kv, w, ks, ke, width, logits_dtype=dt),
+        "SGLang V4.1 tile": lambda dt: dgcompat.fp8_fp4_mqa_logits((q, None), kv, w, ks, ke, False, width,
+                                                                   logits_dtype=dt),
+        "0.2.5 / vLLM 0.33 positional": lambda dt: dgcompat.fp8_fp4_mqa_logits((q, None), kv, w, ks, ke, width, None),
+    }
+    for name, call in forms.items():
+        for dtype in (torch.float32, torch.bfloat16):
+            if name.startswith("0.2.5") and dtype == torch.bfloat16:
+                continue
+            try:
+                out = call(dtype)
+            except dgcompat.UnsupportedFeatureError as exc:
+                c.exact(f"{name}: compressed layout refused typed where the release has none",
+                        dgcompat.capabilities().mqa_max_seqlen_k == "absent", str(exc))
+                break
+            ok = isinstance(out, torch.Tensor) and out.dtype == dtype and tuple(out.shape) == (q.shape[0], width)
+            if c.exact(f"{name} {dtype}: a {dtype} (Nq, max_seqlen_k) tensor", ok, f"{getattr(out, 'dtype', '')}"):
+                tol = TOL_LOGITS if dtype == torch.float32 else TOL_BF16_LOGITS
+                c.diff(f"{name} {dtype}", out[valid].float(), want[valid], tolerance=tol)
+
+
+@_case("paged_logits_dtype", "fp8_paged_mqa_logits(logits_dtype=bfloat16), next_n 1, 2, 4, (B, next_n) lengths: "
+       "computed by the build where its fp8_fp4_paged_mqa_logits takes logits_dtype, converted from float32 "
+       "elsewhere; bfloat16 weights", tolerance=TOL_BF16_LOGITS, timeout=180.0)
+def _paged_logits_dtype(c: Checks) -> None:
+    import torch
+
+    import dgcompat
+
+    how = "computed by the build" if dgcompat.capabilities().paged_logits_dtype else "converted from float32"
+    for next_n in (1, 2, 4):
+        p = _paged_inputs(70 + next_n, 24, 8192, False, next_n)
+        sched = dgcompat.get_paged_mqa_logits_metadata(p.row_lens, BLOCK_KV)
+        out = dgcompat.fp8_paged_mqa_logits(p.q, p.kv, p.w, p.row_lens, p.block_table, sched, p.max_len,
+                                            logits_dtype=torch.bfloat16)
+        _check_logits(c, f"next_n={next_n} bfloat16 ({how})", out, p, torch.bfloat16)
+        p.w = p.w.to(torch.bfloat16)
+        out = dgcompat.fp8_paged_mqa_logits(p.q, p.kv, p.w, p.row_lens, p.block_table, sched, p.max_len,
+                                            logits_dtype=torch.bfloat16)
+        p.w = p.w.float()  # the reference's weights: the bf16 values, exactly
+        _check_logits(c, f"next_n={next_n} bfloat16 weights", out, p, torch.bfloat16)
 
 
 @_case("paged_mqa_stale_schedule", "a schedule dgcompat built whose context_lens were rewritten in place "

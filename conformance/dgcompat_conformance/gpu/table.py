@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 from .. import certificate
 from .._paths import wing_root
+from .._text import UnsafeTextError, cell
 from ..dists import SGL_DEEP_GEMM
 from .cases import CASES
 from .certify import TIER, summarize, write_certificate
@@ -43,7 +44,8 @@ def load_certificates(out_dir: Path = certificate.COMMITTED) -> list[dict[str, A
 
 
 def _cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """Free text (a message, a summary, an ABI detail) for the page: one line, ``|`` and ``<!--`` defused."""
+    return cell(text, "text", free=True)
 
 
 def render_markdown(certs: Sequence[dict[str, Any]]) -> str:
@@ -62,8 +64,10 @@ def render_markdown(certs: Sequence[dict[str, Any]]) -> str:
                     c.get("python")) for c in certs})
     for dev, driver, cuda, torch_v, py in envs:
         d = json.loads(dev) or {}
-        lines.append(f"Machine: {d.get('name', '?')} ({d.get('sm', '?')}, {d.get('num_sms', '?')} SMs), driver "
-                     f"{driver}, CUDA {cuda}, torch {torch_v}, Python {py}.")
+        name, sm, sms = (cell(d.get(k, "?"), f"device.{k}") for k in ("name", "sm", "num_sms"))
+        driver, cuda, torch_v, py = (cell(v, k) for v, k in ((driver, "driver"), (cuda, "cuda"), (torch_v, "torch"),
+                                                              (py, "python")))
+        lines.append(f"Machine: {name} ({sm}, {sms} SMs), driver {driver}, CUDA {cuda}, torch {torch_v}, Python {py}.")
     lines += ["", "## Releases", "",
               "| release | verdict | passed | failed | hang | error | xfail | ABI check | certified on |",
               "|---|---|---|---|---|---|---|---|---|"]
@@ -81,9 +85,9 @@ def render_markdown(certs: Sequence[dict[str, Any]]) -> str:
                 bad = [x for x in forced["calls"] if not x.get("ok")]
                 why = f"{bad[0]['name']}: " + str(bad[0]["detail"]).split("rejected the call: ")[-1] if bad else ""
             abi_text += f"; imported anyway: {forced.get('verdict')}" + (f" (`{short(why, 220)}`)" if why else "")
-        lines.append("| " + " | ".join(_cell(x) for x in (
-            c.get("release"), c.get("verdict"), s["passed"], s["failed"], s["hang"], s["error"], s["xfail"],
-            abi_text, (c.get("timestamp") or "")[:10])) + " |")
+        lines.append("| " + " | ".join([cell(c.get("release"), "release"), cell(c.get("verdict"), "verdict"),
+                                        *(_cell(s[k]) for k in ("passed", "failed", "hang", "error", "xfail")),
+                                        _cell(abi_text), cell((c.get("timestamp") or "")[:10], "timestamp")]) + " |")
     ran = [c for c in certs if c.get("tests")]
     if ran:
         ids: list[str] = []
@@ -92,24 +96,24 @@ def render_markdown(certs: Sequence[dict[str, Any]]) -> str:
                 if t["id"] not in ids:
                     ids.append(t["id"])
         marks = {"passed": "pass", "failed": "**FAIL**", "hang": "**HANG**", "error": "**ERROR**", "xfail": "xfail"}
-        lines += ["", "## Cases", "", "| case | metric / tolerance | " + " | ".join(c["release"] for c in ran) + " |",
+        lines += ["", "## Cases", "", "| case | metric / tolerance | " + " | ".join(cell(c["release"], "release") for c in ran) + " |",
                   "|---|---|" + "---|" * len(ran)]
         for cid in ids:
             first = next(t for c in ran for t in c["tests"] if t["id"] == cid)
             tol = first.get("tolerance")
             metric = "exact" if str(first.get("metric", "")).startswith("exact:") else (
                 f"diff <= {tol:g}" if isinstance(tol, (int, float)) else "-")
-            row = [f"`{cid}`", metric]
+            row = [f"`{cell(cid, 'case id')}`", metric]
             for c in ran:
                 t = next((t for t in c["tests"] if t["id"] == cid), None)
                 if t is None:
                     row.append("-")
                     continue
                 v = t.get("value")
-                cell = marks.get(t["outcome"], t["outcome"])
+                mark = marks.get(t["outcome"], t["outcome"])
                 if isinstance(v, float) and t["outcome"] in ("passed", "failed"):
-                    cell += f" ({v:.1e})"
-                row.append(cell)
+                    mark += f" ({v:.1e})"
+                row.append(mark)
             lines.append("| " + " | ".join(row) + " |")
         # One line per distinct finding: the same message on several releases is listed once.
         grouped: dict[tuple[str, str, str], list[str]] = {}
@@ -123,14 +127,18 @@ def render_markdown(certs: Sequence[dict[str, Any]]) -> str:
         if grouped:
             lines += ["", "## Expected failures and findings", ""]
             for (cid, outcome, message), releases in grouped.items():
-                lines.append(f"- `{cid}` ({outcome}) on {', '.join(releases)}: {_cell(short(message, 700))}")
+                lines.append(f"- `{cell(cid, 'case id')}` ({outcome}) on {', '.join(cell(r, 'release') for r in releases)}: "
+                             f"{_cell(short(message, 700))}")
         lines += ["", "## What the cases check", ""]
         for cid in ids:
             first = next(t for c in ran for t in c["tests"] if t["id"] == cid)
             summary = first.get("summary") or (CASES[cid].summary if cid in CASES else "")
-            lines.append(f"- `{cid}`: {_cell(summary)}; metric: {_cell(first.get('metric'))}, tolerance "
-                         f"{first.get('tolerance')}.")
-    return "\n".join(lines) + "\n"
+            lines.append(f"- `{cell(cid, 'case id')}`: {_cell(summary)}; metric: {_cell(first.get('metric'))}, "
+                         f"tolerance {_cell(first.get('tolerance'))}.")
+    text = "\n".join(lines) + "\n"
+    if text.splitlines() != lines:  # every field above went through cell(); this is the page as a whole
+        raise UnsafeTextError("docs/compatibility-gpu.md would not split back into the lines rendered")
+    return text
 
 
 def publish(certs: Sequence[dict[str, Any]], out_dir: Path, docs: Path = DEFAULT_DOCS) -> list[Path]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any
 
+from .._text import flatten
 from ..certificate import OUTCOMES, SCHEMA, check, summarize, verdict, write
 
 __all__ = ["SCHEMA", "OUTCOMES", "build", "summarize", "verdict", "check", "write", "render_table", "progress_line"]
@@ -63,27 +64,29 @@ def build(child: dict[str, Any], *, release: str, distribution: str | None, whee
 
 
 def progress_line(index: int, total: int, cert: dict[str, Any]) -> str:
+    """One line per finished release (its text folded onto one line by :func:`~dgcompat_conformance._text.flatten`)."""
     s = cert["summary"]
     width = len(str(total))
     extra = ""
     if cert.get("harness_error"):
-        extra = f"  ({cert['harness_error'][:100]})"
+        extra = f"  ({flatten(cert['harness_error'])[:100]})"
     elif cert.get("stale_xfails"):
         extra = f"  ({len(cert['stale_xfails'])} stale xfail entries)"
-    return (f"[{index:>{width}}/{total}] {cert['release']:<28} {cert['verdict']:<5} "
+    return (f"[{index:>{width}}/{total}] {flatten(cert['release']):<28} {flatten(cert['verdict']):<5} "
             f"passed {s['passed']:>3}  failed {s['failed']:>3}  xfailed {s['xfailed']:>3}  "
             f"errors {s['error']:>3}  {cert.get('seconds') or 0:6.1f}s{extra}")
 
 
 def render_table(certs: list[dict[str, Any]]) -> str:
-    """A fixed-width table: release x passed/failed/skipped/xfailed/xpassed/errors/verdict."""
+    """A fixed-width table: release x passed/failed/skipped/xfailed/xpassed/errors/verdict (one line per release:
+    every cell folded onto one line by :func:`~dgcompat_conformance._text.flatten`)."""
     head = ("release", "binding", "passed", "failed", "skipped", "xfailed", "xpassed", "errors", "seconds", "verdict")
     rows = []
     for c in certs:
         s = c["summary"]
-        rows.append((c["release"], str(c.get("binding") or "-"), str(s["passed"]), str(s["failed"]), str(s["skipped"]),
-                     str(s["xfailed"]), str(s["xpassed"]), str(s["error"]), f"{c.get('seconds') or 0:.1f}",
-                     c["verdict"]))
+        rows.append(tuple(flatten(v) for v in (
+            c["release"], c.get("binding") or "-", s["passed"], s["failed"], s["skipped"], s["xfailed"], s["xpassed"],
+            s["error"], f"{c.get('seconds') or 0:.1f}", c["verdict"])))
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
 
     def fmt(r: tuple[str, ...]) -> str:

@@ -3,7 +3,9 @@
 A stand-in call arrives here after its arity and argument kinds were checked against the
 release's recovered signature. This module then
 
-1. names the positional arguments with the layout that matches the recovered arity (layouts only
+1. names the positional arguments: by the release's own schema where it has one (TORCH_LIBRARY builds:
+   :func:`schema_names`, since one arity can mean different layouts, e.g. vLLM 0.34.0's inserted
+   ``logits_dtype``), else with the layout that matches the recovered arity (tvm-ffi builds: layouts only
    ever grew by appended arguments, except the one insertion of ``ensure_zero_padding`` in
    sgl-deep-gemm 0.1.4, which the arity tells apart),
 2. applies the host-side assertions of the real native code that matter to engines, and
@@ -65,10 +67,6 @@ class Profile:
         if self.rules is not None and self.arch in self.rules.block_kv:
             return tuple(self.rules.block_kv[self.arch])
         return default
-
-    def mx_contract(self) -> bool:
-        """SM100 MX scale factors + bf16 weights (0.2.5 / upstream 2.8 host asserts)."""
-        return self.rules is not None and self.rules.mx_contract(self.arch)
 
     @property
     def paged_context_lens_dim(self) -> int:
@@ -298,6 +296,41 @@ _COMMON_LAYOUTS: dict[str, dict[int, tuple[str, ...]]] = {
 }
 
 
+#: Schema argument names (TORCH_LIBRARY builds) -> the names the stand-ins read, where a build spells one
+#: differently (the schemas of sgl-deep-gemm 0.2.3+, the bundled copies and vLLM's 2.8.1; docs/sources/wheel-matrix.md §5).
+SCHEMA_ALIASES: dict[str, str] = {
+    "kv_data": "kv", "cu_seq_len_k_start": "ks", "cu_seq_len_k_end": "ke", "fused_kv_cache": "kv_cache",
+    "sfa": "a_sf", "sfb": "b_sf", "m_indices": "grouped_layout", "cuda_home_path_by_torch": "cuda_home",
+    "new_enable_pdl": "enable", "enabled": "enable",
+}
+#: Per-op aliases, where a schema name means something else in another op.
+_OP_SCHEMA_ALIASES: dict[str, dict[str, str]] = {
+    "get_tma_aligned_size": {"x": "mn", "size": "mn"},  # vLLM's 2.8.1: x; the bundled copies: size
+    "is_localized": {"t": "x"},
+    "set_ignore_compile_dims": {"new_value": "ignore"},
+    "get_mn_major_tma_aligned_tensor": {"a": "sf"},  # the bundled copies
+    "get_mn_major_tma_aligned_packed_ue8m0_tensor": {"a": "sf"},  # the bundled copies
+}
+#: Arguments only a schema has (no arity layout names them); the stand-in reads them by these names.
+_SCHEMA_ONLY_NAMES: dict[str, frozenset[str]] = {"init": frozenset({"python_package_name"})}  # vLLM 0.34.0's 2.8.1
+
+
+def schema_names(flavor: str, op: str, names: tuple[str | None, ...]) -> tuple[str, ...] | None:
+    """The stand-in's names of ``op``'s arguments from the release's schema names, or None when the schema has
+    none (tvm-ffi builds: the arity layout then decides). Raises :class:`StandInNotEmulated` for a schema
+    argument the stand-in of ``op`` does not read under any name."""
+    if not names or any(n is None for n in names):
+        return None
+    own = _OP_SCHEMA_ALIASES.get(op, {})
+    mapped = tuple(own.get(n) or SCHEMA_ALIASES.get(n) or n for n in names if n is not None)
+    known = {n for table in (LAYOUTS.get((flavor, op)), _COMMON_LAYOUTS.get(op)) if table
+             for layout in table.values() for n in layout} | _SCHEMA_ONLY_NAMES.get(op, frozenset())
+    unknown = [orig for orig, n in zip(names, mapped) if n not in known]
+    if unknown:
+        raise StandInNotEmulated(f"cpu-tier stand-in of {op} does not know the schema argument(s) {unknown}")
+    return mapped
+
+
 def layout_for(flavor: str, op: str, arity: int) -> tuple[str, ...] | None:
     """Argument names of ``op`` with ``arity`` arguments in ``flavor``, or None if unknown."""
     table = LAYOUTS.get((flavor, op)) or _COMMON_LAYOUTS.get(op)
@@ -312,7 +345,8 @@ def layout_for(flavor: str, op: str, arity: int) -> tuple[str, ...] | None:
 def _init(ctx: Ctx, a: _Args) -> None:
     # Native init only records the package and toolkit paths (docs/sources/wheel-matrix.md §1 item 7: its call
     # graph reaches no CUDA call); the stand-in does the same.
-    ctx.state.init_args = (a.library_root_path, a.cuda_home)
+    # vLLM 0.34.0's 2.8.1: init(str library_root_path, str python_package_name='deep_gemm'), no toolkit path.
+    ctx.state.init_args = (a.library_root_path, a.get("cuda_home", a.get("python_package_name")))
 
 
 def _set_num_sms(ctx: Ctx, a: _Args) -> None:
@@ -587,45 +621,102 @@ def _tma_aligned_size(ctx: Ctx, a: _Args) -> int:
 # --------------------------------------------------------------------------- MQA logits
 
 
-def _mx_dequant(x: Any, sf: Any) -> Any:
-    """FP8 ``x (..., 128)`` times its packed-UE8M0 ``sf (...)`` int32 (byte i scales values 32i..32i+31)."""
+def _torch_dtype(ctx: Ctx, value: Any) -> Any:
+    """A ``logits_dtype`` as a torch dtype: tvm-ffi builds take its name (``str(dtype).split('.')[-1]`` in their
+    Python layer), TORCH_LIBRARY builds a ScalarType."""
     import torch
 
-    exps = sf.contiguous().view(torch.uint8).reshape(*sf.shape, 4).to(torch.float32)
-    return x.float() * torch.pow(2.0, exps - 127.0).repeat_interleave(32, dim=-1)
+    dt = getattr(torch, value, None) if isinstance(value, str) else value
+    _assert(isinstance(dt, torch.dtype), "csrc/apis/attention.hpp", f"logits_dtype names a ScalarType (got {value!r})")
+    return dt
 
 
-def _mqa_logits_mx(ctx: Ctx, a: _Args, kv: Any, kv_sf: Any) -> Any:
-    """The SM100 MX/bf16 path of 0.2.5 / upstream 2.8 (conditions from the binary's host asserts)."""
+def _indexer_format(ctx: Ctx, a: _Args, q: Any, q_sf: Any, kv_sf: Any) -> tuple[str, Any]:
+    """Apply the release's host asserts on the formats of an MQA logits call: ``(format, logits dtype)``.
+
+    Formats: ``fp8`` (q FP8, float32 KV scales), ``mxfp8`` (FP8 with int32 UE8M0 q / KV scales), ``fp4`` (packed
+    e2m1 int8 with int32 UE8M0 scales). The conditions are the binary's own (``harness.indexer_rules``):
+
+    * MX-era builds (``is_mx_sf`` in their texts): FP4 is q's dtype (``kPackedFP4`` = int8), MX is a ``q_sf``
+      (upstream 2.8 passes ``q_sf`` exactly for these); ``is_mx_sf == (...)`` where the binary states it, else a
+      bare ``not is_mx_sf`` taken to be the SM90 path's (the one architecture without MX kernels; the texts do not
+      say which path asserts it); ``not is_fp4 or is_mx_sf``.
+    * Earlier builds: a ``q_sf`` means FP4 and the FP4 branch asserts ``arch_major == 10`` (upstream 7f2a703
+      ``is_fp4 = q_sf.has_value()``; the string is in 0.1.4's binary, not in 0.0.1's, where it is assumed).
+    * SM90's kernels read FP8 only (``qk_dtype == torch::kFloat8_e4m3fn``, in every binary's SM90 section).
+    * weights: float32, bfloat16 where the binary allows (``arch_major == 10``) or requires it (0.2.5), bfloat16
+      only with bfloat16 logits.
+    * logits: ``logits_dtype`` where the call has one (float32 / bfloat16 where the binary asserts that list);
+      without one, float32, except bfloat16 where bfloat16 weights are required (0.2.5 on SM100).
+    """
     import torch
 
+    rules = ctx.profile.rules or IndexerRules()
+    arch = ctx.profile.arch
     where = "csrc/apis/attention.hpp"
-    q, q_sf, weights = a.q, a.get("q_sf"), a.weights
-    _assert(q_sf is not None, where, "is_mx_sf and sf_q.has_value()")
-    assert q_sf is not None
-    _assert(_dtype(q_sf) == "int32" and q_sf.is_contiguous() and tuple(q_sf.shape) == tuple(q.shape[:2]), where,
-            f"q_sf is int32 (num_q_tokens, num_heads) packed UE8M0 (got {_dtype(q_sf)} {tuple(q_sf.shape)})")
-    _assert(_dtype(kv_sf) == "int32", where, "kv_sf.scalar_type() == (is_mx_sf ? torch::kInt32 : torch::kFloat)")
-    _assert(_dtype(weights) == "bfloat16", where,
-            "weights.scalar_type() == (arch_major == 10 ? torch::kBFloat16 : torch::kFloat32)")
-    _assert(int(q.shape[-1]) == 128, where, "head_dim == 128 (the stand-in's MX decoding)")
-    heads = (ctx.profile.rules.heads.get(ctx.profile.arch) if ctx.profile.rules else None) or ()
-    if heads:
-        _assert(int(q.shape[1]) in heads, where, " or ".join(f"num_heads == {h}" for h in heads))
-    qd, kd = _mx_dequant(q, q_sf), _mx_dequant(kv, kv_sf)
-    dense = torch.einsum("ihd,jd->ihj", qd, kd).relu_()
-    dense = (dense * weights.float().unsqueeze(-1)).sum(dim=1)
-    ks, ke = a.ks.long(), a.ke.long()
-    max_k = int(a.get("max_seqlen_k") or 0)
-    _check_positive_max_seqlen_k(ctx, max_k)
-    if max_k:
-        cols = ks.unsqueeze(1) + torch.arange(max_k)
-        out = dense.gather(1, cols.clamp(0, max(kd.shape[0] - 1, 0)))
-        out.masked_fill_(torch.arange(max_k).unsqueeze(0) >= (ke - ks).unsqueeze(1), float("-inf"))
+    if rules.mx_scales:
+        is_fp4, is_mx = _dtype(q) == "int8", q_sf is not None
     else:
-        c = torch.arange(dense.shape[1]).unsqueeze(0)
-        out = dense.masked_fill((c < ks.unsqueeze(1)) | (c >= ke.unsqueeze(1)), float("-inf"))
-    return out.to(torch.bfloat16)  # bf16 weights give bf16 logits
+        is_fp4 = is_mx = q_sf is not None
+        if is_fp4:
+            _assert(arch == "sm100", where, "arch_major == 10")
+    _assert(_dtype(q) == ("int8" if is_fp4 else "float8_e4m3fn"), where,
+            f"q_fp.scalar_type() == (is_fp4 ? kPackedFP4 : torch::kFloat8_e4m3fn) (got {_dtype(q)})")
+    if arch in rules.mx_sf:
+        want = (rules.mx_sf_fp4 if is_fp4 else rules.mx_sf)[arch]
+        _assert(is_mx == want, where, f"{rules.mx_sf_text} (is_mx_sf = {is_mx}, is_fp4 = {is_fp4})")
+    elif rules.bare_no_mx and arch == "sm90":
+        _assert(not is_mx, where, "not is_mx_sf")
+    if rules.fp4_needs_mx:
+        _assert(not is_fp4 or is_mx, where, "not is_fp4 or is_mx_sf")
+    if arch == "sm90":
+        _assert(not is_fp4, where, "qk_dtype == torch::kFloat8_e4m3fn")
+    dim = int(q.shape[-1]) * (2 if is_fp4 else 1)
+    fmt = "fp4" if is_fp4 else "mxfp8" if is_mx else "fp8"
+    dims = rules.head_dims.get("fp4" if is_fp4 else "fp8")
+    if dims and is_mx:
+        _assert(dim in dims, where, f"(not is_fp4 and head_dim == 32) or head_dim == 64 or head_dim == 128 "
+                f"(head_dim = {dim}, is_fp4 = {is_fp4})")
+    if is_mx:
+        _assert(_dtype(q_sf) == "int32" and q_sf.is_contiguous() and tuple(q_sf.shape) == tuple(q.shape[:-1]), where,
+                f"q_sf is int32 {tuple(q.shape[:-1])}, contiguous (got {_dtype(q_sf)} {tuple(q_sf.shape)})")
+    if kv_sf is not None:
+        want_sf = "int32" if is_mx else "float32"
+        _assert(_dtype(kv_sf) == want_sf, where,
+                f"kv_sf.scalar_type() == (is_mx_sf ? torch::kInt32 : torch::kFloat) (got {_dtype(kv_sf)})")
+
+    weights = a.weights
+    if "logits_dtype" in a:
+        out = _torch_dtype(ctx, a.logits_dtype)
+        if rules.logits_dtypes:
+            _assert(out in (torch.float32, torch.bfloat16), where,
+                    "logits_dtype == torch::kFloat32 or logits_dtype == torch::kBFloat16")
+        elif out != torch.float32:
+            raise _not_emulated(ctx, f"logits_dtype {out} (the binary states no logits dtypes)")
+    else:
+        # No logits_dtype argument: float32 logits, except where the binary requires bf16 weights (0.2.5 on
+        # SM100), whose kernels then return bf16 logits.
+        bf16_only = ctx.profile.rules is not None and ctx.profile.rules.bf16_weights.get(arch, False)
+        out = torch.bfloat16 if bf16_only and _dtype(weights) == "bfloat16" else torch.float32
+    w = _dtype(weights)
+    if arch in rules.bf16_weights:
+        need = "bfloat16" if rules.bf16_weights[arch] else "float32"
+        _assert(w == need, where, f"weights.scalar_type() == (arch_major == 10 ? torch::kBFloat16 : torch::kFloat32) "
+                f"(got {w})")
+    elif rules.bf16_weights_allowed.get(arch):
+        _assert(w in ("float32", "bfloat16"), where, "weights.scalar_type() == torch::kFloat or (arch_major == 10 and "
+                f"weights.scalar_type() == torch::kBFloat16) (got {w})")
+    else:
+        # every release's SM90 path (and the earlier builds' only one): weights.scalar_type() == torch::kFloat
+        _assert(w == "float32", where, f"weights.scalar_type() == torch::kFloat (got {w})")
+    if w == "bfloat16":
+        _assert(out == torch.bfloat16, where,
+                "weights.scalar_type() != torch::kBFloat16 or logits_dtype == torch::kBFloat16")
+    if fmt != "fp8":
+        heads = (rules.heads.get(arch) if ctx.profile.rules else None) or ()
+        if heads:
+            _assert(int(q.shape[-2]) in heads, where, " or ".join(f"num_heads == {h}" for h in heads))
+    return fmt, out
 
 
 def _check_positive_max_seqlen_k(ctx: Ctx, max_seqlen_k: int) -> None:
@@ -635,22 +726,15 @@ def _check_positive_max_seqlen_k(ctx: Ctx, max_seqlen_k: int) -> None:
 
 
 def _mqa_logits(ctx: Ctx, a: _Args) -> Any:
+    import torch
+
     if ctx.profile.flavor == "bundled":
         kv, kv_sf = _pair(ctx, "kv", a.kv)
     else:
         kv, kv_sf = a.kv, a.kv_sf
-    if ctx.profile.mx_contract():
-        return _mqa_logits_mx(ctx, a, kv, kv_sf)
-    if _dtype(a.weights) != "float32":
-        # every release's FP8 path: weights.scalar_type() == torch::kFloat (outside the SM100 MX contract)
-        _assert(False, "csrc/apis/attention.hpp", f"weights.scalar_type() == torch::kFloat (got {_dtype(a.weights)})")
-    if a.get("q_sf") is not None:
-        raise _not_emulated(ctx, "FP4 queries (q_sf)")
+    fmt, out_dtype = _indexer_format(ctx, a, a.q, a.get("q_sf"), kv_sf)
     if a.get("schedule_meta") is not None:
         raise _not_emulated(ctx, "a precomputed MQA schedule")
-    dt = a.get("logits_dtype")
-    if dt is not None and str(dt).replace("torch.", "") not in ("float", "float32"):
-        raise _not_emulated(ctx, f"logits_dtype {dt}")
     for name in ("ks", "ke"):
         # docs/sources/upstream-history.md §1.4: cu_seq_len_k_start/end are int32 (S,).
         t = a[name]
@@ -661,8 +745,13 @@ def _mqa_logits(ctx: Ctx, a: _Args) -> Any:
     clean = bool(a.get("clean_logits", False))
     # docs/sources/upstream-history.md §1.4 / §1.7: max_seqlen_k > 0 requires clean_logits == False (2.2.0+).
     _assert(not (max_seqlen_k > 0 and clean), "csrc/apis/attention.hpp", "max_seqlen_k == 0 or not clean_logits")
-    return _compute("csrc/apis/attention.hpp", _ref().fp8_mqa_logits, a.q, (kv, kv_sf), a.weights, a.ks, a.ke,
-                    clean_logits=clean, max_seqlen_k=max_seqlen_k or None)
+    if fmt == "fp8" and out_dtype == torch.float32:
+        return _compute("csrc/apis/attention.hpp", _ref().fp8_mqa_logits, a.q, (kv, kv_sf), a.weights, a.ks, a.ke,
+                        clean_logits=clean, max_seqlen_k=max_seqlen_k or None)
+    # MX / FP4 inputs, bfloat16 logits: the reference computes them (the result is clean, which the kernel's
+    # clean_logits=True also gives).
+    return _compute("csrc/apis/attention.hpp", _ref().fp8_fp4_mqa_logits, (a.q, a.get("q_sf")), (kv, kv_sf),
+                    a.weights, a.ks, a.ke, max_seqlen_k, logits_dtype=out_dtype)
 
 
 def _context_lens_checks(ctx: Ctx, context_lens: Any, where: str) -> None:
@@ -675,49 +764,60 @@ def _context_lens_checks(ctx: Ctx, context_lens: Any, where: str) -> None:
     _assert(context_lens.is_contiguous(), where, "context_lens.is_contiguous()")
 
 
+def _varlen_allowed(ctx: Ctx) -> tuple[bool, ...]:
+    """The ``is_varlen`` values the paged logits accept on the emulated architecture."""
+    rules = ctx.profile.rules
+    if rules is not None and ctx.profile.arch in rules.varlen:
+        # upstream 2.8 (0.2.5, vLLM's 2.8.1): `arch_major == 12 or is_varlen == (arch_major == 10)`
+        return tuple(rules.varlen[ctx.profile.arch])
+    # docs/sources/upstream-history.md §1.6: `indices` (varlen) is SM100-only.
+    return (False,) if ctx.profile.arch == "sm90" else (False, True)
+
+
+def _check_varlen(ctx: Ctx, indices: Any, where: str) -> None:
+    is_varlen = indices is not None
+    if ctx.profile.rules is not None and ctx.profile.arch in ctx.profile.rules.varlen:
+        expr = "arch_major == 12 or is_varlen == (arch_major == 10)"
+    else:
+        expr = "not indices.has_value() (varlen is SM100 only)"
+    _assert(is_varlen in _varlen_allowed(ctx), where, f"{expr} (is_varlen = {is_varlen} on {ctx.profile.arch})")
+
+
 def _paged_metadata(ctx: Ctx, a: _Args) -> Any:
     where = "csrc/apis/attention.hpp"
     _context_lens_checks(ctx, a.context_lens, where)
     if a.get("indices") is not None:
-        # docs/sources/upstream-history.md §1.6: `indices` (varlen) is SM100-only.
-        _assert(ctx.profile.arch != "sm90", where, "not indices.has_value() (varlen schedule is SM100 only)")
-        raise _not_emulated(ctx, "varlen (indices) schedules")
+        _check_varlen(ctx, a.indices, where)
     block_kv, num_sms = int(a.block_kv), int(a.num_sms)
     # docs/sources/upstream-history.md §1.6: block_kv == 64 (or 32 on SM100) from 7f2a703, 64 at v2.1.0.
     allowed = ctx.profile.block_kv_allowed((64,) if ctx.profile.arch == "sm90" or ctx.profile.flavor == "bundled"
                                            else (32, 64))  # the binary's own condition where it has one
     _assert(block_kv in allowed, where, f"block_kv in {allowed} (got {block_kv})")
     _assert(0 < num_sms <= ctx.profile.device_sms, where, f"0 < num_sms <= {ctx.profile.device_sms} (got {num_sms})")
+    # A varlen schedule's values are the stand-in's own split (the SM100 scheduler is not reproduced); only its
+    # shape is the release's. The logits stand-in checks it was built from the same lengths, like any schedule.
     return _compute(where, _ref().get_paged_mqa_logits_metadata, a.context_lens, block_kv, num_sms,
-                    balance=ctx.profile.schedule_balance)
+                    a.get("indices"), balance=ctx.profile.schedule_balance)
 
 
 def _paged_logits(ctx: Ctx, a: _Args) -> Any:
     import torch
 
     where = "csrc/apis/attention.hpp"
-    if ctx.profile.mx_contract():
-        # 0.2.5 / 2.8 on SM100: MX q scales and bf16 weights; the cache's scale bytes are UE8M0.
-        _assert(a.get("q_sf") is not None, where, "is_mx_sf and sf_q.has_value()")
-        _assert(_dtype(a.weights) == "bfloat16", where,
-                "weights.scalar_type() == (arch_major == 10 ? torch::kBFloat16 : torch::kFloat32)")
-        raise _not_emulated(ctx, "the MX-scaled paged KV cache")
-    if a.get("q_sf") is not None:
-        raise _not_emulated(ctx, "FP4 queries (q_sf)")
-    dt = a.get("logits_dtype")
-    if dt is not None and str(dt).replace("torch.", "") not in ("float", "float32"):
-        raise _not_emulated(ctx, f"logits_dtype {dt}")
     q, kv_cache, weights = a.q, a.kv_cache, a.weights
+    fmt, out_dtype = _indexer_format(ctx, a, q, a.get("q_sf"), None)
     context_lens, block_table, schedule_meta = a.context_lens, a.block_table, a.schedule_meta
     # docs/sources/upstream-history.md §1.5 (v2.1.0 row, kept since): q (B, next_n, H, D) FP8, kv_cache uint8
-    # (blocks, block_kv, 1, D + 4), weights (B*next_n, H) FP32.
+    # (blocks, block_kv, 1, D + 4), weights (B*next_n, H) FP32; FP4: q int8 (B, next_n, H, D/2), D/2 + 4 bytes.
     _assert(q.dim() == 4, where, f"q.dim() == 4 (got {q.dim()})")
-    _assert(_dtype(q) == "float8_e4m3fn", where, f"q.scalar_type() == torch::kFloat8_e4m3fn (got {_dtype(q)})")
     _assert(q.is_contiguous(), where, "q.is_contiguous()")
     batch, next_n = int(q.shape[0]), int(q.shape[1])
-    _assert(_dtype(kv_cache) == "uint8" and kv_cache.dim() == 4, where, "kv_cache is uint8 (blocks, block_kv, 1, D + 4)")
+    _assert(_dtype(kv_cache) == "uint8" and kv_cache.dim() == 4, where, "kv_cache is uint8 (blocks, block_kv, 1, bytes)")
     block_kv = int(kv_cache.shape[1])
-    _assert(_dtype(weights) == "float32", where, f"weights.scalar_type() == torch::kFloat (got {_dtype(weights)})")
+    width = int(q.shape[-1]) + 4  # D + 4 (FP8), D/2 + 4 (FP4: q holds D/2 bytes per head)
+    _assert(int(kv_cache.shape[3]) == width and int(kv_cache.shape[2]) == 1, where,
+            f"num_heads_kv == 1 and head_dim_with_sf == kv_head_dim + sf_bytes ({width}, got "
+            f"{tuple(kv_cache.shape[2:])})")
     _assert(weights.dim() == 2 and weights.stride(-1) == 1, where, "weights is (B*next_n, H) with stride(1) == 1")
     _context_lens_checks(ctx, context_lens, where)
     if ctx.profile.paged_context_lens_dim == 2:
@@ -729,8 +829,10 @@ def _paged_logits(ctx: Ctx, a: _Args) -> Any:
         _assert(not a.get("clean_logits", False), where, "not (clean_logits and is_context_lens_2d)")
     else:
         _assert(int(context_lens.shape[0]) == batch, where, f"context_lens.size(0) == batch_size ({batch})")
+    indices = a.get("indices")
+    _check_varlen(ctx, indices, where)
     # docs/sources/gpu-observed.md: "next_n == 1 or next_n == 2" on SM90.
-    allowed_next_n = ctx.profile.paged_native_next_n
+    allowed_next_n = (1,) if indices is not None else ctx.profile.paged_native_next_n
     _assert(next_n in allowed_next_n, where, " or ".join(f"next_n == {n}" for n in allowed_next_n)
             if len(allowed_next_n) <= 4 else f"next_n in {allowed_next_n}")
     # docs/sources/upstream-history.md §1.5: block_kv == 64 on SM90 (32 also on SM100 from 7f2a703).
@@ -743,25 +845,38 @@ def _paged_logits(ctx: Ctx, a: _Args) -> Any:
     # docs/sources/upstream-history.md §1.5 and §4.1: block_table int32 with stride(1) == 1.
     _assert(_dtype(block_table) == "int32", where, "block_table.scalar_type() == torch::kInt")
     _assert(block_table.dim() == 2 and block_table.stride(1) == 1, where, "block_table.stride(1) == 1")
-    if a.get("indices") is not None:
-        _assert(ctx.profile.arch != "sm90", where, "not indices.has_value() (varlen is SM100 only)")
-        raise _not_emulated(ctx, "varlen (indices) launches")
-    # docs/sources/upstream-history.md §1.6 contract: schedule_meta.size(0) == get_num_sms() + 1 at launch.
-    num_sms = ctx.state.num_sms
+    # docs/sources/upstream-history.md §1.6 contract: schedule_meta.size(0) == get_num_sms() + 1 at launch. vLLM's
+    # 2.8.1 builds (0.33.0, 0.34.0) launch SM90 next_n 4 as 2-SM KV-multicast clusters, one task each: their host
+    # assert `_schedule_meta_size == num_sms / num_kv_multicast + 1` (the binary's text; upstream-history.md, the
+    # nv_dev row), seen on an H200; vLLM 0.34.0's `_paged_mqa_logits_schedule_slots` asks for num_sms // 2 there.
+    multicast = 2 if (ctx.profile.rules is not None and ctx.profile.rules.kv_multicast and ctx.profile.arch == "sm90"
+                      and next_n == 4) else 1
+    slots = ctx.state.num_sms // multicast
     _assert(_dtype(schedule_meta) == "int32" and schedule_meta.dim() == 2, where, "schedule_meta is int32 (num_sms + 1, 2)")
-    _assert(int(schedule_meta.shape[0]) == num_sms + 1, where,
-            f"schedule_meta.size(0) == num_sms + 1 (num_sms = {num_sms}, got {int(schedule_meta.shape[0])} rows)")
+    if multicast > 1:
+        _assert(int(schedule_meta.shape[0]) == slots + 1, where,
+                f"_schedule_meta_size == num_sms / num_kv_multicast + 1 (num_sms = {ctx.state.num_sms}, "
+                f"num_kv_multicast = {multicast}, got {int(schedule_meta.shape[0])} rows)")
+    else:
+        _assert(int(schedule_meta.shape[0]) == slots + 1, where,
+                f"schedule_meta.size(0) == num_sms + 1 (num_sms = {slots}, got {int(schedule_meta.shape[0])} rows)")
     # docs/sources/gpu-observed.md: a schedule built from other lengths than the launch's can leave the
     # persistent kernel waiting forever; stop here instead of computing a result.
-    if not _ref().paged_schedule_matches(schedule_meta, context_lens, block_kv, num_sms,
+    if not _ref().paged_schedule_matches(schedule_meta, context_lens, block_kv, slots,
                                          balance=ctx.profile.schedule_balance):
         ctx.state.hangs.append(ctx.op)
         raise StandInHang(
             f"{ctx.op}: schedule_meta was not built from these context_lens (block_kv={block_kv}, "
-            f"num_sms={num_sms}); the real kernel could wait forever [cpu-tier stand-in]"
+            f"num_sms={slots}); the real kernel could wait forever [cpu-tier stand-in]"
         )
-    out = _compute(where, _ref().fp8_paged_mqa_logits, q, kv_cache, weights, context_lens, block_table,
-                   schedule_meta, int(a.max_context_len), clean_logits=bool(a.get("clean_logits", False)))
+    if fmt == "fp8" and out_dtype == torch.float32:
+        out = _compute(where, _ref().fp8_paged_mqa_logits, q, kv_cache, weights, context_lens, block_table,
+                       schedule_meta, int(a.max_context_len), clean_logits=bool(a.get("clean_logits", False)),
+                       indices=indices)
+    else:
+        # MX / FP4 inputs, bfloat16 logits; the reference allocates the 2.8 kernels' 1024-byte aligned rows.
+        return _compute(where, _ref().fp8_fp4_paged_mqa_logits, (q, a.get("q_sf")), kv_cache, weights, context_lens,
+                        block_table, schedule_meta, int(a.max_context_len), logits_dtype=out_dtype, indices=indices)
     # docs/sources/upstream-history.md §1.5: the result is a view of rows padded to align(max_context_len, 256)
     # (docs/sources/gpu-observed.md: row stride 4352 for a 1-row result); keep the reference's layout if it has it.
     width = int(a.max_context_len)
@@ -796,14 +911,29 @@ _OPS: dict[str, Callable[[Ctx, _Args], Any]] = {
 }
 
 
-def emulate(profile: Profile, state: NativeState, op: str, args: tuple[Any, ...]) -> Any:
-    """Run the stand-in of native ``op`` with positional ``args`` (already checked against its signature)."""
+def emulate(profile: Profile, state: NativeState, op: str, args: tuple[Any, ...],
+            schema: tuple[str | None, ...] | None = None) -> Any:
+    """Run the stand-in of native ``op`` with positional ``args`` (already checked against its signature).
+
+    ``schema``: the argument names of the release's own schema (TORCH_LIBRARY builds). They name the arguments
+    where the build has them (:func:`schema_names`): two builds' signatures of one arity can mean different
+    things (vLLM 0.34.0's ``fp8_fp4_mqa_logits(..., max_seqlen_k, logits_dtype, schedule_meta)`` and
+    sgl-deep-gemm 0.0.1's ``(..., clean_logits, max_seqlen_k, logits_dtype_str)``). Without names (tvm-ffi
+    builds) the arity picks the layout (:data:`LAYOUTS`).
+    """
     state.calls[op] = state.calls.get(op, 0) + 1
     ctx = Ctx(profile, state, op)
     fn = _OPS.get(op)
     if fn is None:
         raise _not_emulated(ctx, "this function")
-    names = layout_for(profile.flavor, op, len(args))
+    try:
+        names = schema_names(profile.flavor, op, schema or ())
+    except StandInNotEmulated as exc:
+        state.not_emulated.append(f"{op}: {exc}")
+        raise
+    if names is not None and len(names) != len(args):
+        raise _not_emulated(ctx, f"{len(args)} arguments for a {len(names)}-argument schema")
+    names = names or layout_for(profile.flavor, op, len(args))
     if names is None:
         raise _not_emulated(ctx, f"a {len(args)}-argument signature (no known layout)")
     return fn(ctx, _Args(zip(names, args)))

@@ -10,8 +10,18 @@ The conditions compiled into a release's native library (``host_assert_texts``) 
   the other one the SM100/SM120 kernels');
 - MX scale factors: ``is_mx_sf == (arch_major == 10 or (arch_major == 12 and is_fp4))`` evaluated for
   FP8 (``is_fp4`` false);
-- bf16 weights: ``weights.scalar_type() == (arch_major == N ? kBFloat16 : kFloat32)``;
-- ``max_seqlen_k > 0``: the ragged logits have only the compressed layout.
+- bf16 weights: ``weights.scalar_type() == (arch_major == N ? kBFloat16 : kFloat32)`` (required), or
+  ``weights.scalar_type() == kFloat or (arch_major == N and weights.scalar_type() == kBFloat16)`` (allowed),
+  with ``weights.scalar_type() != kBFloat16 or logits_dtype == kBFloat16``;
+- ``max_seqlen_k > 0``: the ragged logits have only the compressed layout;
+- FP4 / MX inputs: whether the binary knows MX scale factors at all (``is_mx_sf`` in its texts), the
+  ``is_mx_sf == (...)`` condition also for FP4, ``not is_fp4 or is_mx_sf``, a bare ``not is_mx_sf``, and the
+  head dims of ``(not is_fp4 and head_dim == 32) or head_dim == 64 or head_dim == 128``;
+- ``logits_dtype == kFloat32 or logits_dtype == kBFloat16``: the logits dtypes the build computes;
+- varlen: ``arch_major == 12 or is_varlen == (arch_major == 10)`` (upstream 2.8: SM100's paged logits only
+  in the varlen form, SM90's never);
+- the SM90 KV-multicast launch: ``_schedule_meta_size == num_sms / num_kv_multicast + 1`` (vLLM 0.34.0's
+  2.8.1, whose SM90 kernel also takes next_n 4).
 
 An architecture a condition does not decide keeps the stand-in's earlier default (None here).
 """
@@ -26,8 +36,12 @@ from typing import Iterable, Mapping
 __all__ = ["IndexerRules", "rules_from_asserts", "ARCH_MAJOR"]
 
 ARCH_MAJOR: Mapping[str, int] = {"sm90": 9, "sm100": 10, "sm120": 12}
-_CANDIDATES = {"block_kv": (16, 32, 64, 128, 256, 512), "num_heads": (4, 8, 16, 24, 32, 48, 64, 128),
-               "next_n": tuple(range(1, 9))}
+_CANDIDATES: Mapping[str, tuple[int, ...]] = {
+    "block_kv": (16, 32, 64, 128, 256, 512), "num_heads": (4, 8, 16, 24, 32, 48, 64, 128),
+    "next_n": tuple(range(1, 9)), "is_varlen": (False, True), "head_dim": (16, 32, 64, 96, 128, 256)}
+# ScalarType spellings across the builds: torch::kFloat32, torch::kFloat, torch::headeronly::ScalarType::Float.
+_F32 = r"[\w:]*(?:kFloat(?:32)?|ScalarType::Float)"
+_BF16 = r"[\w:]*(?:kBFloat16|ScalarType::BFloat16)"
 
 
 @dataclass(frozen=True)
@@ -43,6 +57,28 @@ class IndexerRules:
     positive_max_seqlen_k: bool = False
     """The ragged MQA logits assert ``max_seqlen_k > 0`` (no uncompressed layout: 0.2.5, upstream 2.8)."""
     sources: tuple[str, ...] = ()
+    mx_scales: bool = False
+    """The binary knows MX scale factors (``is_mx_sf``): FP4 is told by q's dtype, MX by ``q_sf``. Before them
+    (sgl-deep-gemm 0.0.1 - 0.1.5.post3) a ``q_sf`` meant FP4 (upstream 7f2a703 ``is_fp4 = q_sf.has_value()``)."""
+    mx_sf_fp4: Mapping[str, bool] = field(default_factory=dict)
+    """``is_mx_sf == (...)`` evaluated for FP4 inputs (``mx_sf`` is the FP8 one)."""
+    mx_sf_text: str = ""
+    fp4_needs_mx: bool = False
+    """``not is_fp4 or is_mx_sf``."""
+    bare_no_mx: bool = False
+    """A bare ``not is_mx_sf`` (no ``is_mx_sf == (...)``): the stand-ins take it to be the SM90 path's, the only
+    one without MX kernels (sgl-deep-gemm 0.1.6 - 0.2.3.post2)."""
+    bf16_weights_allowed: Mapping[str, bool] = field(default_factory=dict)
+    """``weights == kFloat or (arch_major == N and weights == kBFloat16)``: where bf16 weights are accepted."""
+    bf16_weights_need_bf16_logits: bool = False
+    logits_dtypes: tuple[str, ...] = ()
+    """``("float32", "bfloat16")`` where ``logits_dtype == kFloat32 or logits_dtype == kBFloat16`` is asserted."""
+    head_dims: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    """``{"fp8": ..., "fp4": ...}`` from the head-dim condition over ``is_fp4`` and ``head_dim``."""
+    varlen: Mapping[str, tuple[bool, ...]] = field(default_factory=dict)
+    """Per architecture, the ``is_varlen`` values the paged logits accept (upstream 2.8: SM100 True, SM90 False)."""
+    kv_multicast: bool = False
+    """The SM90 next_n 4 launch runs one task per 2-SM cluster: its schedule has ``num_sms / 2 + 1`` rows."""
 
     def mx_contract(self, arch: str) -> bool:
         return bool(self.mx_sf.get(arch)) and bool(self.bf16_weights.get(arch))
@@ -132,6 +168,26 @@ def _heads(asserts: list[str]) -> tuple[dict[str, tuple[int, ...]], list[str]]:
 
 
 _BF16_RE = re.compile(r"^weights\.scalar_type\(\) == \(arch_major == (\d+) \? [\w:]*BFloat16 : [\w:]*Float(?:32)?\)$")
+_BF16_ALLOWED_RE = re.compile(
+    rf"^weights\.scalar_type\(\) == {_F32} or \(arch_major == (\d+) and weights\.scalar_type\(\) == {_BF16}\)$")
+_BF16_LOGITS_RE = re.compile(rf"^weights\.scalar_type\(\) != {_BF16} or logits_dtype == {_BF16}$")
+_LOGITS_RE = re.compile(rf"^logits_dtype == {_F32} or logits_dtype == {_BF16}$")
+
+
+def _head_dims(texts: Iterable[str]) -> tuple[dict[str, tuple[int, ...]], list[str]]:
+    for text in texts:
+        if _names(text) != {"is_fp4", "head_dim"}:
+            continue
+        tree = _parse(text)
+        if tree is None:
+            continue
+        try:
+            dims = {fmt: tuple(d for d in _CANDIDATES["head_dim"] if _eval(tree, {"is_fp4": fp4, "head_dim": d}))
+                    for fmt, fp4 in (("fp8", False), ("fp4", True))}
+        except _Unsupported:
+            continue
+        return dims, [text]
+    return {}, []
 
 
 def rules_from_asserts(asserts: Iterable[str]) -> IndexerRules:
@@ -139,23 +195,33 @@ def rules_from_asserts(asserts: Iterable[str]) -> IndexerRules:
     texts = sorted(set(asserts))
     block_kv, used = _arch_sets(texts, "block_kv")
     heads, used_heads = _heads(texts)
+    varlen, used_varlen = _arch_sets(texts, "is_varlen")
+    head_dims, used_dims = _head_dims(texts)
     mx: dict[str, bool] = {}
+    mx_fp4: dict[str, bool] = {}
+    mx_text = ""
     bf16: dict[str, bool] = {}
-    sources = list(used) + used_heads
+    bf16_allowed: dict[str, bool] = {}
+    sources = list(used) + used_heads + used_varlen + used_dims
     for text in texts:
         if _names(text) == {"is_mx_sf", "arch_major", "is_fp4"} and text.startswith("is_mx_sf =="):
             tree = _parse(text)
             if tree is None or not isinstance(tree.body, ast.Compare):
                 continue
             try:
-                mx = {arch: bool(_eval(tree.body.comparators[0], {"arch_major": major, "is_fp4": False}))
-                      for arch, major in ARCH_MAJOR.items()}
+                mx, mx_fp4 = ({arch: bool(_eval(tree.body.comparators[0], {"arch_major": major, "is_fp4": fp4}))
+                               for arch, major in ARCH_MAJOR.items()} for fp4 in (False, True))
             except _Unsupported:
                 continue
+            mx_text = text
             sources.append(text)
         m = _BF16_RE.match(text)
         if m:
             bf16 = {arch: major == int(m.group(1)) for arch, major in ARCH_MAJOR.items()}
+            sources.append(text)
+        m = _BF16_ALLOWED_RE.match(text)
+        if m:
+            bf16_allowed = {arch: major == int(m.group(1)) for arch, major in ARCH_MAJOR.items()}
             sources.append(text)
     # The SM90 kernel packs next_n * heads into one WGMMA: its list is the only multi-value one
     # (SM100's paths assert next_n == 1 for varlen, or take any next_n >= 1).
@@ -164,4 +230,19 @@ def rules_from_asserts(asserts: Iterable[str]) -> IndexerRules:
     positive = "max_seqlen_k > 0" in texts
     if positive:
         sources.append("max_seqlen_k > 0")
-    return IndexerRules({a: v for a, v in block_kv.items()}, heads, mx, bf16, sm90_next_n, positive, tuple(sources))
+    flags = {}
+    for key, text in (("fp4_needs_mx", "not is_fp4 or is_mx_sf"), ("bare_no_mx", "not is_mx_sf")):
+        flags[key] = text in texts
+        if flags[key]:
+            sources.append(text)
+    need_bf16_logits = [t for t in texts if _BF16_LOGITS_RE.match(t)]
+    logits = [t for t in texts if _LOGITS_RE.match(t)]
+    multicast = [t for t in texts if "num_sms / num_kv_multicast" in t]
+    sources += need_bf16_logits + logits + multicast
+    return IndexerRules(
+        {a: v for a, v in block_kv.items()}, heads, mx, bf16, sm90_next_n, positive, tuple(sources),
+        mx_scales=any("is_mx_sf" in t for t in texts), mx_sf_fp4=mx_fp4, mx_sf_text=mx_text,
+        fp4_needs_mx=flags["fp4_needs_mx"], bare_no_mx=flags["bare_no_mx"] and not mx,
+        bf16_weights_allowed=bf16_allowed, bf16_weights_need_bf16_logits=bool(need_bf16_logits),
+        logits_dtypes=("float32", "bfloat16") if logits else (), head_dims=head_dims,
+        varlen={a: tuple(bool(v) for v in vs) for a, vs in varlen.items()}, kv_multicast=bool(multicast))

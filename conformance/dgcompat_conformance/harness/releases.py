@@ -55,11 +55,9 @@ class VendoredFacts:
 
 
 #: Release id -> facts (vllm 0.33.0's and 0.34.0's METADATA: Requires-Dist torch==2.14.0; each copy's
-#: _C_extension.abi3.so imports 85 C-shim functions, the newest from torch 2.10).
-VENDORED_FACTS: dict[str, VendoredFacts] = {
-    "vllm-0.33.0": VendoredFacts("2.8.1", ">=2.10", "2.14.0"),
-    "vllm-0.34.0": VendoredFacts("2.8.1", ">=2.10", "2.14.0"),
-}
+#: _C_extension.abi3.so imports 85 C-shim functions, the newest from torch 2.10; both say __version__ = '2.8.1').
+VENDORED_FACTS: dict[str, VendoredFacts] = {"vllm-0.33.0": VendoredFacts("2.8.1", ">=2.10", "2.14.0"),
+                                            "vllm-0.34.0": VendoredFacts("2.8.1", ">=2.10", "2.14.0")}
 
 #: The distributions whose wheels the CPU tier certifies (``parse_release``'s default).
 KNOWN_DISTS: tuple[str, ...] = (SGL_DEEP_GEMM, *KERNEL_DISTS, *VENDORED_PATHS)

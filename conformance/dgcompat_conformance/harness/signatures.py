@@ -133,24 +133,50 @@ def _split_top(text: str, sep: str = ",") -> list[str]:
     return out
 
 
-def parse_default(text: str | None) -> Any:
-    """A schema default's text (``None``, ``"nk"``, ``[1, 1, 128]``, ``False``) as a Python value."""
+def parse_default(text: str | None, type_: str | None = None) -> Any:
+    """A schema default's text as the Python value the dispatcher would pass for an argument of ``type_``.
+
+    ``None``, ``True``/``False``, numbers, quoted strings and ``[...]`` lists read as themselves; with the
+    argument's type: ``ScalarType`` names (``float``, ``bfloat16``, ``long``: torch's attribute names, which
+    is how torch's schema parser reads them) become torch dtypes, ``Layout`` / ``MemoryFormat`` names their
+    torch objects, ``Device`` text a ``torch.device``, ``float`` defaults floats, and a scalar default of an
+    ``int[N]`` is repeated N times (torch broadcasts it). Text that fits none of these stays a string.
+    """
     if text is None:
         return NO_DEFAULT
     t = text.strip()
     if t == "None":
         return None
+    base = Param(None, type_).base if type_ else ""
+    if base in ("ScalarType", "Layout", "MemoryFormat") and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", t):
+        import torch
+
+        want = {"ScalarType": torch.dtype, "Layout": torch.layout, "MemoryFormat": torch.memory_format}[base]
+        value = getattr(torch, t, None)
+        return value if isinstance(value, want) else t
+    if base == "Device":
+        import torch
+
+        try:
+            return torch.device(parse_default(t))
+        except (RuntimeError, TypeError):
+            return t
     if t in ("True", "False"):
         return t == "True"
     if t[:1] in "\"'" and t[-1:] == t[:1] and len(t) >= 2:
         return t[1:-1]
     if t.startswith("[") and t.endswith("]"):
-        return [parse_default(x) for x in _split_top(t[1:-1])]
+        item = re.sub(r"\[\d*\]$", "", base) if base.endswith("]") else None
+        return [parse_default(x, item) for x in _split_top(t[1:-1])]
     for conv in (int, float):
         try:
-            return conv(t)
+            value = conv(t)
         except ValueError:
-            pass
+            continue
+        if base in ("float", "double"):
+            return float(value)
+        n = Param(None, base).tuple_len if base.endswith("]") else None
+        return [value] * n if n is not None else value
     return t
 
 
@@ -162,7 +188,8 @@ def read_ops(lib: str | Path) -> tuple[str, dict[str, OpSig]]:
     ops: dict[str, OpSig] = {}
     for name, op in scanned.ops.items():
         unknown = any(p.type == "..." for p in op.params)
-        params = tuple(Param(p.name, p.type, parse_default(p.default)) for p in op.params if p.type != "...")
+        params = tuple(Param(p.name, p.type, parse_default(p.default, p.type)) for p in op.params
+                       if p.type != "...")
         schema = scanned.signatures.get(name) if op.binding == native.BINDING_TORCH_LIBRARY else None
         ops[name] = OpSig(name, params, op.returns or "?", op.binding, schema,
                           extra={"unknown_arity": True} if unknown else {})

@@ -10,7 +10,9 @@ binding era recovered from the binary:
 * **TORCH_LIBRARY** (0.2.3+): ``torch.ops.load_library(path)`` is intercepted for that one path
   and the schemas read from the binary are defined with :mod:`torch.library` instead, so the
   dispatcher parses arguments exactly as it would for the real ops (``RuntimeError`` on a
-  mismatch, keywords by schema name).
+  mismatch, keywords by schema name); schema defaults are the typed values the dispatcher would
+  pass (``ScalarType logits_dtype=float`` is ``torch.float32``), and the arguments are named by the
+  schema's names.
 * **bundled copies** (``deep_gemm_cpp.abi3.so`` in sgl-kernel / sglang-kernel): the import of
   ``deep_gemm.deep_gemm_cpp`` is served by a stand-in module that defines the schemas the same way.
 
@@ -249,7 +251,7 @@ def _torch_impl(sig: OpSig, installed: Installed) -> Callable[..., Any]:
         # The dispatcher drops trailing arguments equal to their default (None for optionals).
         full += tuple(None if p.default is NO_DEFAULT else p.default for p in sig.params[len(full):])
         _check_call(sig, full, RuntimeError)
-        return emulate(installed.profile, installed.state, sig.name, full)
+        return emulate(installed.profile, installed.state, sig.name, full, tuple(p.name for p in sig.params))
 
     impl.__name__ = f"deep_gemm_{sig.name}_stand_in"
     return impl

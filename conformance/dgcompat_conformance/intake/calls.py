@@ -10,7 +10,7 @@ from dgcompat._tooling import UpstreamCall, all_calls
 
 from ..surface import Change, diff, is_engine_symbol
 from ._surface import Surface, _param, _params, _record
-from .claims import SURFACE_CLAIMS, capabilities_of
+from .claims import SURFACE_CLAIMS, capabilities_of, catch_all
 
 __all__ = ["UpstreamCall", "STABLE_USES", "check_calls", "intake_symbols", "diff_surfaces"]
 
@@ -98,18 +98,9 @@ def check_calls(surface: Surface, *, arch: str = "sm90") -> list[str]:
     try:
         caps = capabilities_of(surface, arch=arch)
     except ValueError:
-        # No release to look the rows up for: the surface's own answers select the calls, the table's catch-all
-        # rows answer what a surface cannot show.
-        from dataclasses import fields
-
-        from dgcompat.detection import Release
-        from dgcompat.table import compute
-
-        nothing = Release(None, None, "none", "unknown", None, None, None, None, None, False)
-        table = compute(nothing, backend="deep_gemm", arch=arch)
-        answers = {f.name: getattr(table, f.name) for f in fields(table)}
-        answers.update({name: claim(surface) for name, claim in SURFACE_CLAIMS.items()})
-        caps = SimpleNamespace(**answers)
+        # No release to look the rows up for: the surface's own answers select the calls; what no signature shows
+        # takes the table's catch-all answer.
+        caps = SimpleNamespace(**{**catch_all(arch), **{name: claim(surface) for name, claim in SURFACE_CLAIMS.items()}})
     problems: list[str] = []
     for use in STABLE_USES:
         if not use.in_effect(caps):

@@ -14,7 +14,8 @@ from dgcompat.table import Capabilities, compute, lookup
 from ..dists import canonical
 from ._surface import _BUNDLING, SGL, Surface, _first_present, _param, _params, _record, _returned_op, _schema_result
 
-__all__ = ["SURFACE_CLAIMS", "NOT_SURFACE_VISIBLE", "release_of", "capabilities_of", "check_table", "check_torch"]
+__all__ = ["SURFACE_CLAIMS", "NOT_SURFACE_VISIBLE", "release_of", "capabilities_of", "catch_all", "check_table",
+           "check_torch"]
 
 
 def _claim_compile_mode(s: Surface) -> bool:
@@ -204,9 +205,11 @@ NOT_SURFACE_VISIBLE: Mapping[str, str] = {
                       "dgcompat_conformance.intake.host_asserts, maps their changes)",
     "indexer_inputs": "architecture-dependent host asserts of the native library (MX scales, bf16 weights on SM100); "
                       "the native-contract intake maps their changes",
-    "indexer_weights": "architecture-dependent host asserts of the native library (float32 weights, bf16 on SM100 "
-                       "where logits_dtype exists); the signature part is the mqa_logits_dtype claim",
-    "indexer_q_formats": "host asserts of the native library (FP8 q, FP4 q with int32 scales on SM100)",
+    "indexer_q_formats": "architecture-dependent host asserts of the native library (which query formats each "
+                         "architecture's kernels take: kPackedFP4, MX scales); the native-contract intake maps their "
+                         "changes",
+    "indexer_weights": "architecture-dependent host asserts of the native library (weights.scalar_type() per "
+                       "architecture and logits dtype); its signature row reads the logits_dtype parameter",
     "mqa_uncompressed": "a host assert of the native library (max_seqlen_k > 0); the native-contract intake maps "
                         "its changes",
     "mqa_q_form": "decided inside the wrapper body (q[0], q[1] unchecked in 2.8.1); the surface records signatures",
@@ -264,6 +267,14 @@ def release_of(surface: Surface) -> Release:
     return Release(dist=UPSTREAM, version=upstream, source="vendored" if owner else "unowned", binding=binding,
                    location=None, expected_torch=None, torch=None, torch_ok=None, kernel_wheel=None, known=True,
                    owner=owner, signatures=sigs)
+
+
+def catch_all(arch: str = "sm90") -> dict[str, Any]:
+    """The table's catch-all answers (the rows for any release) on ``arch``: what an unidentified surface gets for
+    the capabilities no signature shows."""
+    unknown = Release(None, None, "unowned", "unknown", None, None, None, None, None, False)
+    caps = compute(unknown, backend="deep_gemm", arch=arch).as_dict()
+    return {k: v for k, v in caps.items() if k not in ("release", "backend", "arch", "sources")}
 
 
 def capabilities_of(surface: Surface, *, arch: str = "sm90") -> Capabilities:

@@ -47,7 +47,7 @@ def _touches() -> dict[tuple[str, str | None], tuple[str, ...]]:
         t[(_dg(name), "return")] = ("raw_ffi_returns",)
         t[(_dg(name), "clean_logits")] = ("mqa_clean_logits",)
         t[(_dg(name), "max_seqlen_k")] = ("mqa_max_seqlen_k",)
-        t[(_dg(name), "logits_dtype")] = ("mqa_logits_dtype",)
+        t[(_dg(name), "logits_dtype")] = ("mqa_logits_dtype", "indexer_weights")
         # schedule_meta's slot follows clean_logits / logits_dtype (0.2.5 removed both before it).
         t[(_dg(name), "schedule_meta")] = ("mqa_clean_logits", "mqa_logits_dtype")
     for name in ("fp8_paged_mqa_logits", "fp8_fp4_paged_mqa_logits"):
@@ -56,7 +56,7 @@ def _touches() -> dict[tuple[str, str | None], tuple[str, ...]]:
         t[(_dg(name), "clean_logits")] = ("paged_clean_logits", "paged_clean_logits_arg")
         t[(_dg(name), "context_lens")] = ("paged_context_lens",)
         t[(_dg(name), "indices")] = ("paged_indices",)
-        t[(_dg(name), "logits_dtype")] = ("paged_logits_dtype",)
+        t[(_dg(name), "logits_dtype")] = ("paged_logits_dtype", "indexer_weights")
     t[(_dg("get_paged_mqa_logits_metadata"), "return")] = ("raw_ffi_returns",)
     t[(_dg("get_paged_mqa_logits_metadata"), "context_lens")] = ("paged_context_lens",)
     t[(_dg("get_paged_mqa_logits_metadata"), "indices")] = ("paged_indices",)

@@ -41,6 +41,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from . import fingerprint as _fingerprint
 from ._sources import (
     ReleaseFiles,
     SurfaceError,
@@ -64,7 +65,6 @@ from .diff import (
     is_engine_symbol,
     render_changes,
 )
-from . import fingerprint as _fingerprint
 from .native import BINDING_UNKNOWN, NativeLibrary, has_python_init, host_assert_texts, scan_native_library
 from .python import read_python_surface
 
