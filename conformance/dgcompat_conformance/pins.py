@@ -76,16 +76,15 @@ def certificates(release: str | None = None, folder: Path | None = None) -> list
     return [c for c in found if release is None or c.release == release]
 
 
-def _build(release: str) -> list[str]:
-    """``# build: ...``: the recorded fingerprint of the release's build (what its certificates certify), if any."""
+def _build(release: str) -> str:
+    """``" (build: surface ..., fingerprint ...)"``: the recorded fingerprint of the release's build, which its
+    certificates certify (``dgcompat doctor`` holds the installed build against it); ``""`` when none is recorded."""
     from .surface.fingerprint import recorded
 
     fp = recorded().get(release)
     if not fp:
-        return []
-    python = (fp.get("python") or {}).get("id") or "-"
-    return [f"# build: {fp.get('dist')} {fp.get('version')}, surface {python}, fingerprint {fp.get('id')} "
-            f"(dgcompat doctor compares the installed build with it)"]
+        return ""
+    return f" (build: surface {(fp.get('python') or {}).get('id') or '-'}, fingerprint {fp.get('id')})"
 
 
 def _status(release: str, folder: Path | None = None) -> str:
@@ -96,7 +95,7 @@ def _status(release: str, folder: Path | None = None) -> str:
     for c in certs:
         parts.append(f"{c.tier}: {c.verdict}" + (f" on {c.device}" if c.device and c.tier == "gpu" else ""))
     files = ", ".join(c.path.name if c.path else "certificate" for c in certs)
-    return comment("certificates: " + "; ".join(parts), f"the comment from {files}")
+    return comment("certificates: " + "; ".join(parts) + _build(release), f"the comment from {files}")
 
 
 def _torch_pin(spec: str) -> str:
@@ -113,7 +112,6 @@ def _vendored_pin(dist: str, version: Version, certificates_dir: Path | None) ->
     return requirement_lines([f"{dist}=={version}",
             f"# deep_gemm: vendored upstream DeepGEMM {facts.deep_gemm}, stable ABI: torch{facts.torch_minimum} "
             f"(built for torch {facts.built_for}; {dist} pins its own torch)",
-            *_build(f"{dist}-{version}"),
             _status(f"{dist}-{version}", certificates_dir)])
 
 
@@ -135,7 +133,6 @@ def pin_lines(dist: str, version: Version, certificates_dir: Path | None = None)
     if dist == SGL:
         lines.append(f"sglang-kernel>={KERNEL_FLOOR_WITH_SGL_DEEP_GEMM}")
     release_id = str(version) if dist == SGL else f"{dist}-{version}"
-    lines += _build(release_id)
     lines.append(_status(release_id, certificates_dir))
     return requirement_lines(lines)
 
@@ -149,9 +146,11 @@ def suggest(rel: Release, certificates_dir: Path | None = None) -> list[str]:
     wheel meet what the release needs, the lines pin exactly those (the deployment as it runs).
     """
     if rel.refusal is not None and rel.source != "none":
-        raise PinRefused([f"# no pin: dgcompat refuses the installed deep_gemm: {rel.refusal}",
-                          f"# install instead: `dgcompat pin --release {SGL_DEEP_GEMM_RELEASES[-1]}` prints a "
-                          f"certified sgl-deep-gemm pairing"])
+        # Checked like every pin (the refusal quotes installed metadata): what cannot be printed safely raises.
+        raise PinRefused(requirement_lines([
+            f"# no pin: dgcompat refuses the installed deep_gemm: {rel.refusal}",
+            f"# install instead: `dgcompat pin --release {SGL_DEEP_GEMM_RELEASES[-1]}` prints a certified "
+            f"sgl-deep-gemm pairing"]))
     if rel.dist is None or rel.version is None:
         return requirement_lines(["# no deep_gemm distribution installed; see `dgcompat pin --release VERSION`"])
     lines: list[str] | None = None
