@@ -60,6 +60,8 @@ def test_gpu_runner_certifies_a_folder(tmp_path: Path, monkeypatch: pytest.Monke
     folder = tmp_path / "vendor" / "deep_gemm"
     folder.mkdir(parents=True)
     (folder / "__init__.py").write_text(INIT)
+    (folder / "_C.py").write_text("def fp8_fp4_mqa_logits(q, kv, weights, ks, ke, max_seqlen_k, logits_dtype=None, "
+                                  "schedule_meta=None):\n    pass\n")
     (folder / "_C_extension.abi3.so").write_bytes(elfmaker.make_so(**elfmaker.STABLE_ABI))
     seen: dict[str, Any] = {}
 
@@ -84,7 +86,12 @@ def test_gpu_runner_certifies_a_folder(tmp_path: Path, monkeypatch: pytest.Monke
                         "--cases", case_id, "--work", str(tmp_path / "work")]) == 0
     cert = json.loads((out / "gpu-vllm-0.33.0.json").read_text())
     assert cert["verdict"] == "certified" and cert["binding"] == "stable-abi" and certificate.check(cert) == []
-    assert cert["folder"]["files"] == 2 and len(cert["folder"]["sha256_py_and_so"]) == 64
+    assert cert["folder"]["files"] == 3 and len(cert["folder"]["sha256_py_and_so"]) == 64
+    # The certificate records the build's surface (as detection reads it) and its whole fingerprint.
+    surface = cert["detected"]["surface"]
+    assert len(surface) == 12 and cert["fingerprint"]["python"]["id"] == surface
+    assert "same version, different surface" in cert["detected"]["surface_note"]  # not a recorded 2.8.1 build
+    assert len(cert["fingerprint"]["id"]) == 12
     assert "ran on torch 2.11.0+cu130 while built for torch 2.14.0" in cert["note"]
     assert "stable ABI held" in cert["note"]
     assert (tmp_path / "work" / "vllm-0.33.0" / "site" / "deep_gemm" / "__init__.py").is_file()

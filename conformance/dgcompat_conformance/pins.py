@@ -152,7 +152,8 @@ def suggest(rel: Release, certificates_dir: Path | None = None) -> list[str]:
             f"# install instead: `dgcompat pin --release {SGL_DEEP_GEMM_RELEASES[-1]}` prints a certified "
             f"sgl-deep-gemm pairing"]))
     if rel.dist is None or rel.version is None:
-        return requirement_lines(["# no deep_gemm distribution installed; see `dgcompat pin --release VERSION`"])
+        return requirement_lines([f"# no deep_gemm distribution installed; `dgcompat pin --release "
+                                  f"{SGL_DEEP_GEMM_RELEASES[-1]}` prints a certified sgl-deep-gemm pairing"])
     lines: list[str] | None = None
     if rel.source == "vendored" and rel.owner:
         host, _, host_version = rel.owner.partition(" ")
@@ -267,7 +268,9 @@ def engine_pins(engine: str, version: str, requires: Sequence[str], certificates
         dg = pinned[holders[0]]
         exact = [s.version for s in dg.specifier if s.operator == "=="]
         if len(exact) != 1:
-            return lines + [f"# {name} {version} requires {dg}, not one release: pin it with `dgcompat pin --release V`"]
+            allowed = [v for v in SGL_DEEP_GEMM_RELEASES if Version(v) in dg.specifier]
+            hint = f": `dgcompat pin --release {allowed[-1]}` pins the newest it allows" if allowed else ""
+            return lines + [f"# {name} {version} requires {dg}, not one release{hint}"]
         dg_version = Version(exact[0])
         body = [line for line in pin_lines(holders[0], dg_version, certificates_dir)
                 if not line.startswith(("torch", "sglang-kernel"))]
