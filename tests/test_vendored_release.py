@@ -103,3 +103,38 @@ def test_pin_for_the_vendored_copy() -> None:
     lines = pins.pin_lines("vllm", pins.Version("0.33.0"))
     assert lines[0] == "vllm==0.33.0" and "stable ABI: torch>=2.10" in lines[1]
     assert lines[2].startswith("# certificates:") and "cpu-tier: PASS" in lines[2]
+
+
+@pytest.mark.wheels
+def test_conform_with_vllm_installed_certifies_its_copy(tmp_path: Path) -> None:
+    """No top-level deep_gemm, vLLM installed: `dgcompat conform` certifies vllm.third_party.deep_gemm as vllm-0.34.0."""
+    import os
+    import subprocess
+    import sys
+
+    from dgcompat_conformance.harness.wheels import FetchError, fetch_wheel
+
+    try:
+        wheel = fetch_wheel(parse_release("vllm-0.34.0"))
+    except FetchError as exc:
+        pytest.skip(f"vllm 0.34.0 is not cached and could not be fetched: {exc}")
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as zf:
+        for name in zf.namelist():
+            if name.startswith("vllm/third_party/deep_gemm/") and "/include/" not in name or name.endswith(
+                    ".dist-info/METADATA"):
+                zf.extract(name, site)
+    # The engine's own package is not under test: an empty vllm/__init__.py stands for it.
+    (site / "vllm" / "__init__.py").write_text("")
+    (site / "vllm" / "third_party" / "__init__.py").write_text("")
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(root), str(root / "conformance")])}
+    env.pop("DGCOMPAT_BACKEND", None)
+    proc = subprocess.run([sys.executable, "-m", "dgcompat", "conform", "--cpu-tier", "--out", str(tmp_path / "out"),
+                           "-k", "test_release_is_detected or test_is_available or test_num_sms_roundtrip"],
+                          capture_output=True, text=True, timeout=900, env=env, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    cert = json.loads((tmp_path / "out" / "vllm-0.34.0.json").read_text())
+    assert cert["verdict"] == "PASS" and cert["summary"]["passed"] >= 3 and cert["distribution"] == "vllm"
+    assert cert["detected"]["module"] == "vllm.third_party.deep_gemm"
+    assert cert["detected"]["surface"] == "fa714562dd0e"  # the build vLLM 0.34.0 vendors

@@ -298,12 +298,11 @@ def main(argv: list[str] | None = None) -> int:
             tier = "reference"
             os.environ["DGCOMPAT_BACKEND"] = "reference"
         else:
-            os.environ.setdefault("DGCOMPAT_BACKEND", "deep_gemm")
             workdir = args.workdir
             on_path = True
             if args.installed:
                 # The copy detection finds (a top-level deep_gemm, else an engine's vendored copy), imported under
-                # its own name, as dgcompat imports it in an engine.
+                # its own name, as dgcompat imports it in an engine (asked before DGCOMPAT_BACKEND is set below).
                 module_name, package = _installed_copy()
                 if torch.cuda.is_available() and not args.force_standins:
                     tier = "gpu"
@@ -311,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
                     workdir = package.parent
                 else:
                     workdir, on_path = package, False  # importable as it is; the stand-ins take its folder
+            os.environ.setdefault("DGCOMPAT_BACKEND", "deep_gemm")
             if tier == "cpu-tier":
                 assert workdir is not None
                 workdir = workdir.resolve()
