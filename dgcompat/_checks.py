@@ -12,6 +12,7 @@ from typing import Any, Callable, NoReturn
 from ._backend import backend_name
 from .detection import release
 from .errors import BadArgumentError, DgcompatError, KernelError, UnsupportedFeatureError
+from .table import capabilities
 
 FP8_DTYPE_NAMES = ("float8_e4m3fn", "float8_e4m3fnuz")
 
@@ -68,9 +69,25 @@ def pair(fn: str, arg: str, x: Any, *, data_dtypes: tuple[str, ...] = FP8_DTYPE_
         raise bad(fn, arg, "a (tensor, scale) pair", x,
                   hint="FP8 operands are passed with their scales, e.g. (x_fp8, x_scale)")
     data, sf = x
-    tensor(fn, f"{arg}[0]", data, dtypes=data_dtypes, what="an FP8 tensor")
+    tensor(fn, f"{arg}[0]", data, dtypes=data_dtypes,
+           what="an FP8 tensor" if "int8" not in data_dtypes else "an FP8 tensor or FP4 values packed in int8")
     tensor(fn, f"{arg}[1]", sf, dtypes=("float32", "int32"), what="a float32 or packed-UE8M0 int32 scale tensor")
     return data, sf
+
+
+def operand_pair(fn: str, arg: str, x: Any) -> tuple[Any, Any, int]:
+    """An FP8 or packed-FP4 ``(tensor, scale)`` GEMM operand: ``(data, scale, K)`` with ``K`` the logical inner size
+    (two e2m1 values per int8 byte for FP4). FP4 operands are refused, naming the architecture, where the build
+    computes none there (capability ``gemm_fp4_operands``)."""
+    data, sf = pair(fn, arg, x, data_dtypes=FP8_DTYPE_NAMES + ("int8",))
+    if str(data.dtype) != "torch.int8":
+        return data, sf, int(data.shape[-1]) if data.dim() else 0
+    caps = capabilities()
+    if not caps.gemm_fp4_operands:
+        raise UnsupportedFeatureError(fn, f"packed FP4 operand {arg} (int8 e2m1 values) on {caps.arch or 'this GPU'}",
+                                      release_label(), hint="the build's FP4 GEMMs run on SM100 only (capability "
+                                      "gemm_fp4_operands); pass FP8 operands here")
+    return data, sf, 2 * int(data.shape[-1]) if data.dim() else 0
 
 
 def k_major(fn: str, arg: str, x: Any, *, what: str = "K-major (stride(-1) == 1)") -> None:

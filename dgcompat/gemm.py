@@ -19,7 +19,7 @@ from ._checks import (
     check_recipe,
     check_split_recipes,
     k_major,
-    pair,
+    operand_pair,
     release_label,
     same_device,
     tensor,
@@ -76,9 +76,9 @@ _B = _binding.Slots(fp8_gemm_nt=lambda: _bind(_FP8, _FP8_PARAMS), fp8_gemm_nt_fu
 
 def _diagnose_fp8(a: Any, b: Any, d: Any, c: Any, recipe: Any) -> None:
     fn = "fp8_gemm_nt"
-    a_data, a_sf = pair(fn, "a", a)
-    b_data, b_sf = pair(fn, "b", b)
-    _diagnose_common(fn, a_data, b_data, d, c)
+    a_data, a_sf, ka = operand_pair(fn, "a", a)
+    b_data, b_sf, kb = operand_pair(fn, "b", b)
+    _diagnose_common(fn, a_data, b_data, d, c, ka, kb)
     same_device(fn, "d", d, **{"a[1]": a_sf, "b[1]": b_sf})
     check_recipe(fn, recipe)
     m, k = a_data.shape
@@ -95,12 +95,14 @@ def _diagnose_bf16(a: Any, b: Any, d: Any, c: Any) -> None:
     _diagnose_common("bf16_gemm_nt", a, b, d, c)
 
 
-def _diagnose_common(fn: str, a: Any, b: Any, d: Any, c: Any) -> None:
+def _diagnose_common(fn: str, a: Any, b: Any, d: Any, c: Any, k: int | None = None, kb: int | None = None) -> None:
+    """``k`` / ``kb``: the logical inner sizes of a and b (twice the bytes for packed FP4); their last dims else."""
     tensor(fn, "a", a, dims=(2,))
     tensor(fn, "b", b, dims=(2,))
     tensor(fn, "d", d, dims=(2,), dtypes=("bfloat16", "float32"))
-    m, k = a.shape
-    n, kb = b.shape
+    m, n = a.shape[0], b.shape[0]
+    k = a.shape[1] if k is None else k
+    kb = b.shape[1] if kb is None else kb
     if kb != k:
         raise bad(fn, "b", f"(N, K={k}) like a's K", b)
     if tuple(d.shape) != (m, n):

@@ -23,7 +23,7 @@ from ._checks import (
     check_split_recipes,
     contiguous,
     k_major,
-    pair,
+    operand_pair,
     release_label,
     same_device,
     spelled,
@@ -200,17 +200,18 @@ def _layout_argument(fn: str, m_indices: Any, grouped_layout: Any) -> Any:
 
 def _diagnose_contiguous(fn: str, a: Any, b: Any, d: Any, m_indices: Any, fp8: bool, psum: bool = False) -> None:
     if fp8:
-        a_data, a_sf = pair(fn, "a", a)
-        b_data, b_sf = pair(fn, "b", b)
+        a_data, _, k = operand_pair(fn, "a", a)
+        b_data, _, kb = operand_pair(fn, "b", b)
     else:
         a_data = tensor(fn, "a", a, dtypes=("bfloat16",))
         b_data = tensor(fn, "b", b, dtypes=("bfloat16",))
+        k, kb = a_data.shape[-1], b_data.shape[-1]
     tensor(fn, "a", a_data, dims=(2,))
-    tensor(fn, "b", b_data, dims=(3,), what="a (G, N, K) tensor")
+    tensor(fn, "b", b_data, dims=(3,), what="a (G, N, K) tensor (K/2 bytes for FP4)")
     tensor(fn, "d", d, dims=(2,), dtypes=("bfloat16",))
     tensor(fn, "m_indices", m_indices, dims=(1,), dtypes=("int32",))
-    m, k = a_data.shape
-    g, n, kb = b_data.shape
+    m = a_data.shape[0]
+    g, n = b_data.shape[:2]
     if kb != k:
         raise bad(fn, "b", f"(G, N, K={k})", b_data)
     if tuple(d.shape) != (m, n):
@@ -236,17 +237,18 @@ def _diagnose_contiguous(fn: str, a: Any, b: Any, d: Any, m_indices: Any, fp8: b
 
 def _diagnose_masked(fn: str, a: Any, b: Any, d: Any, masked_m: Any, expected_m: Any, fp8: bool) -> None:
     if fp8:
-        a_data, _ = pair(fn, "a", a)
-        b_data, _ = pair(fn, "b", b)
+        a_data, _, k = operand_pair(fn, "a", a)
+        b_data, _, kb = operand_pair(fn, "b", b)
     else:
         a_data = tensor(fn, "a", a, dtypes=("bfloat16",))
         b_data = tensor(fn, "b", b, dtypes=("bfloat16",))
+        k, kb = a_data.shape[-1], b_data.shape[-1]
     tensor(fn, "a", a_data, dims=(3,), what="a (G, M_max, K) tensor")
-    tensor(fn, "b", b_data, dims=(3,), what="a (G, N, K) tensor")
+    tensor(fn, "b", b_data, dims=(3,), what="a (G, N, K) tensor (K/2 bytes for FP4)")
     tensor(fn, "d", d, dims=(3,), dtypes=("bfloat16",))
     tensor(fn, "masked_m", masked_m, dims=(1,), dtypes=("int32",))
-    g, m, k = a_data.shape
-    if tuple(b_data.shape[::2]) != (g, k):
+    g, m = a_data.shape[:2]
+    if (b_data.shape[0], kb) != (g, k):
         raise bad(fn, "b", f"(G={g}, N, K={k})", b_data)
     if tuple(d.shape) != (g, m, b_data.shape[1]):
         raise bad(fn, "d", f"shape (G, M_max, N) = ({g}, {m}, {b_data.shape[1]})", d)

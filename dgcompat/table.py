@@ -92,6 +92,10 @@ _MQA_DTYPE: Mapping[str, Any] = MappingProxyType({"present": "fp8_fp4_mqa_logits
 _PAGED_DTYPE: Mapping[str, Any] = MappingProxyType({"present": "fp8_fp4_paged_mqa_logits", "absent": None})
 # The builds with logits_dtype take float32 weights on SM100 too; those without (0.2.5, vLLM 0.33.0's 2.8.1)
 # take only bf16 weights there (their MX/bf16 contract, dgcompat.indexer._sm100).
+_MX_INPUTS: Mapping[str, Any] = MappingProxyType({
+    "present": MappingProxyType({"sm90": "fp8-f32", "sm100": "mx", "sm120": "fp8-f32", OTHER_ARCH: "fp8-f32"}),
+    "absent": MappingProxyType({"sm90": "fp8-f32", "sm100": "mx-bf16", "sm120": "fp8-f32", OTHER_ARCH: "fp8-f32"}),
+})
 _WEIGHTS: Mapping[str, Any] = MappingProxyType({
     "present": MappingProxyType({"sm90": ("float32",), "sm100": ("float32", "bfloat16"), "sm120": ("float32",),
                                  OTHER_ARCH: ("float32",)}),
@@ -307,16 +311,31 @@ ROWS: tuple[Row, ...] = (
     # What the indexer kernels take on each architecture. "fp8-f32": FP8 q (no scale), float32
     # per-token KV scales, float32 weights, float32 logits (the stable contract). "mx-bf16": q
     # with packed-UE8M0 int32 MX scales (one int32 per 128 values), MX KV scales, bf16 weights,
-    # bf16 logits; see dgcompat.indexer._sm100 for what dgcompat does there.
+    # bf16 logits; "mx": MX scales with float32 or bf16 weights; see dgcompat.indexer._sm100.
     Row("indexer_inputs", REF, "", {"sm90": "fp8-f32", "sm100": "fp8-f32", "sm120": "fp8-f32", OTHER_ARCH: "fp8-f32"}, "-", "-", "never"),
+    # "mx": the same MX scales, but float32 weights too (float32 logits) and bf16 weights with logits_dtype=bf16:
+    # the builds whose MQA functions take logits_dtype (vLLM 0.34.0's 2.8.1), read from the signature.
     Row("indexer_inputs", SGL, ">=0.2.5", {"sm90": "fp8-f32", "sm100": "mx-bf16", "sm120": "fp8-f32", OTHER_ARCH: "fp8-f32"},
         "SM100: fp8_fp4_*mqa_logits((q, q_sf int32 UE8M0), ...) with bf16 weights -> bf16 logits",
         "host asserts of 0.2.5's _C.so: is_mx_sf == (arch_major == 10 or (arch_major == 12 and is_fp4)); "
-        "weights.scalar_type() == (arch_major == 10 ? kBFloat16 : kFloat32)", "a release takes FP32 scales on SM100 again"),
+        "weights.scalar_type() == (arch_major == 10 ? kBFloat16 : kFloat32)", "a release takes FP32 scales on SM100 again",
+        "signature", "fp8_fp4_mqa_logits:logits_dtype", _MX_INPUTS),
     Row("indexer_inputs", UP, ">=2.8", {"sm90": "fp8-f32", "sm100": "mx-bf16", "sm120": "fp8-f32", OTHER_ARCH: "fp8-f32"},
-        "SM100: fp8_fp4_*mqa_logits((q, q_sf int32 UE8M0), ...) with bf16 weights -> bf16 logits",
-        "host asserts of 2.8.1's _C_extension.abi3.so (the same conditions as sgl-deep-gemm 0.2.5)",
-        "a release takes FP32 scales on SM100 again"),
+        "SM100: fp8_fp4_*mqa_logits((q, q_sf int32 UE8M0), ...) with bf16 weights -> bf16 logits (vLLM 0.33.0's "
+        "2.8.1); float32 weights too and logits_dtype (vLLM 0.34.0's)",
+        "host asserts of 2.8.1's _C_extension.abi3.so (the same conditions as sgl-deep-gemm 0.2.5; vLLM 0.34.0's "
+        "adds weights.scalar_type() != kBFloat16 or logits_dtype == kBFloat16)",
+        "a release takes FP32 scales on SM100 again", "signature", "fp8_fp4_mqa_logits:logits_dtype", _MX_INPUTS),
+    # Paged MQA logits on SM100 only in the varlen form (indices=): dgcompat launches flat rows with
+    # indices = arange(rows) there (each query row its own sequence, the same logits).
+    Row("paged_varlen_required", SGL, ">=0.2.5", {"sm90": False, "sm100": True, "sm120": False, OTHER_ARCH: False},
+        "fp8_fp4_paged_mqa_logits(..., indices=...) required on SM100",
+        "host assert of 0.2.5's _C.so: arch_major == 12 or is_varlen == (arch_major == 10)", "a release drops it"),
+    Row("paged_varlen_required", UP, ">=2.8", {"sm90": False, "sm100": True, "sm120": False, OTHER_ARCH: False},
+        "fp8_fp4_paged_mqa_logits(..., indices=...) required on SM100",
+        "host assert of 2.8.1's _C_extension.abi3.so: arch_major == 12 or is_varlen == (arch_major == 10)",
+        "a release drops it"),
+    Row("paged_varlen_required", ANY, "", _all_arches(False), "indices= optional", "-", "never"),
     Row("indexer_inputs", ANY, "", {"sm90": "fp8-f32", "sm100": "fp8-f32", "sm120": "fp8-f32", OTHER_ARCH: "fp8-f32"},
         "FP8 q, float32 KV scales and weights, float32 logits", "-", "never"),
     # Query formats the indexer kernels compute on each architecture: "fp8" (FP8 q, per-token scale folded into
@@ -340,6 +359,17 @@ ROWS: tuple[Row, ...] = (
         "fp8_fp4_*mqa_logits((q, q_sf), ...): FP4 q (kPackedFP4) with int32 UE8M0 scales on SM100",
         "host asserts of sgl-deep-gemm 0.1.4's _C.so: q_fp.scalar_type() == kPackedFP4, q_sf int32, kv_sf int32; the "
         "SM90 kernels are FP8 only (not run on an SM100 GPU here)", "never"),
+    # GEMM operands as packed FP4 (int8, two e2m1 values per byte, K/2 columns) with 32-wide UE8M0 scale blocks
+    # (recipe_a / recipe_b (1, 32)): SGLang's DeepSeek-V4 FP4 experts. dgcompat passes them on unchanged; where the
+    # build has no FP4 GEMM on the architecture its native rejection is reported as this capability's refusal.
+    Row("gemm_fp4_operands", REF, "", _all_arches(True), "-", "the reference computes FP4 operands everywhere",
+        "never"),
+    Row("gemm_fp4_operands", BUNDLED, "", _all_arches(False), "FP8 operands only", "bundled snapshot",
+        "bundles are unsupported"),
+    Row("gemm_fp4_operands", ANY, "", {"sm90": False, "sm100": True, "sm120": False, OTHER_ARCH: False},
+        "m_grouped_fp8_fp4_gemm_nt_contiguous / fp8_fp4_gemm_nt with kPackedFP4 (int8) operands on SM100",
+        "host assert of sgl-deep-gemm 0.1.4's _C.so: ab.scalar_type() == kPackedFP4 and arch_major == 10 (not run "
+        "on an SM100 GPU here)", "never"),
     # Weight dtypes the indexer kernels take on each architecture (bf16 weights reduce in bf16 and need bf16
     # logits). dgcompat upcasts bf16 weights to float32 where only float32 is taken (exact).
     Row("indexer_weights", REF, "", _all_arches(("float32", "bfloat16")), "-", "-", "never"),
@@ -529,8 +559,10 @@ class Capabilities:
     paged_heads: tuple[int, ...]
     paged_block_kv: tuple[int, ...]
     indexer_inputs: str
+    paged_varlen_required: bool
     indexer_q_formats: tuple[str, ...]
     indexer_weights: tuple[str, ...]
+    gemm_fp4_operands: bool
     mqa_q_form: str
     compiled_dims_default: str
     mk_alignment_arity: int

@@ -58,8 +58,9 @@ def bind_paged() -> Callable[..., Any]:
     result to a torch tensor.
     """
     target, name, caps = bind_paged_common()
-    if caps.indexer_inputs == "mx-bf16":  # SM100 MX/bf16 contract of 0.2.5 / 2.8.x: dgcompat.indexer._sm100
-        return _sm100.paged_refusal("fp8_paged_mqa_logits", str(caps.arch), caps.paged_heads, caps.paged_block_kv)
+    if caps.indexer_inputs.startswith("mx"):  # SM100 MX contract of 0.2.5 / 2.8.x: dgcompat.indexer._sm100
+        return _sm100.paged_refusal("fp8_paged_mqa_logits", str(caps.arch), caps.paged_heads, caps.paged_block_kv,
+                                    caps.indexer_weights)
     if name == "fp8_fp4_paged_mqa_logits":
         # (q, q_sf) pair: a bare q hits the torch.Tensor(...) TypeError in releases before 0.2.0.
         def pair(q: Any, kv: Any, w: Any, lens: Any, bt: Any, sched: Any, max_len: int) -> Any:
@@ -75,8 +76,9 @@ def bind_paged() -> Callable[..., Any]:
 def bind_paged_varlen() -> Callable[..., Any]:
     """``f(q, kv, weights, lens, block_table, schedule, max_len, indices)`` (releases with ``indices=``)."""
     target, name, caps = bind_paged_common()
-    if caps.indexer_inputs == "mx-bf16":
-        return _sm100.paged_refusal("fp8_paged_mqa_logits", str(caps.arch), caps.paged_heads, caps.paged_block_kv)
+    if caps.indexer_inputs.startswith("mx"):
+        return _sm100.paged_refusal("fp8_paged_mqa_logits", str(caps.arch), caps.paged_heads, caps.paged_block_kv,
+                                    caps.indexer_weights)
     if not caps.paged_indices:
         def refuse(*_args: Any) -> Any:
             raise UnsupportedFeatureError("fp8_paged_mqa_logits", "indices= (varlen paged MQA)", release_label())

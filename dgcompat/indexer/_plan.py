@@ -60,20 +60,26 @@ def make_plan(q: Any, q_sf: Any, kv_cache: Any, weights: Any, lens: Any, block_t
     dims = caps.paged_context_lens
     rows = b * n
     per_row = block_table.shape[0] == rows and n > 1
-    varlen = indices is not None
+    token = capture_state(q.device)
+    auto_indices = None
+    if indices is None and caps.paged_varlen_required:
+        # The build launches paged logits on this architecture only in the varlen form: flat rows, each its own
+        # sequence (indices = 0..rows-1), which is the same computation.
+        auto_indices = cached(("arange", rows, str(q.device), token), (), lambda: (row_indices(rows, q.device),))[0]
+    launch_indices = indices if auto_indices is None else auto_indices
+    varlen = launch_indices is not None
     layout = launch_layout(dims, caps.paged_native_next_n, form, n, per_row, varlen)
     block_kv = kv_cache.shape[1]
     # The kernel asserts a schedule of exactly num_sms + 1 rows for the SMs it launches on (num_sms / 2 + 1 only
     # for a KV-multicast launch, which dgcompat does not make: next_n 4 is split on SM90). An engine's schedule
     # with another slot count (vLLM passes num_sms // 2 for next_n 4) is replaced by one built for the launch.
     num_sms = get_num_sms()
-    token = capture_state(q.device)
     debug = _env.debug()
     if lens.dim() == 1 or lens.shape[1] > 1:
         STATE.hints[hint_key(lens)] = (n, per_row)
 
     lens_key = (mem_key(lens), lens._version)
-    ix_key = version_key(indices)
+    ix_key = version_key(launch_indices)
     recipe = lens_recipe(layout, form, b, n, dims)
     rec = STATE.schedules.get(id(schedule))
     trusted = False
@@ -99,13 +105,13 @@ def make_plan(q: Any, q_sf: Any, kv_cache: Any, weights: Any, lens: Any, block_t
     if trusted:
         launch_lens, launch_schedule = rec.launch_lens, schedule  # type: ignore[union-attr]
     else:
-        roots = (root_of(lens),) if indices is None else (root_of(lens), root_of(indices))
+        roots = (root_of(lens),) if launch_indices is None else (root_of(lens), root_of(launch_indices))
         # The schedule (and its registration) is part of the key: refreshing it invalidates derivations.
         sched_key = (id(schedule), schedule._version)
 
         def derive() -> tuple[Any, ...]:
             ll = make_launch_lens(lens, recipe)
-            return ll, native_metadata(fn, ll, block_kv, num_sms, indices)
+            return ll, native_metadata(fn, ll, block_kv, num_sms, launch_indices)
         launch_lens, launch_schedule = cached(
             ("lens", lens_key, sched_key, recipe, block_kv, num_sms, ix_key, token), roots, derive)
 
@@ -119,7 +125,7 @@ def make_plan(q: Any, q_sf: Any, kv_cache: Any, weights: Any, lens: Any, block_t
     if clean and caps.paged_clean_logits == "emulated":
         row_len = cached(("rows", lens_key, form, b, n, token), (root_of(lens),),
                           lambda: (row_lengths(lens, b, n, form).view(-1, 1),))[0]
-    if q_sf is None and caps.indexer_inputs == "mx-bf16":
+    if q_sf is None and caps.indexer_inputs.startswith("mx"):
         # FP8 queries without scales where the build requires MX ones: the bound launch refuses, saying what the
         # build requires (dgcompat.indexer._sm100)
         upcast, kernel_dtype = False, None
@@ -138,7 +144,7 @@ def make_plan(q: Any, q_sf: Any, kv_cache: Any, weights: Any, lens: Any, block_t
     else:
         launch = make_launcher(q_shape, launch_lens, launch_bt, launch_schedule, row_len, rows <= 1, varlen,
                                scaled=q_sf is not None or native_dtype is not None, dtype=native_dtype, want=want,
-                               upcast=upcast)
+                               upcast=upcast, fixed_indices=auto_indices)
     return (weakref.ref(lens), lens._version, weakref.ref(schedule), schedule._version, weakref.ref(block_table),
             block_table._version if bt_read else -1, same_metadata(q, weights, kv_cache), max_len, clean,
             STATE.probe(q.device), token, None if indices is None else (weakref.ref(indices), indices._version),
@@ -150,6 +156,13 @@ def _out_dtype(dtype: Any) -> Any:
     return None if dtype is None or str(dtype) == "torch.float32" else dtype
 
 
+def row_indices(rows: int, device: Any) -> Any:
+    """int32 ``(rows,)`` 0..rows-1 on ``device`` (on the device, in stream order: capturable)."""
+    import torch
+
+    return torch.arange(rows, dtype=torch.int32, device=device)
+
+
 def _float32() -> Any:
     import torch
 
@@ -158,13 +171,14 @@ def _float32() -> Any:
 
 def make_launcher(q_shape: tuple[int, ...] | None, lens: Any, bt: Any, sched: Any, row_len: Any, one_row: bool,
                   varlen: bool, *, scaled: bool = False, dtype: Any = None, want: Any = None,
-                  upcast: bool = False) -> Callable[..., Any]:
+                  upcast: bool = False, fixed_indices: Any = None) -> Callable[..., Any]:
     """The launch of a plan that is not plain, as ``f(q, q_sf, kv_cache, weights, max_len, indices)``: the bound
     upstream call on the planned launch tensors with the steps this plan needs around it.
 
     ``scaled``: launch the build's ``fp8_fp4_paged_mqa_logits`` with ``(q, q_sf)`` and ``logits_dtype=dtype``
     (None: not passed); ``want``: the dtype returned (logits of another dtype are converted, on the device);
-    ``upcast``: bf16 weights go to the kernel as float32 (exact; the build takes float32 weights only).
+    ``upcast``: bf16 weights go to the kernel as float32 (exact; the build takes float32 weights only);
+    ``fixed_indices``: the varlen indices dgcompat made for a build that launches only the varlen form.
     """
     if scaled:
         paged = B.bound("paged_fp8_fp4")
@@ -174,6 +188,8 @@ def make_launcher(q_shape: tuple[int, ...] | None, lens: Any, bt: Any, sched: An
     sf_shape = None if q_shape is None else q_shape[:-1]
 
     def general(q: Any, q_sf: Any, kv: Any, w: Any, max_len: int, indices: Any) -> Any:
+        if fixed_indices is not None:
+            indices = fixed_indices
         if q_shape is not None:
             q = q.view(q_shape)
             if q_sf is not None:

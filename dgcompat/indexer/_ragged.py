@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from .. import _binding
+from .. import _binding, _pysurface
 from .._backend import load
 from .._calls import UpstreamCall
 from .._checks import FP8_DTYPE_NAMES, as_torch, bad, release_label, spelled, tensor, translate
@@ -40,14 +40,18 @@ def bind_mqa() -> Callable[..., Any]:
         raise UnsupportedFeatureError(fn, "MQA logits", release_label())
     scaled_target = getattr(mod, "fp8_fp4_mqa_logits", None)
     takes_dtype = caps.mqa_logits_dtype is not None
+    # The fp8_fp4 function's own layout (it may differ from the legacy function's: the reference backend and
+    # vLLM 0.34.0's 2.8.1 put max_seqlen_k where sgl-deep-gemm's puts clean_logits): passed by keyword.
+    scaled_clean = scaled_target is not None and "clean_logits" in (_pysurface.live_parameters(scaled_target) or ())
     native_clean = caps.mqa_clean_logits == "native"
     seqlen = caps.mqa_max_seqlen_k
     as_tensor = caps.raw_ffi_returns
     heads = caps.paged_heads
     pair = caps.mqa_q_form == "pair"  # 2.8.1 indexes q[0], q[1] unchecked: never pass a bare q
     # SM100 MX/bf16 contract of 0.2.5 / 2.8.x for FP8 q without scales: dgcompat.indexer._sm100
-    adapt = (_sm100.ragged_mqa(fn, target, lambda q, w: pad_heads(fn, q, None, w, heads)[::2], str(caps.arch))
-             if caps.indexer_inputs == "mx-bf16" else None)
+    adapt = (_sm100.ragged_mqa(fn, target, lambda q, w: pad_heads(fn, q, None, w, heads)[::2], str(caps.arch),
+                               caps.indexer_weights, takes_dtype)
+             if caps.indexer_inputs.startswith("mx") else None)
     import torch
 
     float32 = torch.float32
@@ -78,18 +82,19 @@ def bind_mqa() -> Callable[..., Any]:
             raise UnsupportedFeatureError("fp8_fp4_mqa_logits", "fp8_fp4_mqa_logits", release_label())
         q, q_sf, w = pad_heads(fn, q, q_sf, w, heads)
         compressed = bool(max_k)
-        if dtype is not None and takes_dtype:
-            if native_clean:  # (q, kv, w, ks, ke, clean_logits, max_seqlen_k, logits_dtype, ...)
-                out = scaled_target((q, q_sf), kv, w, ks, ke, clean and not compressed, max_k or 0,
-                                    logits_dtype=dtype)
-            else:  # (q, kv, w, ks, ke, max_seqlen_k, logits_dtype, schedule_meta)
-                out = scaled_target((q, q_sf), kv, w, ks, ke, max_k or 0, logits_dtype=dtype)
-        elif native_clean:
-            out = scaled_target((q, q_sf), kv, w, ks, ke, clean and not compressed, max_k or 0)
-        else:
-            out = scaled_target((q, q_sf), kv, w, ks, ke, max_k or 0)
+        if scaled_clean:  # sgl-deep-gemm <= 0.2.3.post2: (..., clean_logits, max_seqlen_k, logits_dtype)
+            if dtype is not None and takes_dtype:
+                out = scaled_target((q, q_sf), kv, w, ks, ke, clean_logits=clean and not compressed,
+                                    max_seqlen_k=max_k or 0, logits_dtype=dtype)
+            else:
+                out = scaled_target((q, q_sf), kv, w, ks, ke, clean_logits=clean and not compressed,
+                                    max_seqlen_k=max_k or 0)
+        elif dtype is not None and takes_dtype:  # (..., max_seqlen_k, logits_dtype, schedule_meta)
+            out = scaled_target((q, q_sf), kv, w, ks, ke, max_seqlen_k=max_k or 0, logits_dtype=dtype)
+        else:  # (..., max_seqlen_k, schedule_meta)
+            out = scaled_target((q, q_sf), kv, w, ks, ke, max_seqlen_k=max_k or 0)
         out = as_torch(out)
-        if clean and (compressed or not native_clean):
+        if clean and (compressed or not scaled_clean):
             mask_ragged(out, ks, ke, compressed=compressed)
         return out
 
@@ -371,10 +376,10 @@ CALLS: tuple[UpstreamCall, ...] = (
     # (q, q_sf) and logits_dtype by keyword (the builds put it at 7 or at 6). dgcompat.fp8_fp4_mqa_logits calls
     # through this adapter.
     UpstreamCall("deep_gemm.fp8_fp4_mqa_logits", "dgcompat.fp8_mqa_logits", _MQA_POSITIONAL,
-                 row_positional=_MQA_ROW_POSITIONAL, uses_result=True, forwarded=("logits_dtype",),
+                 uses_result=True, forwarded=("clean_logits", "max_seqlen_k", "logits_dtype"),
                  selected_by=("mqa_logits_dtype", "fp8_fp4_mqa_logits")),
     # Scaled queries on the SM100 builds without logits_dtype (sgl-deep-gemm 0.2.5, vLLM 0.33.0's 2.8.1).
     UpstreamCall("deep_gemm.fp8_fp4_mqa_logits", "dgcompat.fp8_mqa_logits", _MQA_POSITIONAL,
-                 row_positional=_MQA_ROW_POSITIONAL, uses_result=True, optional=True,
+                 uses_result=True, optional=True, forwarded=("max_seqlen_k",),
                  selected_by=("indexer_inputs", "mx-bf16")),
 )

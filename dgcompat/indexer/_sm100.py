@@ -1,7 +1,7 @@
 """The indexer's native contract on SM100 / SM120, where it differs from the stable surface's.
 
-sgl-deep-gemm 0.2.5 and upstream DeepGEMM 2.8 assert, on SM100 (capability ``indexer_inputs ==
-"mx-bf16"``; host asserts ``is_mx_sf == (arch_major == 10 or (arch_major == 12 and is_fp4))`` and
+sgl-deep-gemm 0.2.5 and upstream DeepGEMM 2.8 assert, on SM100 (capability ``indexer_inputs`` ``"mx-bf16"``,
+or ``"mx"`` for the builds that take float32 weights too: vLLM 0.34.0's 2.8.1; host asserts ``is_mx_sf == (arch_major == 10 or (arch_major == 12 and is_fp4))`` and
 ``weights.scalar_type() == (arch_major == 10 ? kBFloat16 : kFloat32)``):
 
 - q comes with MX scale factors: ``(q, q_sf)`` with ``q_sf`` int32, four packed UE8M0 exponents
@@ -61,11 +61,14 @@ def _mx_head_dim(fn: str, d: int, release: str, arch: str) -> None:
 
 
 def ragged_mqa(fn: str, target: Callable[..., Any], pad: Callable[[Any, Any], tuple[Any, Any]],
-               arch: str) -> Callable[..., Any]:
-    """The ragged MQA launch for a release with the MX/bf16 contract (see the module docstring).
+               arch: str, weights: tuple[str, ...] = ("bfloat16",), takes_dtype: bool = False) -> Callable[..., Any]:
+    """The ragged MQA launch for a release with the MX contract (see the module docstring).
 
     ``target`` is the release's ``fp8_fp4_mqa_logits((q, q_sf), (k, k_sf), weights, ks, ke, max_seqlen_k)``;
-    ``pad(q, weights)`` zero-pads heads to a count the kernels are built for.
+    ``pad(q, weights)`` zero-pads heads to a count the kernels are built for; ``weights``: the weight dtypes the
+    release takes there (capability ``indexer_weights``: bfloat16 only for 0.2.5 / vLLM 0.33.0's 2.8.1, float32
+    too for vLLM 0.34.0's); ``takes_dtype``: its function takes ``logits_dtype`` (then bf16 weights are launched
+    with ``logits_dtype=torch.bfloat16``, as it asserts). Returns float32 logits.
     """
     import torch
 
@@ -73,7 +76,7 @@ def ragged_mqa(fn: str, target: Callable[..., Any], pad: Callable[[Any, Any], tu
     bf16 = torch.bfloat16
 
     def impl(q: Any, kv: Any, w: Any, ks: Any, ke: Any, clean: bool, max_k: int | None) -> Any:
-        if w.dtype != bf16:
+        if str(w.dtype).replace("torch.", "") not in weights:
             raise UnsupportedFeatureError(
                 fn, f"{str(w.dtype).replace('torch.', '')} weights on {arch}", release,
                 hint=_REQUIRES.format(arch=arch, release=release)
@@ -87,7 +90,10 @@ def ragged_mqa(fn: str, target: Callable[..., Any], pad: Callable[[Any, Any], tu
         nq, h = int(q.shape[0]), int(q.shape[1])
         q_sf = unit_mx_scales((nq, h), q.device)
         kv_sf = unit_mx_scales((int(k.shape[0]),), k.device)
-        out = target((q, q_sf), (k, kv_sf), w, ks, ke, max_k or 0)
+        if takes_dtype and w.dtype is bf16:
+            out = target((q, q_sf), (k, kv_sf), w, ks, ke, max_k or 0, logits_dtype=bf16)
+        else:
+            out = target((q, q_sf), (k, kv_sf), w, ks, ke, max_k or 0)
         out = out.float()
         if max_k:
             # compressed: column j of row i is key ks[i] + j
@@ -107,14 +113,16 @@ def ragged_mqa(fn: str, target: Callable[..., Any], pad: Callable[[Any, Any], tu
     return impl
 
 
-def paged_refusal(fn: str, arch: str, heads: tuple[int, ...], block_kv: tuple[int, ...]) -> Callable[..., Any]:
+def paged_refusal(fn: str, arch: str, heads: tuple[int, ...], block_kv: tuple[int, ...],
+                  weights: tuple[str, ...] = ("bfloat16",)) -> Callable[..., Any]:
     """A paged launch that always refuses, saying what the release requires there and what the call
-    brings (see the module docstring). ``heads`` / ``block_kv``: the release's host-assert lists on
-    ``arch`` (capabilities ``paged_heads`` / ``paged_block_kv``)."""
+    brings (see the module docstring). ``heads`` / ``block_kv`` / ``weights``: the release's host-assert lists on
+    ``arch`` (capabilities ``paged_heads`` / ``paged_block_kv`` / ``indexer_weights``)."""
     release = release_label()
     needs = ["q as (q, q_sf) with q_sf int32 packed UE8M0 MX scale factors (one int32 per 128 values of D)",
              "a KV cache whose 4 scale bytes per token are packed UE8M0 exponents",
-             "bfloat16 weights (it returns bfloat16 logits)"]
+             "bfloat16 weights (it returns bfloat16 logits)" if weights == ("bfloat16",)
+             else f"{' or '.join(weights)} weights"]
     if heads:
         needs.append(f"num_heads in {heads}")
     if block_kv:

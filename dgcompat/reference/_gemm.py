@@ -21,6 +21,7 @@ from ._common import (
     need_shape,
     need_tensor,
 )
+from ._mx import unpack_fp4
 from ._scales import dequant
 
 __all__ = ['fp8_gemm_nt', 'bf16_gemm_nt', 'm_grouped_fp8_gemm_nt_contiguous', 'm_grouped_fp8_gemm_nt_masked', 'm_grouped_bf16_gemm_nt_contiguous', 'm_grouped_bf16_gemm_nt_masked']
@@ -78,11 +79,19 @@ def _check_compile_options(fn: str, compiled_dims: object, disable_ue8m0_cast: o
 def _fp8_operand(
     fn: str, name: str, pair: object, rank: int, gran_mn: Optional[int], gran_k: int
 ) -> Tensor:
+    """An FP8 operand, or packed FP4 (int8, two e2m1 values per byte, low nibble first: upstream's kPackedFP4) with a
+    32-wide K recipe (``recipe_a`` / ``recipe_b`` ``(gran_mn, 32)``, SGLang's DeepSeek-V4 FP4 experts), dequantized
+    to float32 ``(.., K)``."""
     data, sf = need_pair(fn, name, pair)
-    need_dtype(fn, f"{name}[0]", data, (FP8,))
+    need_dtype(fn, f"{name}[0]", data, (FP8, torch.int8))
     if data.dim() != rank:
         raise BadArgumentError(fn, f"{name}[0]", f"a {rank}-D tensor", describe(data))
     need_device(fn, f"{name}[1]", sf, data.device)
+    if data.dtype == torch.int8:
+        if gran_k != 32:
+            raise BadArgumentError(fn, f"recipe_{name}" if name in ("a", "b") else "recipe",
+                                   "a 32-wide K block for a packed FP4 operand, e.g. (1, 32)", f"K granularity {gran_k}")
+        data = unpack_fp4(data)
     return dequant(fn, name, data, sf, gran_mn=gran_mn, gran_k=gran_k, strict_gran=gran_mn is not None)
 
 

@@ -120,8 +120,8 @@ def expectation(needs: Iterable[str], fam: Family) -> str:
 
     - MX / FP4 inputs: computed by the reference backend; refused (FP4) or either (MX FP8) by the bundled
       copies, which have no ``fp8_fp4`` kernels; refused by the other builds on SM90, naming the architecture;
-      computed by them on SM100, except that float32 weights where the build asserts bfloat16 ones may also
-      be refused.
+      computed by them on SM100, except that float32 weights where the build asserts bfloat16 ones, and MX FP8
+      where the build asserts no MX contract (its FP8 kernels take float32 KV scales), may also be refused.
     - Plain FP8 (with float32 or bfloat16 logits): computed everywhere, except by an SM100 build that takes
       only MX-scaled inputs, which may refuse it (the float32-scaled cache cannot be converted exactly).
     """
@@ -134,6 +134,10 @@ def expectation(needs: Iterable[str], fam: Family) -> str:
         if fam.arch == "sm90":
             return "refuse-arch"
         if F32_WEIGHTS in needs and fam.bf16_weights_only:
+            return "either"
+        if MX_INPUTS in needs and FP4_INPUTS not in needs and not fam.mx_only:
+            # MX-scaled FP8 where the binary asserts no MX contract (sgl-deep-gemm <= 0.2.3.post2: FP8 with float32
+            # KV scales, or FP4): nothing in it says MX FP8 computes, so a typed refusal is right too
             return "either"
         return "compute"
     if fam.mx_only:
