@@ -200,13 +200,24 @@ def _probe(site: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
     return found
 
 
+def _finder_module(name: str, mapping: dict[str, str]) -> str:
+    """setuptools' own PEP 660 finder module for ``mapping`` (its template, rendered in a child: importing
+    setuptools here could clash with a distutils another test imported)."""
+    code = ("import sys, json; from setuptools.command.editable_wheel import _finder_template; "
+            "sys.stdout.write(_finder_template(sys.argv[1], json.loads(sys.argv[2]), {}))")
+    proc = subprocess.run([sys.executable, "-c", code, name, json.dumps(mapping)], capture_output=True, text=True,
+                          timeout=120)
+    if proc.returncode != 0:
+        pytest.skip(f"setuptools' editable finder template is not available: {proc.stderr[-300:]}")
+    return proc.stdout
+
+
 def test_a_pep660_editable_install_is_detected(tmp_path: Path) -> None:
-    template = pytest.importorskip("setuptools.command.editable_wheel")._finder_template
     project = _checkout(tmp_path / "DeepGEMM")
     site = tmp_path / "site-packages"
     site.mkdir()
     finder = "__editable___deep_gemm_2_8_1_finder"
-    files = {f"{finder}.py": template(finder, {"deep_gemm": str(project / "deep_gemm")}, {}),
+    files = {f"{finder}.py": _finder_module(finder, {"deep_gemm": str(project / "deep_gemm")}),
              "__editable__.deep_gemm-2.8.1.pth": f"import {finder}; {finder}.install()\n"}
     _editable_dist_info(site, project, files)
     found = _probe(site)

@@ -210,6 +210,10 @@ NOT_SURFACE_VISIBLE: Mapping[str, str] = {
                          "changes",
     "indexer_weights": "architecture-dependent host asserts of the native library (weights.scalar_type() per "
                        "architecture and logits dtype); its signature row reads the logits_dtype parameter",
+    "paged_varlen_required": "an architecture-dependent host assert of the native library (is_varlen == "
+                             "(arch_major == 10)); the native-contract intake maps its changes",
+    "gemm_fp4_operands": "architecture-dependent host asserts of the native library (kPackedFP4 operands on SM100); "
+                         "the native-contract intake maps their changes",
     "mqa_uncompressed": "a host assert of the native library (max_seqlen_k > 0); the native-contract intake maps "
                         "its changes",
     "mqa_q_form": "decided inside the wrapper body (q[0], q[1] unchecked in 2.8.1); the surface records signatures",
