@@ -138,3 +138,22 @@ def test_conform_with_vllm_installed_certifies_its_copy(tmp_path: Path) -> None:
     assert cert["verdict"] == "PASS" and cert["summary"]["passed"] >= 3 and cert["distribution"] == "vllm"
     assert cert["detected"]["module"] == "vllm.third_party.deep_gemm"
     assert cert["detected"]["surface"] == "fa714562dd0e"  # the build vLLM 0.34.0 vendors
+
+
+@pytest.mark.wheels
+def test_surface_diff_of_the_two_2_8_1_builds(capsys: pytest.CaptureFixture[str]) -> None:
+    """`dgcompat surface --diff vllm-0.33.0 vllm-0.34.0` names the logits_dtype insertions (both are "2.8.1")."""
+    from dgcompat_conformance.surface import cli as surface_cli
+
+    try:
+        status = surface_cli.main(["--diff", "vllm-0.33.0", "vllm-0.34.0"])
+    except SystemExit as exc:  # pragma: no cover - a usage error prints and exits through argparse
+        status = int(exc.code or 0)
+    out = capsys.readouterr().out
+    if status == 2 and "cannot" in out + capsys.readouterr().err:
+        pytest.skip("the vLLM wheels are not cached and the index could not be read")
+    assert status == 0, out
+    assert "deep_gemm.fp8_fp4_mqa_logits:\n  added-param          added parameter logits_dtype at #6" in out
+    assert "added parameter logits_dtype at #7" in out and "unhandled drift: none" in out
+    assert "python: fp8_fp4_paged_mqa_logits: logits_dtype inserted at #7" in out
+    assert "Requires-Dist" not in out  # the engine's own requirements are not the copy's

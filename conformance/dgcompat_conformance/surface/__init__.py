@@ -218,18 +218,41 @@ def _store_cached(path: Path, doc: Mapping[str, Any]) -> None:
             pass
 
 
+def _release_wheel(text: str, download: bool) -> Path:
+    """The wheel of a release named by id: an sgl-deep-gemm version, or ``vllm-0.34.0`` / ``sglang-kernel==0.4.2``
+    (fetched as the harness fetches it: an engine's or kernel wheel's deep_gemm folder and dist-info only)."""
+    from ..dists import SGL_DEEP_GEMM
+    from ..harness.releases import parse_release
+    from ..harness.wheels import FetchError, fetch_wheel
+
+    try:
+        spec = parse_release(text)
+    except ValueError:
+        return resolve_wheel(text, download=download)
+    if spec.dist == SGL_DEEP_GEMM:
+        return resolve_wheel(spec.version, download=download)
+    if not download:
+        raise SurfaceError(f"{text}: not in the cache (downloads are off)")
+    try:
+        return fetch_wheel(spec)
+    except FetchError as exc:
+        raise SurfaceError(str(exc)) from exc
+
+
 def extract(source: str | os.PathLike[str], *, cache: bool = True, download: bool = True) -> dict[str, Any]:
     """The surface document of a release.
 
     ``source`` is a wheel file, a folder holding ``deep_gemm/`` (plus, optionally, its
-    ``.dist-info``), or a version such as ``"0.1.4"`` of ``sgl-deep-gemm`` (taken from
+    ``.dist-info``), a release id of another distribution (``"vllm-0.34.0"``: its wheel's deep_gemm folder and
+    dist-info, :func:`dgcompat_conformance.harness.wheels.fetch_wheel`), or a version such as ``"0.1.4"`` of
+    ``sgl-deep-gemm`` (taken from
     ``$DGCOMPAT_CACHE/wheels`` or ``~/.cache/dgcompat/wheels``, and downloaded there with
     ``pip download`` when missing and ``download`` is true). Surfaces of wheels are cached next
     to the wheel as ``<sha256>.surface-v<schema>.json``.
     """
     path = Path(source)
     if not path.exists():
-        path = resolve_wheel(os.fspath(source), download=download)
+        path = _release_wheel(os.fspath(source), download)
     if path.is_dir():
         return extract_files(read_folder(path))
     if path.suffix != ".whl":
