@@ -268,10 +268,10 @@ def _judge_copy(ctx: _Context, row: Distribution, version: Version, wheel: Index
     else:
         finding.lines.append("CPU tier: not run (--no-cpu-tier)")
     finding.lines += [f"breaking: {w}" for w in where]
-    finding.record.append(f"add {version!r} to the discovery table's certified releases of {row.name} "
-                          f"(dgcompat_conformance.dists.DISTRIBUTIONS) and its facts (harness.releases.VENDORED_FACTS)"
-                          if row.holds == "vendored" else
-                          f"add {version!r} to the discovery table's certified releases of {row.name}")
+    if str(version) not in row.certified:
+        finding.record.append(f"add '{version}' to the discovery table's certified releases of {row.name} "
+                              f"(dgcompat_conformance.dists.DISTRIBUTIONS)"
+                              + (" and its facts (harness.releases.VENDORED_FACTS)" if row.holds == "vendored" else ""))
     finding.status = "needs review" if (where or review or not passed) else "certified"
     return finding
 
