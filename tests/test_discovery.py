@@ -157,6 +157,12 @@ def test_a_wheel_is_read_in_part(cache: Path) -> None:
     assert again.path == kept.path and again.fetched == 0 and len(host.requests) == before
     # The surface of the kept files is the copy's.
     assert extract(kept.path)["deep_gemm_version"] == "2.8.1"
+    # The dist-info alone (an engine's requirements, for `dgcompat pin --engine`) is kept apart: neither replaces
+    # the other.
+    meta = index.fetch_partial(file, (), host)
+    assert meta.path != kept.path and zipfile.ZipFile(meta.path).namelist() == ["vllm-0.35.0.dist-info/METADATA",
+                                                                                 "vllm-0.35.0.dist-info/RECORD"]
+    assert "vllm/third_party/deep_gemm/__init__.py" in zipfile.ZipFile(kept.path).namelist()
 
 
 def test_a_host_that_ignores_ranges_or_a_lying_record_is_refused(cache: Path, tmp_path: Path) -> None:

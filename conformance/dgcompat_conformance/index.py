@@ -363,11 +363,14 @@ def fetch_partial(file: IndexFile, prefixes: Iterable[str], transport: Transport
     range requests and checked against the wheel's RECORD. Raises :class:`IndexError`."""
     if file.kind != "wheel" or file.size is None:
         raise IndexError(f"{file.filename}: a partial read needs a wheel of known size")
-    folder = directory or partial_dir()
+    wanted = tuple(prefixes)
     from .wheelcache import confined, verify_zip
 
+    # One folder per set of kept members: the dist-info alone (an engine's requirements) and the deep_gemm folder
+    # of the same wheel never replace each other.
+    tag = "-".join(p.strip("/").replace("/", ".") for p in wanted) or "dist-info"
+    folder = (directory or partial_dir()) / tag
     target = confined(folder, file.filename)
-    wanted = tuple(prefixes)
     if target.is_file() and _sidecar(target).is_file() and verify_zip(target) is None:
         try:
             source = json.loads(_sidecar(target).read_text("utf-8"))
