@@ -138,6 +138,7 @@ def test_conform_with_vllm_installed_certifies_its_copy(tmp_path: Path) -> None:
     assert cert["verdict"] == "PASS" and cert["summary"]["passed"] >= 3 and cert["distribution"] == "vllm"
     assert cert["detected"]["module"] == "vllm.third_party.deep_gemm"
     assert cert["detected"]["surface"] == "fa714562dd0e"  # the build vLLM 0.34.0 vendors
+    assert cert["fingerprint"]["python"]["id"] == "fa714562dd0e" and cert["fingerprint"]["native"]["id"] == "c306d2f79a7e"
 
 
 @pytest.mark.wheels

@@ -197,12 +197,15 @@ def run_installed(opts: RunOptions, *, reference: bool = False, force_standins: 
         if force_standins:
             mode.append("--force-standins")
         dist: str | None = "dgcompat-reference"
+        fingerprint: dict[str, Any] | None = None
         if not reference:
             from dgcompat import detection
 
             detection.reset()
             rel = detection.release()
             dist, version = installed_release(rel)
+            if rel.location is not None and rel.installed_as != "zip archive":
+                fingerprint = _fingerprint(Path(rel.location))
             mode += ["--dist", dist or "", "--version", version or ""]
             if dist and version:
                 from .releases import ReleaseSpec as _Spec
@@ -213,7 +216,7 @@ def run_installed(opts: RunOptions, *, reference: bool = False, force_standins: 
     if not reference and dist is None:
         dist = (child.get("dgcompat") or {}).get("distribution")
     cert = certificate.build(child, release=release_id, distribution=dist, harness_error=err,
-                             wall_seconds=round(time.perf_counter() - t0, 2))
+                             wall_seconds=round(time.perf_counter() - t0, 2), fingerprint=fingerprint)
     if reference:
         cert["binding"] = "reference"
     _write(cert, opts)
