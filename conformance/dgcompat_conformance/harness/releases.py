@@ -172,7 +172,8 @@ def release_problem(dist: str, version: str) -> str | None:
         if f"{dist}-{v}" in VENDORED_FACTS:
             return None
         known_ids = ", ".join(k.split("-", 1)[1] for k in VENDORED_FACTS if k.startswith(f"{dist}-"))
-        return f"expected a {dist} release whose vendored deep_gemm dgcompat knows ({known_ids}), got {version!r}"
+        return (f"expected a {dist} release whose vendored deep_gemm dgcompat knows ({known_ids or 'none yet'}), got "
+                f"{version!r}")
     return f"expected a distribution among {_one_of((*KNOWN_DISTS, *UPSTREAM_NAMES))}, got {dist!r} (unknown)"
 
 
@@ -184,6 +185,6 @@ def spec_from_wheel(path: str | Path) -> ReleaseSpec:
     except CacheError as exc:
         raise ValueError(str(exc)) from exc
     if dist not in KNOWN_DISTS:
-        raise ValueError(f"{p.name} is a {dist} wheel: only sgl-deep-gemm, sgl-kernel, sglang-kernel and vllm hold "
-                         f"deep_gemm")
+        raise ValueError(f"{p.name} is a {dist} wheel: only {_one_of(KNOWN_DISTS)} wheels hold a deep_gemm the CPU "
+                         f"tier certifies")
     return ReleaseSpec(dist, str(version), p.resolve())
