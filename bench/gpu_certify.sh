@@ -7,7 +7,8 @@
 #
 # Inputs (relative to the repository root): .gpu/a and .gpu/b hold the sgl-deep-gemm and
 # apache-tvm-ffi wheels (searched in that order), .gpu/a/sgk-0.4.2-site.tgz the bundle's site
-# folder (deep_gemm/ + sglang_kernel-0.4.2.dist-info/), .gpu/v/vllm-dg.tgz vLLM's deep_gemm/.
+# folder (deep_gemm/ + sglang_kernel-0.4.2.dist-info/), .gpu/v/vllm-dg.tgz vLLM's deep_gemm/ (VLLM_TGZ and
+# VLLM_ID name another: VLLM_TGZ=.gpu/v/vllm-0.34.0-dg.tgz VLLM_ID=vllm-0.34.0).
 # Output: $OUT/c/gpu-<release>.json (each written as soon as that release is done) and
 # $OUT/gpu-certify.log; the summary table is printed at the end.
 # DEADLINE (default 540 s) bounds the runner: no case starts later, and a certificate whose cases did
@@ -20,6 +21,8 @@ LIMIT=${LIMIT:-575}
 JOBS=${JOBS:-11}
 # CASES: comma-separated case ids to run instead of every case; SKIP: case ids to leave out of them.
 CASES=${CASES:-}
+VLLM_TGZ=${VLLM_TGZ:-.gpu/v/vllm-dg.tgz}
+VLLM_ID=${VLLM_ID:-vllm-0.33.0}
 SKIP=${SKIP:-}
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 export PYTHONPATH="$PWD:$PWD/conformance"
@@ -27,7 +30,7 @@ STAGE=$(mktemp -d "${TMPDIR:-/tmp}/dgcompat-certify-XXXXXX")
 trap 'rm -rf "$STAGE"' EXIT
 mkdir -p "$STAGE/sgk" "$STAGE/vllm" "$OUT/c"
 tar xzf .gpu/a/sgk-0.4.2-site.tgz -C "$STAGE/sgk" || exit 2
-tar xzf .gpu/v/vllm-dg.tgz -C "$STAGE/vllm" || exit 2
+tar xzf "$VLLM_TGZ" -C "$STAGE/vllm" || exit 2
 nvidia-smi -L 2>/dev/null
 if [ -n "$SKIP" ]; then
     CASES=$(python3 -m dgcompat_conformance.gpu.runner --list | awk '{print $1}' \
@@ -36,7 +39,7 @@ fi
 timeout -k 15 "$LIMIT" python3 -m dgcompat_conformance.gpu.runner \
     --wheels .gpu/a --wheels .gpu/b --releases "$RELEASES" \
     --site "$STAGE/sgk" \
-    --folder "$STAGE/vllm/deep_gemm" --release-id vllm-0.33.0 \
+    --folder "$STAGE/vllm/deep_gemm" --release-id "$VLLM_ID" \
     --jobs "$JOBS" --deadline "$DEADLINE" ${CASES:+--cases "$CASES"} \
     --work "$STAGE/work" --out "$OUT/c" > "$OUT/gpu-certify.log" 2>&1
 rc=$?

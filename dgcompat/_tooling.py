@@ -12,7 +12,7 @@ import contextlib
 import importlib
 from typing import Any, Callable, Iterator
 
-from . import _backend, _elf, _env
+from . import _backend, _elf, _env, _pysurface
 from ._calls import UpstreamCall
 from ._launch import hookless_env, is_hook_dir, launch_env
 from ._launch import main as run_command
@@ -30,6 +30,7 @@ __all__ = [
     "UpstreamCall", "ADAPTERS", "all_calls", "load_backend", "loaded_backend", "backend_name", "expected_torch",
     "effective_release", "env_report", "env_folder", "retired_variables", "internal_variable_prefixes",
     "allow_torch_mismatch", "read_dynamic_bytes",
+    "Registration", "source_registrations", "source_parameters", "parameters_from_sources", "signature_digest",
     "launch_env", "hookless_env", "is_hook_dir", "run_command", "unit_mx_scales", "same_metadata", "capture_probe", "indexer_state",
     "last_paged_plan", "rebind_indexer", "simulated_capture", "NAMES", "SUBMODULES", "DEEP_GEMM_MODULES",
 ]
@@ -46,6 +47,13 @@ retired_variables = _env.RETIRED
 internal_variable_prefixes = _env.INTERNAL_PREFIXES
 allow_torch_mismatch = _env.allow_torch_mismatch
 read_dynamic_bytes = _elf.read_dynamic_bytes
+#: How a build's source binds names at import (``globals().update(...)``): one reader for detection and the surface.
+Registration = _pysurface.Registration
+source_registrations = _pysurface.registrations
+#: The parameters a build's source gives the named functions, and the id of such a set (detection's surface).
+source_parameters = _pysurface.source_parameters
+parameters_from_sources = _pysurface.parameters_from_sources
+signature_digest = _pysurface.digest
 
 
 def all_calls() -> tuple[UpstreamCall, ...]:

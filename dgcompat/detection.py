@@ -37,7 +37,11 @@ import hashlib
 import importlib.machinery
 import importlib.metadata as md
 import importlib.util
+import json
 import re
+import sys
+import urllib.parse
+import zipimport
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -73,22 +77,56 @@ KNOWN_SGL_DEEP_GEMM: tuple[str, ...] = (
 KNOWN_UPSTREAM: tuple[str, ...] = ("2.6.1", "2.8.1")
 
 #: The functions whose Python signatures detection reads from a build's source (:mod:`dgcompat._pysurface`):
-#: the ones whose parameters the capability table's signature rows ask about.
+#: every deep_gemm function dgcompat calls (a test holds this list against the adapters' declared calls), the
+#: indexer's first (the capability table's signature rows ask about their parameters). Their digest is the
+#: build's surface id (:attr:`Release.surface`), the part of a build's fingerprint detection can read cheaply.
 SIGNATURE_NAMES: tuple[str, ...] = (
     "fp8_fp4_mqa_logits", "fp8_fp4_paged_mqa_logits", "fp8_mqa_logits", "fp8_paged_mqa_logits",
     "get_paged_mqa_logits_metadata",
+    "fp8_gemm_nt", "fp8_fp4_gemm_nt", "bf16_gemm_nt", "m_grouped_fp8_gemm_nt_contiguous",
+    "m_grouped_fp8_fp4_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked", "m_grouped_fp8_fp4_gemm_nt_masked",
+    "fp8_m_grouped_gemm_nt_masked", "m_grouped_bf16_gemm_nt_contiguous", "m_grouped_bf16_gemm_nt_masked",
+    "bf16_m_grouped_gemm_nt_masked",
+    "set_num_sms", "get_num_sms", "set_pdl", "get_pdl", "set_compile_mode", "get_compile_mode",
+    "get_m_alignment_for_contiguous_layout", "get_mk_alignment_for_contiguous_layout",
+    "get_theoretical_mk_alignment_for_contiguous_layout", "transform_sf_into_required_layout",
+    "get_mn_major_tma_aligned_tensor", "get_mn_major_tma_aligned_packed_ue8m0_tensor",
 )
 
-#: Builds that share a version but not a surface: ``(distribution, version) -> {surface id: what tells the
-#: build apart}`` (:attr:`Release.surface` over :data:`SIGNATURE_NAMES`). A version listed here with a surface
-#: not listed is reported as "same version, different surface".
+#: The surface id (:attr:`Release.surface`) of every build dgcompat knows: ``(distribution, version) ->
+#: {surface id: which build}``. A build of a listed version with another id is reported everywhere as "same
+#: version, different surface". The certification wing records each build's whole fingerprint (native
+#: schemas, host asserts, JIT headers: ``dgcompat_conformance/surface/builds.json``, which a test holds
+#: against this table) and computes it for an installed build (``dgcompat doctor``).
 KNOWN_SURFACES: dict[tuple[str, str], dict[str, str]] = {
     # vLLM 0.34.0 vendors a DeepGEMM whose __init__.py is byte-identical to 0.33.0's but whose _C.py inserts
     # logits_dtype (before schedule_meta in fp8_fp4_mqa_logits, before indices in fp8_fp4_paged_mqa_logits).
     (UPSTREAM, "2.8.1"): {
-        "e9ca061f2eb6": "MQA logits without logits_dtype (the build vLLM 0.33.0 vendors)",
-        "435a184a5c2a": "MQA logits with logits_dtype (the build vLLM 0.34.0 vendors)",
+        "354b343b74a3": "MQA logits without logits_dtype (the build vLLM 0.33.0 vendors)",
+        "fa714562dd0e": "MQA logits with logits_dtype (the build vLLM 0.34.0 vendors)",
     },
+    # One build each: the wheel on PyPI. (The bundled copies' functions are all native ops: no Python part.)
+    (SGL_DEEP_GEMM, "0.0.1"): {"3b340d0cec42": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.1.0"): {"3b340d0cec42": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.1.1"): {"bb78a949f0b0": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.1.2"): {"bb78a949f0b0": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.1.3"): {"bb78a949f0b0": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.1.4"): {"6df5447106b3": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.1.4.post1"): {"6df5447106b3": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.1.5"): {"6df5447106b3": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.1.5.post1"): {"6df5447106b3": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.1.5.post2"): {"6df5447106b3": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.1.5.post3"): {"6df5447106b3": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.1.6"): {"6df5447106b3": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.1.7"): {"6df5447106b3": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.2.0"): {"cc9c8f2c7041": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.2.1"): {"cc9c8f2c7041": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.2.1.post1"): {"cc9c8f2c7041": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.2.2"): {"cc9c8f2c7041": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.2.3"): {"cc9c8f2c7041": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.2.3.post1"): {"cc9c8f2c7041": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.2.3.post2"): {"cc9c8f2c7041": "the published wheel"},
+    (SGL_DEEP_GEMM, "0.2.5"): {"1108e26fabd6": "the published wheel"},
 }
 
 #: (distribution, releases, torch the native library was built against, evidence).
@@ -162,6 +200,10 @@ class Release:
     signatures: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """``(name, parameter names)`` of the functions in :data:`SIGNATURE_NAMES` the package defines in Python,
     read from its source (:mod:`dgcompat._pysurface`); the capability table's signature rows read them."""
+    installed_as: str = ""
+    """How the copy is installed: ``"wheel"`` (files listed in a dist-info RECORD), ``"editable (...)"`` (PEP 660
+    finder or ``.pth`` path of a ``pip install -e``), ``"vendored in <engine>"``, ``"folder on sys.path"`` (no
+    metadata), ``"zip archive"``; ``""`` when nothing is installed."""
 
     @property
     def surface(self) -> str:
@@ -181,13 +223,26 @@ class Release:
         return f"{self.dist} {self.version}{suffix}" + (f" [{told}]" if told else "")
 
     @property
-    def surface_note(self) -> str:
-        """What tells this build apart from others of its version (:data:`KNOWN_SURFACES`): the recorded
-        description, ``"surface <id>, not recorded for <version>"``, or ``""`` where one surface is known."""
+    def surface_recorded(self) -> bool | None:
+        """Whether :attr:`surface` is one :data:`KNOWN_SURFACES` records for this version; None where nothing is
+        recorded for the version or no signature was read."""
         known = KNOWN_SURFACES.get((self.dist or "", str(self.version)))
         if not known or not self.signatures:
+            return None
+        return self.surface in known
+
+    @property
+    def surface_note(self) -> str:
+        """What tells this build apart (:data:`KNOWN_SURFACES`): the recorded description where the version has
+        several recorded builds, ``"same version, different surface <id>"`` where its surface is not recorded,
+        ``""`` otherwise."""
+        known = KNOWN_SURFACES.get((self.dist or "", str(self.version)))
+        recorded = self.surface_recorded
+        if recorded is None or known is None:
             return ""
-        return known.get(self.surface) or f"surface {self.surface}, not recorded for {self.version}"
+        if not recorded:
+            return f"same version, different surface {self.surface}"
+        return known[self.surface] if len(known) > 1 else ""
 
     @property
     def installed(self) -> bool:
@@ -200,6 +255,7 @@ class Release:
             f"  module:       {self.module}",
             f"  owner:        {self.owner or '-'}",
             f"  version from: {self.version_source}",
+            f"  installed as: {self.installed_as or '-'}",
             f"  binding:      {self.binding}",
             f"  surface:      {self.surface or '-'}" + (f" ({self.surface_note})" if self.surface_note else ""),
             f"  location:     {self.location or '-'}",
@@ -484,32 +540,75 @@ class _Copy:
     site: Path
     pkg_rel: str  # the folder relative to site, as RECORD lists it
     host: tuple[str, str] | None  # (BACKEND value, owning distribution) for a vendored copy
+    finder: str = "path"  # "path" (sys.path), "zip" (zipimport) or the module of the meta-path finder that found it
 
 
-def _top_level_dir(name: str) -> Path | None:
-    # PathFinder searches sys.path only: neither sys.modules (a hand-planted alias) nor the meta-path
-    # finder of dgcompat.install_as_deep_gemm() can make detection describe dgcompat itself.
-    try:
-        spec = importlib.machinery.PathFinder.find_spec(name)
-    except (ImportError, ValueError):
+def _finder_module(finder: object) -> str:
+    """The module that defines a meta-path finder (a finder may be a class, as setuptools' editable finder is)."""
+    owner = finder if isinstance(finder, type) else type(finder)
+    return str(getattr(owner, "__module__", "") or owner.__name__)
+
+
+def _own_finder(finder: object) -> bool:
+    """dgcompat's own meta-path finders (the install's facade): never what detection describes."""
+    module = _finder_module(finder)
+    return module == "dgcompat" or module.startswith("dgcompat.")
+
+
+def _top_level_spec(name: str) -> tuple[importlib.machinery.ModuleSpec, str] | None:
+    """The spec ``import name`` would use and which finder gives it, asking the meta-path finders in order as
+    the import system does (so a PEP 660 editable finder is found), but never dgcompat's own (the install's
+    facade) and never ``sys.modules`` (a hand-planted alias). Finders only map names to files: nothing of the
+    package runs."""
+    for finder in list(sys.meta_path):
+        if _own_finder(finder):
+            continue
+        find = getattr(finder, "find_spec", None)
+        if find is None:
+            continue
+        try:
+            spec = find(name, None)
+        except (ImportError, ValueError, AttributeError, TypeError, OSError):
+            continue  # a broken third-party finder does not hide the others
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        if isinstance(spec.loader, zipimport.zipimporter):
+            return spec, "zip"
+        if spec.origin is None:
+            continue  # a namespace package: no deep_gemm/__init__.py
+        if finder is importlib.machinery.PathFinder:
+            return spec, "path"
+        return spec, _finder_module(finder)
+    return None
+
+
+def _top_level_dir(name: str) -> tuple[Path, str] | None:
+    found = _top_level_spec(name)
+    if found is None:
         return None
-    if spec is None or spec.origin is None or not spec.submodule_search_locations:
-        return None
-    return Path(spec.origin).resolve().parent
+    spec, finder = found
+    assert spec.origin is not None
+    if finder == "zip":
+        return Path(spec.origin).parent, finder  # inside the archive: not a folder on disk
+    return Path(spec.origin).resolve().parent, finder
 
 
 def _copies(choice: str) -> list[_Copy]:
     out: list[_Copy] = []
     if choice in ("auto", "deep_gemm"):
-        pkg = _top_level_dir("deep_gemm")
-        if pkg is not None:
-            out.append(_Copy("deep_gemm", pkg, pkg.parent, "deep_gemm", None))
+        found = _top_level_dir("deep_gemm")
+        if found is not None:
+            pkg, finder = found
+            out.append(_Copy("deep_gemm", pkg, pkg.parent, "deep_gemm", None, finder))
     for value, dist, top, sub, module in VENDORED:
         if choice not in ("auto", value):
             continue
-        host = _top_level_dir(top)
-        if host is not None and (host / sub / "__init__.py").is_file():
-            out.append(_Copy(module, host / sub, host.parent, f"{top}/{sub}", (value, dist)))
+        host_found = _top_level_dir(top)
+        if host_found is None or host_found[1] == "zip":
+            continue
+        host = host_found[0]
+        if (host / sub / "__init__.py").is_file():
+            out.append(_Copy(module, host / sub, host.parent, f"{top}/{sub}", (value, dist), host_found[1]))
     return out
 
 
@@ -672,34 +771,90 @@ def _host_owner(copy: _Copy) -> str | None:
     return dist
 
 
+def _editable_owner(copy: _Copy) -> _DistInfo | None:
+    """The dist-info on ``sys.path`` that records an editable install (PEP 610 ``direct_url.json`` with
+    ``dir_info.editable``) of a project folder holding this copy, or None (``pip install -e`` of a DeepGEMM
+    checkout: PEP 660 finder or ``.pth`` path; its RECORD lists the finder, not deep_gemm's files)."""
+    seen: set[Path] = set()
+    for entry in list(sys.path):
+        folder = Path(entry or ".")
+        try:
+            key = folder.resolve()
+            infos = sorted(p for p in folder.iterdir() if p.suffix == ".dist-info") if key not in seen else []
+        except OSError:
+            continue
+        seen.add(key)
+        for info in infos:
+            text = _read_text(info / "direct_url.json", 1 << 16)
+            try:
+                doc = json.loads(text) if text else None
+            except ValueError:
+                continue
+            if not (isinstance(doc, dict) and isinstance(doc.get("dir_info"), dict) and doc["dir_info"].get("editable")):
+                continue
+            url = urllib.parse.urlsplit(str(doc.get("url") or ""))
+            if url.scheme != "file":
+                continue
+            project = Path(urllib.parse.unquote(url.path)).resolve()
+            if copy.pkg_dir == project or project in copy.pkg_dir.parents:
+                return _read_dist_info(info)
+    return None
+
+
+def _hashed_claim(copy: _Copy, claims: list[_DistInfo]) -> bool:
+    target = f"{copy.pkg_rel}/__init__.py"
+    return any((info.files or {}).get(target) for info in claims)
+
+
+def _in_archive(copy: _Copy, torch_v: Version | None) -> Release:
+    why = (f"deep_gemm at {copy.pkg_dir} is inside a zip archive (an .egg or .zip on sys.path): its native library "
+           f"cannot be loaded from an archive and its release cannot be read; install its wheel (pip install) instead")
+    return Release(None, None, "unowned", "unknown", str(copy.pkg_dir), None, torch_v, None, _kernel_wheel("none"),
+                   False, (why,), module=copy.module, refusal=why, installed_as="zip archive")
+
+
 def _identify(copy: _Copy, torch_v: Version | None) -> Release:
+    if copy.finder == "zip":
+        return _in_archive(copy, torch_v)
     found = _Found(copy, _read_text(copy.pkg_dir / "__init__.py") or "")
     native = _native(copy.pkg_dir, found.init_text)
     claims, claim_problems = _claims(copy)
-    found.problems += claim_problems
-    owner = _choose_owner(found, claims) if copy.host is None else None
+    editable = _editable_owner(copy) if copy.host is None and not _hashed_claim(copy, claims) else None
+    if editable is not None:
+        owner: _DistInfo | None = editable
+        how = ("editable (" + (f"PEP 660 finder {copy.finder}" if copy.finder != "path" else "path entry") +
+               f", {editable})")
+    else:
+        found.problems += claim_problems
+        owner = _choose_owner(found, claims) if copy.host is None else None
+        how = "wheel" if owner is not None and owner.files is not None else (
+            f"installed ({owner} without RECORD)" if owner is not None else "folder on sys.path")
     if owner is not None:
         _from_owner(found, owner, native.needed)
     elif found.refusal is None:
         _from_version_attribute(found, native.needed)
         if copy.host is not None:
             found.owner = _host_owner(copy)
+    if copy.host is not None:
+        how = f"vendored in {found.owner or copy.host[1]}"
     _judge_known(found)
     need = _torch_need(found.dist, found.version, native) if found.refusal is None else _TorchNeed(None, "unknown", "")
     torch_ok, torch_problems = _torch_check(f"{found.dist} {found.version}", need, torch_v)
     kw = _kernel_wheel(found.source)
     signatures = tuple(sorted(_pysurface.source_parameters(copy.pkg_dir, SIGNATURE_NAMES).items()))
     surfaces = KNOWN_SURFACES.get((found.dist or "", str(found.version)))
-    if surfaces and signatures and _pysurface.digest(signatures) not in surfaces:
+    surface = _pysurface.digest(signatures)
+    if surfaces and signatures and surface not in surfaces:
         found.problems.append(
-            f"{found.dist} {found.version}: same version, different surface (signatures {_pysurface.digest(signatures)} "
-            f"are none of the builds of {found.version} dgcompat knows): dgcompat reads what these functions take from "
-            f"the build itself; run `dgcompat conform` before deploying it")
+            f"{found.dist} {found.version}: same version, different surface ({surface}; recorded for {found.version}: "
+            f"{', '.join(f'{k} ({v})' for k, v in surfaces.items())}): the capability table's signature rows read "
+            f"this build's own signatures, its version rows assume a recorded build; `dgcompat doctor` names the "
+            f"difference; certify it (`dgcompat conform`) before deploying it")
     return Release(
         found.dist, found.version, found.source, native.binding, str(copy.pkg_dir), need.spec, torch_v, torch_ok,
         kw, found.known, tuple(found.problems + list(need.problems) + torch_problems + _kernel_problems(kw)),
         module=copy.module, owner=found.owner, version_source=found.version_source, torch_rule=need.rule,
-        torch_evidence=need.evidence, refusal=found.refusal, signatures=signatures)
+        torch_evidence=need.evidence, refusal=found.refusal, signatures=signatures, installed_as=how)
 
 
 def _judge_known(found: _Found) -> None:

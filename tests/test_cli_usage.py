@@ -96,8 +96,8 @@ CASES: list[tuple[str, list[str], str, str]] = [
      "'==0.4.2'"),
     ("contract", ["LIB", "LIB", "--before-release", "0.2.5", "--after-release", "vllm-banana"], "--after-release",
      "'vllm-banana'"),
-    ("contract", ["LIB", "LIB", "--before-release", "0.2.5", "--after-release", "vllm-0.33.5"], "--after-release",
-     "'0.33.5'"),
+    ("contract", ["LIB", "LIB", "--before-release", "0.2.5", "--after-release", "vllm-0.36.0"], "--after-release",
+     "'0.36.0'"),
     ("contract", ["0.2.3.post2", "0.2.5", "--after-release", "sglang-kernal==0.4.2"], "--after-release",
      "'sglang-kernal'"),
     ("contract", ["LIB", "LIB", "--before-release", "0.1.44", "--after-release", "0.2.5"], "--before-release",
@@ -243,7 +243,6 @@ def test_which_releases_are_known() -> None:
     assert release_problem("sgl-deep-gemm", "0.2.6") is None  # newer than dgcompat knows: the intake's subject
     assert "got '0.1.44' (no such release)" in str(release_problem("sgl-deep-gemm", "0.1.44"))
     assert release_problem("sglang-kernel", "0.4.2") is None and release_problem("sglang-kernel", "0.4.9")
-    assert release_problem("vllm", "0.33.0") is None and release_problem("vllm", "0.34.0") is None
-    assert release_problem("vllm", "0.33.5")  # no vLLM release vendors a deep_gemm dgcompat knows by that number
+    assert release_problem("vllm", "0.34.0") is None and release_problem("vllm", "0.36.0")
     assert release_problem("deep-gemm", "2.7.0") is None
     assert "got 'sglang-kernal' (unknown)" in str(release_problem("sglang-kernal", "0.4.2"))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from dgcompat import table
 from dgcompat.detection import KNOWN_SGL_DEEP_GEMM
 from dgcompat.table import Capabilities
 from dgcompat_conformance import intake
+from dgcompat_conformance.index import PackageIndex
 from dgcompat_conformance.intake import newest as intake_newest  # the index, the CPU tier and the verdict
 from dgcompat_conformance.surface import Change, SurfaceError, cli, extract, find_cached_wheel, resolve_wheel
 
@@ -340,7 +340,8 @@ def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
     state["surfaces"]["0.2.5"] = synthetic("0.2.5")
     state["surfaces"]["0.2.6"] = synthetic("0.2.6")
 
-    def index_versions(dist: str = "sgl-deep-gemm", *, index_url: str | None = None, timeout: float = 180.0) -> list[str]:
+    def index_versions(dist: str = "sgl-deep-gemm", *, index_url: str | None = None, timeout: float = 180.0,
+                       index: Any = None) -> list[str]:
         if state["index"] is None:
             raise intake.IntakeError("cannot resolve the newest sgl-deep-gemm on the package index: no network")
         return list(state["index"])
@@ -421,41 +422,54 @@ def test_latest_baseline_is_the_newest_passing_certificate(offline: dict[str, An
     assert intake.newest_certified(tmp_path / "missing")[0] == KNOWN_SGL_DEEP_GEMM[-1]
 
 
+def _sgl_index(versions: list[str] | None) -> PackageIndex:
+    """An index listing sgl-deep-gemm ``versions`` only (None: unreachable)."""
+    from dgcompat_conformance import index
+
+    def transport(url: str, headers: Any) -> index.Response:
+        if versions is None:
+            raise index.IndexError("cannot reach pypi.org: no network")
+        if not url.endswith("/sgl-deep-gemm/"):
+            return index.Response(404, {}, b"")
+        files = [{"filename": f"sgl_deep_gemm-{v}-py3-none-manylinux2014_x86_64.whl", "url": f"https://f/{v}.whl",
+                  "size": 10, "hashes": {}, "yanked": v == "0.3.0rc0"} for v in versions]
+        return index.Response(200, {}, json.dumps({"meta": {"api-version": "1.1"}, "files": files}).encode())
+
+    return index.PackageIndex("https://pypi.org/simple/", transport)
+
+
 def test_main_latest(offline: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     common = ["--certificates", str(offline["certs"]), "--out", str(tmp_path)]
-    assert intake.main_latest(["conform", "--latest", *common, "--no-cpu-tier"]) == 3
+    # One release, named.
+    assert intake.main_latest(["conform", "--latest", *common, "--version", "0.2.6", "--no-cpu-tier"]) == 3
     out = capsys.readouterr().out
-    assert "release judged:       sgl-deep-gemm 0.2.6 (newest on the package index)" in out
+    assert "release judged:       sgl-deep-gemm 0.2.6 (given with --version)" in out
     assert "verdict: safe with new rows needed (CPU tier not run)" in out
     assert offline["tier_calls"] == []
     assert intake.main_latest([*common, "--version", "0.2.5", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["verdict"] == "safe" and doc["cpu_tier"]["verdict"] == "PASS"
-    offline["index"] = None
-    assert intake.main_latest(common) == 2
-    assert "no network" in capsys.readouterr().err
+    # Discovery: the index lists 0.2.6, new to the table; judged, certified on the CPU tier, rows to record (exit 3).
+    ix = _sgl_index(["0.2.6", "0.2.5", "0.2.3.post2"])
+    assert intake.main_latest([*common, "--dist", "sgl-deep-gemm"], index=ix) == 3
+    out = capsys.readouterr().out
+    assert "sgl-deep-gemm 0.2.6: certified" in out and "release judged:       sgl-deep-gemm 0.2.6 (new on the package " \
+        "index)" in out
+    assert "add '0.2.6' to dgcompat.detection.KNOWN_SGL_DEEP_GEMM" in out
+    assert offline["tier_calls"] == ["0.2.5", "0.2.6"]
+    assert intake.main_latest([*common, "--dist", "sgl-deep-gemm"], index=_sgl_index(None)) == 2
+    assert "no network" in capsys.readouterr().out
 
 
-def test_index_versions_parses_pip_and_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[list[str]] = []
-
-    def pip(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-        calls.append(list(args))
-        if args[0] == "index":
-            return subprocess.CompletedProcess(args, 0, "sgl-deep-gemm (0.2.5)\nAvailable versions: 0.2.5, 0.2.3.post2, "
-                                                        "0.3.0rc1, 0.1.4\n", "")
-        return subprocess.CompletedProcess(args, 1, "", "ERROR: network is unreachable")
-
-    monkeypatch.setattr(intake_newest, "_pip", pip)
-    assert intake.index_versions() == ["0.3.0rc1", "0.2.5", "0.2.3.post2", "0.1.4"]
-    assert intake.newest_on_index() == "0.2.5"  # pre-releases only when nothing else exists
-
-    def offline_pip(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-        return subprocess.CompletedProcess(args, 1, "", "ERROR: Could not find a version (network is unreachable)")
-
-    monkeypatch.setattr(intake_newest, "_pip", offline_pip)
-    with pytest.raises(intake.IntakeError, match="cannot resolve the newest sgl-deep-gemm.*--version V"):
-        intake.index_versions()
+def test_index_versions_asks_the_index() -> None:
+    ix = _sgl_index(["0.2.5", "0.2.3.post2", "0.3.0rc1", "0.1.4", "0.3.0rc0"])
+    assert intake.index_versions(index=ix) == ["0.3.0rc1", "0.2.5", "0.2.3.post2", "0.1.4"]  # yanked 0.3.0rc0 left out
+    assert intake.newest_on_index(index=ix) == "0.2.5"  # pre-releases only when nothing else exists
+    assert intake.newest_on_index(index=_sgl_index(["0.3.0rc1"])) == "0.3.0rc1"
+    with pytest.raises(intake.IntakeError, match="cannot resolve the newest sgl-deep-gemm.*no network.*--version V"):
+        intake.index_versions(index=_sgl_index(None))
+    with pytest.raises(intake.IntakeError, match="no release of it"):
+        intake.index_versions(index=_sgl_index([]))
 
 
 # ---------------------------------------------------------------------------------------------

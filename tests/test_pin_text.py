@@ -133,7 +133,8 @@ def test_doctor_never_suggests_a_pin_that_reads_as_more(monkeypatch: pytest.Monk
     monkeypatch.setattr("dgcompat.detection.release", lambda: rel)
     data = doctor.collect(run_abi=False)
     assert all(len(p.splitlines()) == 1 and p.startswith("#") for p in data["pin"]), data["pin"]
-    assert any(p.startswith("pin: ") for p in data["problems"])
+    # A refused build gets no requirement at all: the comments say why and what to install instead.
+    assert data["pin"][0].startswith("# no pin: dgcompat refuses the installed deep_gemm")
     assert "evil.example" not in "\n".join(data["pin"])
 
 

@@ -170,7 +170,8 @@ def wheel_spec(text: str) -> ReleaseSpec:
 
 
 def release_source(text: str) -> str:
-    """A release to read: an existing readable file or folder, else an sgl-deep-gemm version (:func:`release_version`)."""
+    """A release to read: an existing readable file or folder, else an sgl-deep-gemm version (:func:`release_version`)
+    or a release of another distribution the wing knows (:func:`release_spec`)."""
     path = Path(text).expanduser()
     if path.exists() or path.is_symlink():
         readable_path(text)
@@ -178,8 +179,12 @@ def release_source(text: str) -> str:
     try:
         Version(text)
     except InvalidVersion:
-        raise _bad("a wheel file, a deep_gemm folder or an sgl-deep-gemm version", text,
-                   "no such path, and not a version") from None
+        try:
+            release_spec(text)  # a release of another distribution: vllm-0.34.0, sglang-kernel==0.4.2
+        except argparse.ArgumentTypeError:
+            raise _bad("a wheel file, a deep_gemm folder, an sgl-deep-gemm version or a release such as vllm-0.34.0",
+                       text, "no such path, and not a release") from None
+        return text
     return release_version(text)
 
 

@@ -59,6 +59,8 @@ _LINE_FIELDS = ("tier", "release", "distribution", "binding", "dgcompat_version"
 _LINE_LIMIT = 300
 _RELEASE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
 _DIST = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+_SURFACE_ID = re.compile(r"(?:[0-9a-f]{12})?")
+_FINGERPRINT_PARTS = ("python", "native", "asserts", "headers")
 
 
 class CertificateError(ValueError):
@@ -131,6 +133,25 @@ def _line_problems(cert: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+def _fingerprint_problems(cert: Mapping[str, Any]) -> list[str]:
+    """A recorded fingerprint (:mod:`dgcompat_conformance.surface.fingerprint`) and surface id are short hex ids."""
+    problems = []
+    fp = cert.get("fingerprint")
+    if fp is not None:
+        if not isinstance(fp, dict):
+            return [f"fingerprint is {type(fp).__name__}, expected an object"]
+        ids = {"id": fp.get("id")}
+        ids.update({p: (fp.get(p) or {}).get("id") if isinstance(fp.get(p), dict) else fp.get(p)
+                    for p in _FINGERPRINT_PARTS})
+        problems += [f"fingerprint {k} {str(v)[:20]!r} is not a 12-digit hex id" for k, v in ids.items()
+                     if not (isinstance(v, str) and _SURFACE_ID.fullmatch(v))]
+    detected = cert.get("detected")
+    surface = detected.get("surface") if isinstance(detected, dict) else None
+    if surface is not None and not (isinstance(surface, str) and _SURFACE_ID.fullmatch(surface)):
+        problems.append(f"detected.surface {str(surface)[:20]!r} is not a 12-digit hex id")
+    return problems
+
+
 def _test_problems(tests: Any, outcomes: tuple[str, ...] | None) -> list[str]:
     if not isinstance(tests, list):
         return [f"tests is {type(tests).__name__}, expected a list"]
@@ -167,6 +188,7 @@ def check(cert: Any) -> list[str]:
     if "tier" in cert and cert.get("tier") not in TIERS:
         problems.append(f"tier is {str(cert.get('tier'))[:60]!r}, expected one of {', '.join(sorted(TIERS))}")
     problems += _line_problems(cert)
+    problems += _fingerprint_problems(cert)
     summary = cert.get("summary")
     outcomes = _outcomes_of(summary)
     if "summary" in cert and outcomes is None:

@@ -98,6 +98,38 @@ def _torch_info() -> dict[str, Any]:
     return info
 
 
+def surface_report(rel: Any) -> dict[str, Any] | None:
+    """The installed build's fingerprint (:mod:`dgcompat_conformance.surface.fingerprint`, read from its files here:
+    the native library and the JIT headers, which detection leaves alone) held against the builds recorded for its
+    version: which one it is, or what differs and which capability rows and probes that touches."""
+    if not rel.installed or rel.location is None or rel.version is None or rel.installed_as == "zip archive":
+        return None
+    from .surface import SurfaceError, extract
+    from .surface.fingerprint import compare, part_ids, recorded_for, rows_touched
+
+    out: dict[str, Any] = {"surface": rel.surface, "note": rel.surface_note}
+    try:
+        fp = extract(rel.location, cache=False).get("fingerprint") or {}
+    except (SurfaceError, OSError, ValueError) as exc:
+        out["error"] = f"cannot read the build's files: {exc}"
+        return out
+    out["fingerprint"] = fp.get("id")
+    builds = recorded_for(str(rel.dist), str(rel.version))
+    out["recorded"] = sorted(builds)
+    # The same build: every part read on both sides agrees (a copy without its JIT headers still matches).
+    same = [rid for rid, b in builds.items() if not compare(fp, b)]
+    out["not_read"] = [p for p, i in part_ids(fp).items() if not i]
+    if same or not builds:
+        out["build"] = same[0] if same else None
+        return out
+    # The nearest recorded build: the one whose Python part matches, else any.
+    nearest = next((rid for rid, b in builds.items() if (b.get("python") or {}).get("id") == rel.surface), sorted(builds)[-1])
+    diffs = compare(fp, builds[nearest])
+    probes, rows = rows_touched(diffs)
+    out.update(nearest=nearest, differences=[f"{d.part}: {d.detail}" for d in diffs], probes=probes, rows=rows)
+    return out
+
+
 def collect(*, run_abi: bool = True) -> dict[str, Any]:
     """Everything doctor prints, as data."""
     from dgcompat import __version__, _tooling
@@ -107,7 +139,7 @@ def collect(*, run_abi: bool = True) -> dict[str, Any]:
 
     from ._text import UnsafeTextError
     from .certificate import CertificateError
-    from .pins import suggest
+    from .pins import PinRefused, suggest
 
     rel = release()
     torch_info = _torch_info()
@@ -120,6 +152,12 @@ def collect(*, run_abi: bool = True) -> dict[str, Any]:
         problems_early = []
     abi = abi_check() if (run_abi and rel.installed and rel.refusal is None) else None
     problems = list(rel.problems) + problems_early
+    surface = surface_report(rel)
+    if surface and surface.get("differences"):
+        problems.append(f"same version, different surface: {rel.dist} {rel.version} here is not the build recorded "
+                        f"as {surface['nearest']} ({'; '.join(surface['differences'][:4])}); capability probes that "
+                        f"read this build itself: {', '.join(surface['probes']) or '-'}; rows answered by version it "
+                        f"touches: {', '.join(surface['rows']) or '-'}")
     env = environment_report()
     problems += [f"{v.name}={v.value!r}: {v.meaning} (accepted: {v.accepted})" for v in env if not v.valid]
     if abi is not None and abi["verdict"] not in ("ok", "loads (kernels not checked)"):
@@ -130,9 +168,15 @@ def collect(*, run_abi: bool = True) -> dict[str, Any]:
         backend = f"unknown ({exc})"
     try:
         pin = suggest(rel)
+    except PinRefused as exc:  # a refused build: no requirement, what to install instead
+        pin = exc.lines
     except (UnsafeTextError, CertificateError) as exc:  # never a pin that would not read back as meant
         pin = ["# no pin: see problems"]
         problems.append(f"pin: {exc}")
+    if surface and surface.get("differences"):
+        pin = [line for line in pin if not line.startswith("# certificates:")]
+        pin.append(f"# not certified: this build differs from the recorded {surface['nearest']} (see problems): the "
+                   f"certificates of {rel.dist} {rel.version} do not cover it; run `dgcompat conform`")
     # A folder only the tools read (wheel cache, results) is listed as a problem; it does not stop the engine's stack.
     works = (rel.installed and rel.refusal is None and rel.torch_ok is not False
              and all(v.valid for v in env if v.read_by != "tools")
@@ -146,7 +190,9 @@ def collect(*, run_abi: bool = True) -> dict[str, Any]:
             "expected_torch": str(rel.expected_torch) if rel.expected_torch else None,
             "torch_ok": rel.torch_ok, "module": rel.module, "owner": rel.owner,
             "version_source": rel.version_source, "torch_rule": rel.torch_rule, "refusal": rel.refusal,
+            "installed_as": rel.installed_as,
         },
+        "surface": surface,
         "kernel_wheel": str(rel.kernel_wheel) if rel.kernel_wheel else None,
         "torch": torch_info,
         "abi": abi,
@@ -167,6 +213,8 @@ def _render(data: dict[str, Any]) -> str:
         f"deep_gemm      {r['label']}" + ("" if r["known"] or r["source"] == "none" else "  [not a release dgcompat knows]"),
         f"  module       {r['module']}  (owner: {r['owner'] or '-'}; version from {r['version_source']})",
         f"  binding      {r['binding']}",
+        f"  installed as {r.get('installed_as') or '-'}",
+        *_surface_lines(data.get("surface")),
         f"  files        {r['location'] or '-'}",
         f"kernel wheel   {data['kernel_wheel'] or '-'}",
         f"torch          {t['version'] or 'not importable'}  (CUDA {t['cuda'] or '-'})",
@@ -197,6 +245,22 @@ def _render(data: dict[str, Any]) -> str:
     lines += [f"  {p}" for p in data["pin"]]
     lines += ["", "verdict: " + ("this stack can work" if data["works"] else "this stack cannot work as installed")]
     return "\n".join(lines)
+
+
+def _surface_lines(surface: dict[str, Any] | None) -> list[str]:
+    if not surface:
+        return []
+    head = f"  surface      {surface.get('surface') or '-'}, fingerprint {surface.get('fingerprint') or '-'}"
+    if surface.get("error"):
+        return [head, f"               {surface['error']}"]
+    if surface.get("build"):
+        unread = f" ({', '.join(surface['not_read'])} not read here)" if surface.get("not_read") else ""
+        return [head + f": the recorded build {surface['build']}{unread}"]
+    if not surface.get("recorded"):
+        return [head + " (no build of this version recorded)"]
+    lines = [head + f": none of the recorded builds ({', '.join(surface['recorded'])}); nearest {surface.get('nearest')}"]
+    lines += [f"               {d}" for d in surface.get("differences") or []]
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:

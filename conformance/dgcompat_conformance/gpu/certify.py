@@ -215,10 +215,27 @@ def _install_subject(subject: Subject, cert: dict[str, Any], site: Path, wheel_d
         raise ValueError(f"unknown subject kind {subject.kind!r}")
 
 
+def build_fingerprint(package: Path) -> dict[str, Any] | None:
+    """The fingerprint of the deep_gemm package folder ``package`` (python, native, asserts, headers:
+    :mod:`dgcompat_conformance.surface.fingerprint`), None when it cannot be read."""
+    from ..surface import SurfaceError, extract
+
+    try:
+        fp = extract(package, cache=False).get("fingerprint")
+    except (SurfaceError, OSError, ValueError):
+        return None
+    return fp if isinstance(fp, dict) else None
+
+
 def _check_identity(subject: Subject, cert: dict[str, Any], site: Path, python: str) -> None:
-    """Detection of the installed copy must name the subject, or its certificate would describe another release."""
+    """Detection of the installed copy must name the subject, or its certificate would describe another release.
+    The certificate records the build's surface as detection reads it and its whole fingerprint."""
     found = detect_site(site, python)
-    cert["detected"] = {k: found.get(k) for k in ("label", "dist", "version", "source", "binding", "owner", "known")}
+    cert["detected"] = {k: found.get(k) for k in ("label", "dist", "version", "source", "binding", "owner", "known",
+                                                   "surface", "surface_note")}
+    fp = build_fingerprint(site / "deep_gemm")
+    if fp is not None:
+        cert["fingerprint"] = fp
     if subject.kind == "wheel":
         ok = found.get("dist") == SGL_DEEP_GEMM and found.get("version") == subject.release
         cert["subject"] = f"{SGL_DEEP_GEMM} {subject.release}"

@@ -129,7 +129,8 @@ import dgcompat.detection as d
 r = d.release()
 print(json.dumps({"label": r.label, "dist": r.dist, "version": None if r.version is None else str(r.version),
                   "source": r.source, "binding": r.binding, "owner": r.owner, "known": r.known,
-                  "location": r.location, "refusal": r.refusal, "problems": list(r.problems)}))
+                  "location": r.location, "refusal": r.refusal, "problems": list(r.problems),
+                  "surface": r.surface, "surface_note": r.surface_note, "installed_as": r.installed_as}))
 """
 
 

@@ -21,8 +21,9 @@ def _tests(raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def build(child: dict[str, Any], *, release: str, distribution: str | None, wheel: dict[str, Any] | None = None,
-          harness_error: str | None = None, wall_seconds: float | None = None) -> dict[str, Any]:
-    """Turn a child result (see :mod:`.child`) into a certificate."""
+          harness_error: str | None = None, wall_seconds: float | None = None,
+          fingerprint: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Turn a child result (see :mod:`.child`) into a certificate (``fingerprint``: the build's, when read)."""
     env = child.get("environment") or {}
     tier = child.get("tier") or "cpu-tier"
     tests = _tests(child.get("tests") or [])
@@ -51,6 +52,8 @@ def build(child: dict[str, Any], *, release: str, distribution: str | None, whee
         "native_calls": standins.get("calls"),
         "seconds": wall_seconds if wall_seconds is not None else child.get("seconds"),
     }
+    if fingerprint is not None:
+        cert["fingerprint"] = fingerprint
     err = harness_error or child.get("harness_error")
     if err:
         cert["harness_error"] = err

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import json
 import os
 import platform
@@ -203,6 +202,25 @@ def _gpu_arch() -> str | None:
         return None
 
 
+def _installed_copy() -> tuple[str, Path]:
+    """(import name, package folder) of the deep_gemm copy dgcompat's detection finds here; a vendored copy also
+    selects its backend (``DGCOMPAT_BACKEND=vllm``) and is what the suite's ``raw`` fixture imports."""
+    from dgcompat import detection
+
+    detection.reset()
+    rel = detection.release()
+    if not rel.installed or rel.location is None:
+        raise RuntimeError("no deep_gemm is installed: no top-level deep_gemm and no copy vendored in "
+                           + " or ".join(dist for _v, dist, *_rest in detection.VENDORED))
+    if rel.refusal is not None:
+        raise RuntimeError(f"dgcompat refuses the installed deep_gemm: {rel.refusal}")
+    backend = next((value for value, _dist, _top, _sub, module in detection.VENDORED if module == rel.module), None)
+    if backend is not None:
+        os.environ["DGCOMPAT_BACKEND"] = backend
+    os.environ["DGCOMPAT_CONFORMANCE_MODULE"] = rel.module
+    return rel.module, Path(rel.location)
+
+
 def _dgcompat_view() -> dict[str, Any]:
     """What dgcompat detected (label, binding, capabilities), best effort."""
     view: dict[str, Any] = {}
@@ -214,6 +232,9 @@ def _dgcompat_view() -> dict[str, Any]:
         view["release"] = rel.label
         view["distribution"] = rel.dist
         view["binding"] = rel.binding
+        view["module"] = rel.module
+        view["surface"] = rel.surface
+        view["surface_note"] = rel.surface_note
         view["problems"] = list(rel.problems)
     except Exception as exc:
         view["release_error"] = f"{type(exc).__name__}: {exc}"
@@ -266,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
 
     installed = None
     tier = "cpu-tier"
+    module_name = "deep_gemm"
     try:
         import torch
 
@@ -276,20 +298,24 @@ def main(argv: list[str] | None = None) -> int:
             tier = "reference"
             os.environ["DGCOMPAT_BACKEND"] = "reference"
         else:
-            os.environ.setdefault("DGCOMPAT_BACKEND", "deep_gemm")
             workdir = args.workdir
+            on_path = True
             if args.installed:
-                spec = importlib.util.find_spec("deep_gemm")
-                if spec is None or not spec.origin:
-                    raise RuntimeError("no deep_gemm is installed")
+                # The copy detection finds (a top-level deep_gemm, else an engine's vendored copy), imported under
+                # its own name, as dgcompat imports it in an engine (asked before DGCOMPAT_BACKEND is set below).
+                module_name, package = _installed_copy()
                 if torch.cuda.is_available() and not args.force_standins:
                     tier = "gpu"
+                elif module_name == "deep_gemm":
+                    workdir = package.parent
                 else:
-                    workdir = Path(spec.origin).resolve().parent.parent
+                    workdir, on_path = package, False  # importable as it is; the stand-ins take its folder
+            os.environ.setdefault("DGCOMPAT_BACKEND", "deep_gemm")
             if tier == "cpu-tier":
                 assert workdir is not None
                 workdir = workdir.resolve()
-                sys.path.insert(0, str(workdir))
+                if on_path:
+                    sys.path.insert(0, str(workdir))
                 # The stand-ins replace the native library, so the torch it was built for is moot.
                 os.environ["DGCOMPAT_ALLOW_TORCH_MISMATCH"] = "1"
                 # The parent removes the result's folder even when this process is killed.
@@ -316,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         module: Any = None
         if tier != "reference":
             try:
-                module = importlib.import_module("deep_gemm")
+                module = importlib.import_module(module_name)
             except BaseException as exc:  # the import itself is under test; keep going to report it
                 if isinstance(exc, KeyboardInterrupt):
                     raise

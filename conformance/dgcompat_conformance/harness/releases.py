@@ -18,7 +18,7 @@ from packaging.version import InvalidVersion, Version
 from dgcompat._tooling import expected_torch
 from dgcompat.detection import UPSTREAM_NAMES
 
-from ..dists import BUNDLED_RELEASES, KERNEL_DISTS, SGL_DEEP_GEMM, SGL_DEEP_GEMM_RELEASES, canonical
+from ..dists import BUNDLED_RELEASES, DISTRIBUTIONS, KERNEL_DISTS, SGL_DEEP_GEMM, SGL_DEEP_GEMM_RELEASES, canonical
 from ..wheelcache import CacheError, parse_name
 
 __all__ = [
@@ -37,9 +37,12 @@ __all__ = [
 
 _norm = canonical
 
-#: Engine wheels that vendor upstream DeepGEMM: (dist, version, folder of the copy in the wheel).
-VENDORED_RELEASES: tuple[tuple[str, str], ...] = (("vllm", "0.33.0"), ("vllm", "0.34.0"))
-VENDORED_PATHS: dict[str, str] = {"vllm": "vllm/third_party/deep_gemm/"}
+#: Engine wheels that vendor upstream DeepGEMM and whose copy the wing certifies: (dist, version), from the
+#: discovery table (:data:`dgcompat_conformance.dists.DISTRIBUTIONS`).
+VENDORED_RELEASES: tuple[tuple[str, str], ...] = tuple(
+    (d.name, v) for d in DISTRIBUTIONS if d.holds == "vendored" for v in d.certified)
+#: Engine -> the folder of its copy in its wheels (the discovery table's).
+VENDORED_PATHS: dict[str, str] = {d.name: d.path for d in DISTRIBUTIONS if d.holds == "vendored"}
 
 
 @dataclass(frozen=True)
@@ -169,7 +172,8 @@ def release_problem(dist: str, version: str) -> str | None:
         if f"{dist}-{v}" in VENDORED_FACTS:
             return None
         known_ids = ", ".join(k.split("-", 1)[1] for k in VENDORED_FACTS if k.startswith(f"{dist}-"))
-        return f"expected a {dist} release whose vendored deep_gemm dgcompat knows ({known_ids}), got {version!r}"
+        return (f"expected a {dist} release whose vendored deep_gemm dgcompat knows ({known_ids or 'none yet'}), got "
+                f"{version!r}")
     return f"expected a distribution among {_one_of((*KNOWN_DISTS, *UPSTREAM_NAMES))}, got {dist!r} (unknown)"
 
 
@@ -181,6 +185,6 @@ def spec_from_wheel(path: str | Path) -> ReleaseSpec:
     except CacheError as exc:
         raise ValueError(str(exc)) from exc
     if dist not in KNOWN_DISTS:
-        raise ValueError(f"{p.name} is a {dist} wheel: only sgl-deep-gemm, sgl-kernel, sglang-kernel and vllm hold "
-                         f"deep_gemm")
+        raise ValueError(f"{p.name} is a {dist} wheel: only {_one_of(KNOWN_DISTS)} wheels hold a deep_gemm the CPU "
+                         f"tier certifies")
     return ReleaseSpec(dist, str(version), p.resolve())

@@ -25,7 +25,7 @@ from .._paths import with_import_path
 from ..certificate import CertificateError
 from . import certificate
 from .releases import ReleaseSpec
-from .wheels import FetchError, fetch_wheel, prepare_workdir, wheel_sha256
+from .wheels import FetchError, fetch_wheel, prepare_workdir, wheel_record
 
 __all__ = ["RunOptions", "child_env", "run_release", "run_installed", "run_many"]
 
@@ -121,16 +121,30 @@ def _run_child(release_id: str, cmd: list[str], opts: RunOptions, out_json: Path
     return child, err
 
 
+def _fingerprint(source: Path) -> dict[str, Any] | None:
+    """The build's fingerprint (:mod:`dgcompat_conformance.surface.fingerprint`) from its wheel or folder, None when
+    unreadable (the certificate then records none; the suite's verdict does not depend on it)."""
+    from ..surface import SurfaceError, extract
+
+    try:
+        fp = extract(source).get("fingerprint")
+    except (SurfaceError, OSError, ValueError):
+        return None
+    return fp if isinstance(fp, dict) else None
+
+
 def run_release(spec: ReleaseSpec, opts: RunOptions) -> dict[str, Any]:
     """Certify one published release on the CPU tier; returns its certificate (also written to disk)."""
     t0 = time.perf_counter()
     wheel_info: dict[str, Any] | None = None
+    fingerprint: dict[str, Any] | None = None
     with tempfile.TemporaryDirectory(prefix=f"dgcompat-{spec.id}-") as tmp:
         out_json = Path(tmp) / "result.json"
         try:
             wheel = fetch_wheel(spec)
-            wheel_info = {"file": wheel.name, "sha256": wheel_sha256(wheel)}
+            wheel_info = wheel_record(wheel)
             work = prepare_workdir(spec, wheel)
+            fingerprint = _fingerprint(wheel)
         except (FetchError, OSError) as exc:
             child: dict[str, Any] = {}
             err: str | None = f"{type(exc).__name__}: {exc}"
@@ -138,7 +152,7 @@ def run_release(spec: ReleaseSpec, opts: RunOptions) -> dict[str, Any]:
             mode = ["--workdir", str(work), "--dist", spec.dist, "--version", spec.version, "--release-id", spec.id]
             child, err = _run_child(spec.id, _child_cmd(opts, out_json, mode), opts, out_json)
     cert = certificate.build(child, release=spec.id, distribution=spec.dist, wheel=wheel_info, harness_error=err,
-                             wall_seconds=round(time.perf_counter() - t0, 2))
+                             wall_seconds=round(time.perf_counter() - t0, 2), fingerprint=fingerprint)
     if cert.get("tier") == "cpu-tier" and cert.get("device") is None:
         cert["device"] = "cpu-tier"
     _write(cert, opts)
@@ -156,6 +170,23 @@ def _write(cert: dict[str, Any], opts: RunOptions) -> None:
         cert["verdict"] = "ERROR"
 
 
+def installed_release(rel: Any) -> tuple[str | None, str | None]:
+    """(distribution, version) a certificate of the installed copy names: the engine for a vendored copy
+    (``vllm``, ``0.34.0``: its release id is ``vllm-0.34.0``, as ``conform --release`` names it), else the
+    distribution and version detection reads."""
+    if rel.source == "vendored" and rel.owner:
+        host, _, rest = str(rel.owner).partition(" ")
+        version = rest.split(" ", 1)[0]
+        try:
+            from packaging.version import Version
+
+            Version(version)
+        except ValueError:
+            return rel.dist, None if rel.version is None else str(rel.version)
+        return host, version
+    return rel.dist, None if rel.version is None else str(rel.version)
+
+
 def run_installed(opts: RunOptions, *, reference: bool = False, force_standins: bool = False) -> dict[str, Any]:
     """Certify the deep_gemm installed in this environment (or dgcompat's reference backend)."""
     t0 = time.perf_counter()
@@ -165,21 +196,27 @@ def run_installed(opts: RunOptions, *, reference: bool = False, force_standins: 
         mode = ["--reference"] if reference else ["--installed"]
         if force_standins:
             mode.append("--force-standins")
+        dist: str | None = "dgcompat-reference"
+        fingerprint: dict[str, Any] | None = None
         if not reference:
             from dgcompat import detection
 
             detection.reset()
             rel = detection.release()
-            mode += ["--dist", rel.dist or "", "--version", str(rel.version or "")]
-            if rel.dist and rel.version is not None:
+            dist, version = installed_release(rel)
+            if rel.location is not None and rel.installed_as != "zip archive":
+                fingerprint = _fingerprint(Path(rel.location))
+            mode += ["--dist", dist or "", "--version", version or ""]
+            if dist and version:
                 from .releases import ReleaseSpec as _Spec
 
-                release_id = _Spec(rel.dist, str(rel.version)).id
+                release_id = _Spec(dist, version).id
         mode += ["--release-id", release_id]
         child, err = _run_child(release_id, _child_cmd(opts, out_json, mode), opts, out_json)
-    dist = (child.get("dgcompat") or {}).get("distribution") if not reference else "dgcompat-reference"
+    if not reference and dist is None:
+        dist = (child.get("dgcompat") or {}).get("distribution")
     cert = certificate.build(child, release=release_id, distribution=dist, harness_error=err,
-                             wall_seconds=round(time.perf_counter() - t0, 2))
+                             wall_seconds=round(time.perf_counter() - t0, 2), fingerprint=fingerprint)
     if reference:
         cert["binding"] = "reference"
     _write(cert, opts)

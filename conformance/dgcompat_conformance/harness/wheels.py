@@ -1,5 +1,10 @@
 """The per-release work folders the CPU tier imports from, over the wheel cache (:mod:`..wheelcache`).
 
+Kernel and engine wheels (240-540 MB) are not downloaded whole: where the discovery table marks a
+distribution ``partial``, only the deep_gemm folder and the dist-info are read from the index with range
+requests (:func:`dgcompat_conformance.index.fetch_partial`) into ``$DGCOMPAT_CACHE/partial``; a whole wheel
+already in the cache is used as it is.
+
 Each release is unpacked into its own work folder, ``$DGCOMPAT_CACHE/work/<release id>``: the
 ``deep_gemm`` package without its ~800 CUDA headers (only the JIT compiler reads them) plus the
 ``.dist-info`` folder, so that ``importlib.metadata`` sees the owning distribution and its version
@@ -9,18 +14,21 @@ the work root, whatever the release id.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from .. import wheelcache
+from ..dists import distribution
 from ..wheelcache import CacheError, cache_root, sha256_file, wheel_dir
 from .releases import ReleaseSpec
 
 __all__ = ["cache_root", "wheel_dir", "find_cached_wheel", "fetch_wheel", "prepare_workdir", "wheel_sha256",
-           "FetchError"]
+           "wheel_record", "FetchError"]
 
 # Bump when the layout of a work folder changes, so stale folders are rebuilt.
 _LAYOUT_VERSION = "1"
@@ -42,8 +50,10 @@ def find_cached_wheel(spec: ReleaseSpec, directory: Path | None = None) -> Path 
     return found
 
 
-def fetch_wheel(spec: ReleaseSpec, *, directory: Path | None = None, timeout: float = 1800.0) -> Path:
-    """The verified wheel of ``spec``: the given file, the cached one, or (missing or corrupt) a fresh download."""
+def fetch_wheel(spec: ReleaseSpec, *, directory: Path | None = None, timeout: float = 1800.0, index: Any = None) -> Path:
+    """The verified wheel of ``spec``: the given file, the cached one, or (missing or corrupt) a fresh download;
+    for a distribution the discovery table fetches in part, its deep_gemm folder and dist-info only (from
+    ``index``, a :class:`~dgcompat_conformance.index.PackageIndex`, default PyPI)."""
     if spec.wheel is not None:
         if not spec.wheel.is_file():
             raise FetchError(f"wheel file {spec.wheel} does not exist")
@@ -55,7 +65,45 @@ def fetch_wheel(spec: ReleaseSpec, *, directory: Path | None = None, timeout: fl
         engine = find_cached_wheel(spec)  # an engine wheel kept in $DGCOMPAT_CACHE/<dist>
         if engine is not None and wheelcache.verify_zip(engine) is None:
             return engine
+    row = distribution(spec.dist)
+    if directory is None and row is not None and row.partial:
+        whole = wheelcache.find(spec.dist, spec.version)
+        if whole is not None and wheelcache.verify(whole) is None:
+            return whole
+        return _fetch_partial(spec, row.path, index)
     return wheelcache.fetch(spec.dist, spec.version, directory=directory, timeout=timeout)
+
+
+def _fetch_partial(spec: ReleaseSpec, path: str, index: Any) -> Path:
+    from ..index import IndexError as IndexUnavailable
+    from ..index import PackageIndex, fetch_partial
+
+    ix = index if index is not None else PackageIndex()
+    try:
+        file = ix.wheel(spec.dist, spec.version)
+        if file is None:
+            raise FetchError(f"{spec.requirement}: the index ({ix.url}) has no Linux x86_64 wheel of it")
+        return fetch_partial(file, (path,), ix.transport).path
+    except IndexUnavailable as exc:
+        raise FetchError(f"{spec.requirement}: {exc}") from exc
+
+
+def wheel_record(wheel: Path) -> dict[str, Any]:
+    """What a certificate records of the wheel it ran: ``{"file", "sha256"}`` of the whole wheel, plus
+    ``"partial"`` where only its deep_gemm folder and dist-info were fetched (then ``sha256`` is the whole
+    wheel's, as the index gives it, and the kept files were checked against the wheel's RECORD)."""
+    side = wheel.with_name(wheel.name + ".json")
+    if side.is_file():
+        try:
+            source = json.loads(side.read_text("utf-8"))
+        except (OSError, ValueError):
+            source = None
+        if isinstance(source, dict) and isinstance(source.get("sha256"), str):
+            return {"file": wheel.name, "sha256": source["sha256"],
+                    "partial": f"{source.get('members')} files under {', '.join(source.get('prefixes') or [])} and the "
+                               f"dist-info, read with range requests from {source.get('url')}; checked against the "
+                               f"wheel's RECORD"}
+    return {"file": wheel.name, "sha256": sha256_file(wheel)}
 
 
 def _keep(name: str, package: str = "deep_gemm/") -> str | None:

@@ -76,7 +76,8 @@ def _call_problems(use: UpstreamCall, rec: Mapping[str, Any], caps: Any) -> list
         if use.passthrough and found[0] != len(use.positional) + j:
             problems.append(f"{where}: {name} is documented at #{len(use.positional) + j} (dgcompat.resolve hands "
                             f"the function to engines), but sits at #{found[0]}")
-    passed = {n for entry in expected for n in entry.split("|")} | set(use.keywords)
+    # A forwarded parameter is passed by keyword wherever the function has it (read from its signature at bind time).
+    passed = {n for entry in expected for n in entry.split("|")} | set(use.keywords) | set(use.forwarded)
     for i, p in enumerate(params):
         if p.get("kind") in ("var_positional", "var_keyword") or p.get("default") is not None:
             continue

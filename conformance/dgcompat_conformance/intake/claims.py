@@ -7,8 +7,8 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from dgcompat._tooling import expected_torch
-from dgcompat.detection import KNOWN_SGL_DEEP_GEMM, Release
+from dgcompat._tooling import effective_release, expected_torch
+from dgcompat.detection import KNOWN_SGL_DEEP_GEMM, UPSTREAM, VENDORED, Release
 from dgcompat.table import Capabilities, compute, lookup
 
 from ..dists import canonical
@@ -224,30 +224,54 @@ NOT_SURFACE_VISIBLE: Mapping[str, str] = {
 }
 
 
-def release_of(surface: Surface) -> Release:
-    """The :class:`~dgcompat.detection.Release` a surface describes (from its METADATA).
+def _signatures(surface: Surface) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The build's Python signatures as detection reads them (the fingerprint's python part)."""
+    sigs = ((surface.get("fingerprint") or {}).get("python") or {}).get("signatures") or {}
+    return tuple(sorted((str(k), tuple(str(p) for p in v)) for k, v in sigs.items()))
 
-    sgl-deep-gemm releases are matched as themselves; sgl-kernel / sglang-kernel as the copy
-    they bundle. Raises :class:`ValueError` for a surface without a release name and version.
+
+def _upstream_version(surface: Surface) -> Version | None:
+    text = surface.get("deep_gemm_version")
+    try:
+        version = Version(str(text)) if text else None
+    except InvalidVersion:
+        return None
+    return version if version is not None and version.major >= 2 else None
+
+
+def release_of(surface: Surface) -> Release:
+    """The :class:`~dgcompat.detection.Release` a surface describes (from its METADATA), as detection would.
+
+    sgl-deep-gemm releases are matched as themselves; sgl-kernel / sglang-kernel as the copy they
+    bundle; an engine's vendored copy (vLLM) and a folder without metadata as upstream DeepGEMM of the
+    package's ``__version__``. The build's Python signatures come along, so the table's signature rows answer
+    for this build. Raises :class:`ValueError` for a surface that names no release either way.
     """
     info = surface.get("release") or {}
     name, text = info.get("name"), info.get("version")
-    if not name or not text:
-        raise ValueError("the surface names no release (no dist-info METADATA): the table cannot be matched")
-    dist = canonical(str(name))
-    try:
-        version = Version(str(text))
-    except InvalidVersion as exc:
-        raise ValueError(f"the surface's release version {text!r} is not a version") from exc
-    if dist == SGL:
-        source = "sgl-deep-gemm"
-    elif dist in _BUNDLING:
-        source = "bundled"
-    else:
-        source = "upstream"
-    return Release(dist=dist, version=version, source=source, binding=str(surface.get("binding") or "unknown"),
-                   location=None, expected_torch=expected_torch(dist, version), torch=None, torch_ok=None,
-                   kernel_wheel=None, known=dist != SGL or str(version) in KNOWN_SGL_DEEP_GEMM)
+    binding = str(surface.get("binding") or "unknown")
+    sigs = _signatures(surface)
+    engines = {owner for _value, owner, *_rest in VENDORED}
+    upstream = _upstream_version(surface)
+    if name and text and canonical(str(name)) not in engines:
+        dist = canonical(str(name))
+        try:
+            version = Version(str(text))
+        except InvalidVersion as exc:
+            raise ValueError(f"the surface's release version {text!r} is not a version") from exc
+        source = "sgl-deep-gemm" if dist == SGL else "bundled" if dist in _BUNDLING else "upstream"
+        if source == "upstream":
+            dist, version = UPSTREAM, Version(version.base_version)
+        return Release(dist=dist, version=version, source=source, binding=binding, location=None,
+                       expected_torch=expected_torch(dist, version), torch=None, torch_ok=None, kernel_wheel=None,
+                       known=dist != SGL or str(version) in KNOWN_SGL_DEEP_GEMM, signatures=sigs)
+    if upstream is None:
+        what = f"{name} {text}'s copy has no usable __version__" if name else "no dist-info METADATA, no __version__"
+        raise ValueError(f"the surface names no release ({what}): the table cannot be matched")
+    owner = f"{canonical(str(name))} {text}" if name and text else None
+    return Release(dist=UPSTREAM, version=upstream, source="vendored" if owner else "unowned", binding=binding,
+                   location=None, expected_torch=None, torch=None, torch_ok=None, kernel_wheel=None, known=True,
+                   owner=owner, signatures=sigs)
 
 
 def catch_all(arch: str = "sm90") -> dict[str, Any]:
@@ -265,19 +289,29 @@ def capabilities_of(surface: Surface, *, arch: str = "sm90") -> Capabilities:
 
 def _label(surface: Surface) -> str:
     info = surface.get("release") or {}
+    version = surface.get("deep_gemm_version")
     if info.get("version"):
-        return f"{info.get('name')} {info.get('version')}"
-    return str((surface.get("source") or {}).get("name") or "?")
+        own = f"{info.get('name')} {info.get('version')}"
+        return own + (f" (deep_gemm {version})" if canonical(str(info.get("name"))) in {o for _v, o, *_r in VENDORED}
+                      and version else "")
+    name = str((surface.get("source") or {}).get("name") or "?")
+    return f"{name} (deep_gemm {version})" if version else name
 
 
 def _table_row(capability: str, rel: Release) -> str:
-    # The same (distribution, version) the table matches for this release (dgcompat._tooling.effective_release).
-    dist, version = (rel.dist or SGL, rel.version) if rel.source != "upstream" else (SGL, Version(KNOWN_SGL_DEEP_GEMM[-1]))
+    dist, version = effective_release(rel, "deep_gemm")  # the (distribution, version) the table matches
     try:
         row = lookup(capability, dist, version)
     except KeyError:
         return f"{capability} (no row)"
     return f"Row({capability!r}, {row.dist!r}, {row.releases or 'all'!r}, value={row.value!r})"
+
+
+#: (capability, table answer, what a surface shows) that agree: the table knows more than a signature shows.
+_AGREE = frozenset({
+    # "positive": required, and a host assert (max_seqlen_k > 0) refuses 0, which no signature shows.
+    ("mqa_max_seqlen_k", "positive", "required"),
+})
 
 
 def _mismatches(surface: Surface, arch: str) -> list[tuple[str, Any, Any, str]]:
@@ -287,7 +321,7 @@ def _mismatches(surface: Surface, arch: str) -> list[tuple[str, Any, Any, str]]:
     for name, claim in SURFACE_CLAIMS.items():
         said = claim(surface)
         table = getattr(caps, name)
-        if said != table:
+        if said != table and (name, table, said) not in _AGREE:
             out.append((name, table, said, _table_row(name, rel)))
     return out
 

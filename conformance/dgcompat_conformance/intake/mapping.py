@@ -14,7 +14,7 @@ from .calls import _ALTERNATIVE_OF, _USES, UpstreamCall
 from .claims import _label, _mismatches, capabilities_of, check_torch, release_of
 
 __all__ = ["ROW_TOUCHES", "RELEASE_TOUCHES", "STATUSES", "MappedChange", "map_changes", "render_mapped",
-           "mapped_to_json"]
+           "mapped_to_json", "fingerprint_lines"]
 
 
 def _touches() -> dict[tuple[str, str | None], tuple[str, ...]]:
@@ -378,7 +378,25 @@ def render_mapped(mapped: Sequence[MappedChange], a: Surface | None = None, b: S
     if call_problems:
         lines.append(f"calls dgcompat makes that no longer fit ({len(call_problems)}):")
         lines += [f"  {p}" for p in call_problems]
+    if a is not None and b is not None:
+        lines += fingerprint_lines(a, b)
     return "\n".join(lines) + "\n"
+
+
+def fingerprint_lines(a: Surface, b: Surface) -> list[str]:
+    """The two builds' fingerprints, part by part, what differs and the rows it touches (nothing when a surface
+    carries no fingerprint)."""
+    from ..surface.fingerprint import PARTS, compare, part_ids, render_differences
+
+    fa, fb = a.get("fingerprint"), b.get("fingerprint")
+    if not isinstance(fa, dict) or not isinstance(fb, dict):
+        return []
+    ia, ib = part_ids(fa), part_ids(fb)
+    parts = ", ".join(f"{p} {ia[p] or 'not read'}" + (f" -> {ib[p] or 'not read'}" if ia[p] != ib[p] else " (same)")
+                      for p in PARTS)
+    head = f"fingerprint: {fa.get('id')} -> {fb.get('id')}" if fa.get("id") != fb.get("id") else \
+        f"fingerprint: {fa.get('id')} (the same build surface)"
+    return [head, f"  {parts}"] + [f"  {line}" for line in render_differences(compare(fb, fa))]
 
 
 def mapped_to_json(mapped: Sequence[MappedChange], a: Surface | None = None, b: Surface | None = None, *,
@@ -400,4 +418,12 @@ def mapped_to_json(mapped: Sequence[MappedChange], a: Surface | None = None, b: 
         doc["table_problems"] = list(table_problems)
     if call_problems is not None:
         doc["call_problems"] = list(call_problems)
+    if a is not None and b is not None and isinstance(a.get("fingerprint"), dict) and isinstance(b.get("fingerprint"), dict):
+        from ..surface.fingerprint import compare, rows_touched
+
+        diffs = compare(b["fingerprint"], a["fingerprint"])
+        probes, rows = rows_touched(diffs)
+        doc["fingerprint"] = {"from": a["fingerprint"].get("id"), "to": b["fingerprint"].get("id"),
+                              "differences": [{"part": d.part, "names": list(d.names), "detail": d.detail} for d in diffs],
+                              "probes": probes, "rows": rows}
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"

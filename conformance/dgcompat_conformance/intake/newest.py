@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
+import os
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from dgcompat.detection import KNOWN_SGL_DEEP_GEMM
 
-from .._args import index_url, output_folder, parse, positive_seconds, readable_folder, release_version
+from .._args import index_url, output_folder, parse, positive_seconds, readable_folder, release_version, usage_error
 from ..certificate import COMMITTED, SUITE_OUTCOMES, CertificateError, file_name, load, load_folder
+from ..index import DEFAULT_INDEX, PackageIndex, urllib_transport
+from ..index import IndexError as IndexUnavailable
 from ..results import results_dir
 from ..surface import SurfaceError, extract
 from ._surface import SGL
@@ -35,61 +35,41 @@ class IntakeError(SurfaceError):
     """The newest release could not be resolved, fetched or read."""
 
 
-def _pip(args: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "pip", *args]
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
-        raise IntakeError(f"`pip {' '.join(args)}` timed out after {timeout:.0f} s") from exc
-    except OSError as exc:
-        raise IntakeError(f"`pip {' '.join(args)}` could not run: {exc}") from exc
-
-
 def _tail(proc: subprocess.CompletedProcess[str]) -> str:
     lines = [ln for ln in (proc.stderr or proc.stdout or "").strip().splitlines() if not ln.startswith("WARNING")]
     return " | ".join(lines[-3:]) or f"exit status {proc.returncode}"
 
 
-_TARGET = ("--only-binary=:all:", "--platform", "manylinux2014_x86_64")
+def default_index_url() -> str:
+    """``$PIP_INDEX_URL`` where set (a mirror), else PyPI's simple API."""
+    return os.environ.get("PIP_INDEX_URL") or DEFAULT_INDEX
 
 
-def index_versions(dist: str = SGL, *, index_url: str | None = None, timeout: float = 180.0) -> list[str]:
-    """Every version of ``dist`` the package index offers (as manylinux x86_64 wheels), newest first.
+def index_versions(dist: str = SGL, *, index_url: str | None = None, timeout: float = 180.0,
+                   index: PackageIndex | None = None) -> list[str]:
+    """Every version of ``dist`` the package index offers (files not yanked), newest first, pre-releases included.
 
-    Asks ``pip index versions``; where that is unavailable or fails, ``pip download --no-deps``
-    of the newest wheel and its file name. Raises :class:`IntakeError` when neither reaches the
-    index (no network, a proxy, a private index without the package).
+    Asks the index's JSON API (:class:`~dgcompat_conformance.index.PackageIndex`; ``index`` replaces it).
+    Raises :class:`IntakeError` when the index cannot be reached or does not have ``dist``.
     """
-    extra = ["--index-url", index_url] if index_url else []
-    proc = _pip(["index", "versions", dist, "--disable-pip-version-check", *_TARGET, *extra], timeout)
-    found: list[Version] = []
-    if proc.returncode == 0:
-        m = re.search(r"Available versions:\s*(.+)", proc.stdout)
-        for text in (m.group(1).split(",") if m else []):
-            try:
-                found.append(Version(text.strip()))
-            except InvalidVersion:
-                continue
-    if found:
-        return [str(v) for v in sorted(found, reverse=True)]
-    first = _tail(proc)
-    with tempfile.TemporaryDirectory(prefix="dgcompat-latest-") as tmp:
-        dl = _pip(["download", "--no-deps", "--disable-pip-version-check", *_TARGET, "-d", tmp, dist, *extra], timeout)
-        for path in Path(tmp).glob("*.whl"):
-            try:
-                _name, version, _build, _tags = parse_wheel_filename(path.name)
-            except InvalidWheelFilename:
-                continue
-            return [str(version)]
-    raise IntakeError(
-        f"cannot resolve the newest {dist} on the package index: `pip index versions` failed ({first}) and "
-        f"`pip download --no-deps` failed ({_tail(dl)}). Check network access or PIP_INDEX_URL / --index-url, "
-        f"or name the release with --version V.")
+    ix = index or PackageIndex(index_url or default_index_url(), urllib_transport(timeout))
+    try:
+        versions = ix.versions(dist, pre=True)
+        files = ix.files(dist)
+    except IndexUnavailable as exc:
+        raise IntakeError(f"cannot resolve the newest {dist} on the package index ({ix.url}): {exc}. Check network "
+                          f"access or PIP_INDEX_URL / --index-url, or name the release with --version V.") from exc
+    if files is None or not versions:
+        raise IntakeError(f"cannot resolve the newest {dist} on the package index: {ix.url} has "
+                          f"{'no such project' if files is None else 'no release of it'}; name the release with "
+                          f"--version V.")
+    return [str(v) for v in versions]
 
 
-def newest_on_index(dist: str = SGL, *, index_url: str | None = None, timeout: float = 180.0) -> str:
+def newest_on_index(dist: str = SGL, *, index_url: str | None = None, timeout: float = 180.0,
+                    index: PackageIndex | None = None) -> str:
     """The newest final release of ``dist`` on the index (a pre-release only when there is nothing else)."""
-    versions = [Version(v) for v in index_versions(dist, index_url=index_url, timeout=timeout)]
+    versions = [Version(v) for v in index_versions(dist, index_url=index_url, timeout=timeout, index=index)]
     final = [v for v in versions if not v.is_prerelease and not v.is_devrelease]
     return str(max(final or versions))
 
@@ -248,7 +228,8 @@ class Verdict:
 
 def latest(*, version: str | None = None, baseline: str | None = None, index_url: str | None = None,
            cpu_tier: bool = True, out_dir: Path | None = None, certificates: Path | None = None,
-           arch: str = "sm90", timeout: float = 900.0, echo: Callable[[str], None] | None = None) -> Verdict:
+           arch: str = "sm90", timeout: float = 900.0, echo: Callable[[str], None] | None = None,
+           why: str | None = None, index: PackageIndex | None = None) -> Verdict:
     """Judge the newest sgl-deep-gemm on the index (or ``version``) against the newest certified release.
 
     Steps: resolve the release (:func:`newest_on_index`), extract both surfaces (downloading the
@@ -263,9 +244,9 @@ def latest(*, version: str | None = None, baseline: str | None = None, index_url
     """
     say = echo or (lambda _text: None)
     if version is not None:
-        newest, newest_why = version, "given with --version"
+        newest, newest_why = version, why or "given with --version"
     else:
-        newest, newest_why = newest_on_index(index_url=index_url), "newest on the package index"
+        newest, newest_why = newest_on_index(index_url=index_url, index=index), "newest on the package index"
     if baseline is not None:
         base, why = baseline, "given with --baseline"
     else:
@@ -314,34 +295,66 @@ def latest(*, version: str | None = None, baseline: str | None = None, index_url
                    tier, where)
 
 
+def _dist_name(text: str) -> str:
+    from ..dists import DISTRIBUTIONS, canonical
+
+    name = canonical(text)
+    names = [d.name for d in DISTRIBUTIONS]
+    if name not in names:
+        raise argparse.ArgumentTypeError(f"expected a distribution of the discovery table ({', '.join(names)}), got "
+                                         f"{text!r}")
+    return name
+
+
+def _since(text: str) -> tuple[str, str]:
+    dist, sep, version = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"expected DIST=VERSION such as vllm=0.33.0, got {text!r}")
+    try:
+        Version(version)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected DIST=VERSION such as vllm=0.33.0, got {text!r} (not a version)") from None
+    return _dist_name(dist), version
+
+
 def build_latest_parser() -> argparse.ArgumentParser:
     """The argument parser of ``dgcompat conform --latest``."""
     p = argparse.ArgumentParser(
         prog="dgcompat conform --latest",
-        description="Judge the newest sgl-deep-gemm on the package index: surface diff against the newest "
-                    "certified release mapped onto the capability table, table and call checks, CPU tier.",
-        epilog="Exit status: 0 safe, 3 safe with new rows needed, 1 breaking, 2 could not decide.",
+        description="Ask the package index for the newest releases of every distribution that ships a deep_gemm "
+                    "(dgcompat_conformance.dists.DISTRIBUTIONS), fetch only what each needs and judge every new one: "
+                    "surface diff against the newest certified release mapped onto the capability table, table and "
+                    "call checks, CPU tier. --version V judges one sgl-deep-gemm release instead.",
+        epilog="Exit status: 0 nothing to do, 3 new releases certified on the CPU tier (record them), 1 a new release "
+               "needs review, 2 the index could not be read. With --version: 0 safe, 3 safe with new rows needed, "
+               "1 breaking, 2 could not decide.",
     )
-    p.add_argument("--version", metavar="V", type=release_version, help="judge this release instead of asking the index")
+    p.add_argument("--dist", action="append", type=_dist_name, metavar="NAME",
+                   help="only this distribution of the discovery table (repeatable; default: all)")
+    p.add_argument("--since", action="append", type=_since, default=[], metavar="DIST=V",
+                   help="judge the releases of DIST after V as new, whatever the table records (repeatable)")
+    p.add_argument("--version", metavar="V", type=release_version,
+                   help="judge this sgl-deep-gemm release instead of asking the index")
     p.add_argument("--baseline", metavar="V", type=release_version,
-                   help="compare against this release instead of the newest certified")
+                   help="with --version: compare against this release instead of the newest certified")
     p.add_argument("--index-url", metavar="URL", type=index_url,
-                   help="package index to ask (default: pip's configuration)")
+                   help="package index to ask (its JSON API; default: $PIP_INDEX_URL, else https://pypi.org/simple/)")
     p.add_argument("--certificates", type=readable_folder, metavar="DIR",
                    help="certificate folder (default: conformance/dgcompat_conformance/certificates)")
     p.add_argument("--out", type=output_folder, default=None,
-                   help="where the CPU tier writes its certificate (default: $DGCOMPAT_RESULTS/conform)")
+                   help="where the CPU tier writes its certificates (default: $DGCOMPAT_RESULTS/conform)")
     p.add_argument("--no-cpu-tier", action="store_true", help="skip the CPU tier (surface checks only)")
     p.add_argument("--arch", default="sm90", choices=("sm90", "sm100", "sm120"), help="architecture the table is read for")
-    p.add_argument("--timeout", type=positive_seconds, default=900.0, help="seconds the CPU tier may take")
-    p.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    p.add_argument("--timeout", type=positive_seconds, default=900.0, help="seconds the CPU tier may take per release")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
     return p
 
 
-def main_latest(argv: Sequence[str] | None = None) -> int:
-    """``dgcompat conform --latest [options]``; the exit status (0 safe, 3 new rows needed, 1 breaking, 2 error).
+def main_latest(argv: Sequence[str] | None = None, *, index: PackageIndex | None = None) -> int:
+    """``dgcompat conform --latest [options]``; the exit status (see :func:`build_latest_parser`).
 
-    ``argv`` may still hold ``conform`` and ``--latest``; they are ignored.
+    ``argv`` may still hold ``conform`` and ``--latest``; they are ignored. ``index`` replaces the package index
+    (tests answer from recorded documents).
     """
     args = [a for a in (sys.argv[1:] if argv is None else list(argv)) if a != "--latest"]
     if args[:1] == ["conform"]:
@@ -350,18 +363,29 @@ def main_latest(argv: Sequence[str] | None = None) -> int:
     ns = parse(parser, args)
     if isinstance(ns, int):
         return ns
-    try:
-        result = latest(version=ns.version, baseline=ns.baseline, index_url=ns.index_url, cpu_tier=not ns.no_cpu_tier,
-                        out_dir=ns.out, certificates=ns.certificates, arch=ns.arch, timeout=ns.timeout,
-                        echo=None if ns.json else (lambda text: print(text, flush=True)))
-    except (IntakeError, SurfaceError, ValueError, OSError) as exc:
-        print(f"dgcompat conform --latest: error: {exc}", file=sys.stderr)
-        return 2
-    if ns.json:
-        sys.stdout.write(json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n")
-    else:
-        sys.stdout.write(result.render())
-    return result.exit_status
+    single = ns.version is not None or ns.baseline is not None
+    if single and (ns.since or (ns.dist and ns.dist != [SGL])):
+        return usage_error(parser, "argument --version/--baseline: they judge one sgl-deep-gemm release; --dist and "
+                                   "--since are for the discovery run, got both")
+    url = ns.index_url or default_index_url()
+    ix = index or PackageIndex(url)
+    say = None if ns.json else (lambda text: print(text, flush=True))
+    if single:
+        try:
+            result = latest(version=ns.version, baseline=ns.baseline, index_url=url, cpu_tier=not ns.no_cpu_tier,
+                            out_dir=ns.out, certificates=ns.certificates, arch=ns.arch, timeout=ns.timeout, echo=say,
+                            index=ix)
+        except (IntakeError, SurfaceError, ValueError, OSError) as exc:
+            print(f"dgcompat conform --latest: error: {exc}", file=sys.stderr)
+            return 2
+        sys.stdout.write(json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n" if ns.json else result.render())
+        return result.exit_status
+    from . import discovery
+
+    reports = discovery.discover(ix, dists=ns.dist, since=dict(ns.since), cpu_tier=not ns.no_cpu_tier, out_dir=ns.out,
+                                 certificates=ns.certificates, arch=ns.arch, timeout=ns.timeout, echo=say)
+    sys.stdout.write(discovery.to_json(reports, ix.url) if ns.json else discovery.render(reports, ix.url))
+    return discovery.exit_status(reports)
 
 
 if __name__ == "__main__":  # pragma: no cover

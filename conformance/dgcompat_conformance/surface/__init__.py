@@ -19,6 +19,10 @@ Surface document (keys sorted when serialised)::
     native             op -> {"binding", "params": [{"name", "type", "default"}], "returns", "signature"}
     python             "deep_gemm.<name>" / "deep_gemm.utils.layout.<name>" -> record
     import_errors      simulated import failures ("module: Type: detail")
+    package_path       where the package sits ("deep_gemm", "vllm/third_party/deep_gemm")
+    deep_gemm_version  the package's literal __version__ ("2.8.1"), or None
+    fingerprint        the build's fingerprint (dgcompat_conformance.surface.fingerprint): python, native,
+                       asserts and headers ids
 
 A ``python`` record has ``kind`` (see :data:`~dgcompat_conformance.surface.python.SYMBOL_KINDS`); callables
 (function, alias, native, class) have ``params`` ``[{"name", "kind", "default", "annotation"}]``.
@@ -37,6 +41,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from . import fingerprint as _fingerprint
 from ._sources import (
     ReleaseFiles,
     SurfaceError,
@@ -60,7 +65,7 @@ from .diff import (
     is_engine_symbol,
     render_changes,
 )
-from .native import BINDING_UNKNOWN, NativeLibrary, has_python_init, scan_native_library
+from .native import BINDING_UNKNOWN, NativeLibrary, has_python_init, host_assert_texts, scan_native_library
 from .python import read_python_surface
 
 __all__ = [
@@ -85,7 +90,7 @@ __all__ = [
 ]
 
 #: Version of the surface document layout; bump when the extractor's output changes.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _CACHE_SUFFIX = f".surface-v{SCHEMA_VERSION}.json"
 
@@ -151,6 +156,7 @@ def extract_files(files: ReleaseFiles) -> dict[str, Any]:
             )
             record["returns"] = op_record["returns"] if op_record is not None else None
         python[name] = record
+    asserts = host_assert_texts(files.shared_objects[lib_path]) if lib_path is not None else None
     doc: dict[str, Any] = {
         "schema": SCHEMA_VERSION,
         "release": release,
@@ -163,6 +169,10 @@ def extract_files(files: ReleaseFiles) -> dict[str, Any]:
         "native": native,
         "python": python,
         "import_errors": list(surface.import_errors),
+        "package_path": files.package_path,
+        "deep_gemm_version": surface.version,
+        "fingerprint": _fingerprint.fingerprint(files.python_sources, native, lib.binding if lib is not None else BINDING_UNKNOWN,
+                                   asserts, files.headers),
     }
     # A round trip through JSON makes the document canonical (lists, sorted keys, no tuples).
     canonical: dict[str, Any] = json.loads(to_json(doc))
@@ -208,18 +218,41 @@ def _store_cached(path: Path, doc: Mapping[str, Any]) -> None:
             pass
 
 
+def _release_wheel(text: str, download: bool) -> Path:
+    """The wheel of a release named by id: an sgl-deep-gemm version, or ``vllm-0.34.0`` / ``sglang-kernel==0.4.2``
+    (fetched as the harness fetches it: an engine's or kernel wheel's deep_gemm folder and dist-info only)."""
+    from ..dists import SGL_DEEP_GEMM
+    from ..harness.releases import parse_release
+    from ..harness.wheels import FetchError, fetch_wheel
+
+    try:
+        spec = parse_release(text)
+    except ValueError:
+        return resolve_wheel(text, download=download)
+    if spec.dist == SGL_DEEP_GEMM:
+        return resolve_wheel(spec.version, download=download)
+    if not download:
+        raise SurfaceError(f"{text}: not in the cache (downloads are off)")
+    try:
+        return fetch_wheel(spec)
+    except FetchError as exc:
+        raise SurfaceError(str(exc)) from exc
+
+
 def extract(source: str | os.PathLike[str], *, cache: bool = True, download: bool = True) -> dict[str, Any]:
     """The surface document of a release.
 
     ``source`` is a wheel file, a folder holding ``deep_gemm/`` (plus, optionally, its
-    ``.dist-info``), or a version such as ``"0.1.4"`` of ``sgl-deep-gemm`` (taken from
+    ``.dist-info``), a release id of another distribution (``"vllm-0.34.0"``: its wheel's deep_gemm folder and
+    dist-info, :func:`dgcompat_conformance.harness.wheels.fetch_wheel`), or a version such as ``"0.1.4"`` of
+    ``sgl-deep-gemm`` (taken from
     ``$DGCOMPAT_CACHE/wheels`` or ``~/.cache/dgcompat/wheels``, and downloaded there with
     ``pip download`` when missing and ``download`` is true). Surfaces of wheels are cached next
     to the wheel as ``<sha256>.surface-v<schema>.json``.
     """
     path = Path(source)
     if not path.exists():
-        path = resolve_wheel(os.fspath(source), download=download)
+        path = _release_wheel(os.fspath(source), download)
     if path.is_dir():
         return extract_files(read_folder(path))
     if path.suffix != ".whl":

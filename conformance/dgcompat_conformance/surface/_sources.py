@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email.parser
+import hashlib
 import importlib.metadata as md
 import zipfile
 from collections.abc import Iterable
@@ -55,6 +56,11 @@ class ReleaseFiles:
     metadata: str | None
     """The ``METADATA`` text of the owning distribution, if found."""
     notes: list[str] = field(default_factory=list)
+    headers: dict[str, str] = field(default_factory=dict)
+    """``deep_gemm/include/...`` -> sha256 hex: the sources the JIT compiles (empty when the release holds none)."""
+    package_path: str = PACKAGE
+    """Where the package sits in the wheel or folder (``vllm/third_party/deep_gemm`` for vLLM's copy); its
+    files are named ``deep_gemm/...`` here whatever the path."""
 
 
 def _parse_version(version: str) -> Version:
@@ -85,18 +91,32 @@ def _in_package(path: str) -> bool:
     return len(parts) >= 2 and parts[0] == PACKAGE and parts[1] != "include"
 
 
-def _owns_package(dist: md.Distribution) -> bool:
+def _is_header(path: str) -> bool:
+    parts = path.split("/")
+    return len(parts) >= 3 and parts[0] == PACKAGE and parts[1] == "include"
+
+
+def package_paths() -> tuple[str, ...]:
+    """Where a deep_gemm package sits in the wheels of the discovery table's distributions (``deep_gemm`` first)."""
+    from ..dists import DISTRIBUTIONS
+
+    paths = [PACKAGE] + [d.path.rstrip("/") for d in DISTRIBUTIONS]
+    return tuple(dict.fromkeys(paths))
+
+
+def _owns_package(dist: md.Distribution, package_path: str = PACKAGE) -> bool:
     """True when ``dist``'s RECORD (read by :attr:`importlib.metadata.Distribution.files`) or top_level.txt
-    lists the deep_gemm package."""
+    lists the deep_gemm package (at ``package_path``)."""
     try:
         files = dist.files or []
         top_level = (dist.read_text("top_level.txt") or "").split()
     except (OSError, UnicodeDecodeError, ValueError):
         return False  # an unreadable RECORD claims nothing
-    return PACKAGE in top_level or any(f.parts == (PACKAGE, "__init__.py") for f in files)
+    parts = (*package_path.split("/"), "__init__.py")
+    return package_path.split("/")[0] in top_level or any(f.parts == parts for f in files)
 
 
-def _pick_metadata(candidates: Iterable[md.Distribution]) -> str | None:
+def _pick_metadata(candidates: Iterable[md.Distribution], package_path: str = PACKAGE) -> str | None:
     """The METADATA text of the candidate dist-info that owns deep_gemm (the only one, when just one)."""
     items = []
     for dist in candidates:
@@ -107,7 +127,7 @@ def _pick_metadata(candidates: Iterable[md.Distribution]) -> str | None:
         if text is not None:
             items.append((dist, text))
     for dist, metadata in items:
-        if _owns_package(dist):
+        if _owns_package(dist, package_path):
             return metadata
     return items[0][1] if len(items) == 1 else None
 
@@ -120,21 +140,31 @@ def read_wheel(path: Path) -> ReleaseFiles:
         raise SurfaceError(f"{path}: not a readable wheel: {exc}") from exc
     with zf:
         names = zf.namelist()
+        present = set(names)
+        where = next((p for p in package_paths() if f"{p}/__init__.py" in present), None)
+        if where is None:
+            raise SurfaceError(f"{path}: the wheel has no deep_gemm package (looked for "
+                               f"{', '.join(p + '/__init__.py' for p in package_paths())})")
         sources: dict[str, str] = {}
         shared: dict[str, bytes] = {}
+        headers: dict[str, str] = {}
         for name in names:
-            if not _in_package(name):
+            if not name.startswith(where + "/") or name.endswith("/"):
                 continue
-            if name.endswith(".py"):
-                sources[name] = zf.read(name).decode("utf-8", "replace")
+            rel = PACKAGE + name[len(where):]  # a vendored copy is read as the deep_gemm package it is
+            if _is_header(rel):
+                headers[rel] = hashlib.sha256(zf.read(name)).hexdigest()
+            elif not _in_package(rel):
+                continue
+            elif name.endswith(".py"):
+                sources[rel] = zf.read(name).decode("utf-8", "replace")
             elif name.endswith(".so"):
-                shared[name] = zf.read(name)
+                shared[rel] = zf.read(name)
         infos = sorted({n.split("/", 1)[0] for n in names if n.split("/", 1)[0].endswith(".dist-info")})
         # A dist-info inside the archive, read through importlib.metadata as an installed one would be.
-        metadata = _pick_metadata(md.PathDistribution(zipfile.Path(zf, f"{info}/")) for info in infos)
-    if f"{PACKAGE}/__init__.py" not in sources:
-        raise SurfaceError(f"{path}: the wheel has no {PACKAGE}/__init__.py")
-    return ReleaseFiles("wheel", path.name, sha256_file(path), sources, shared, metadata)
+        metadata = _pick_metadata((md.PathDistribution(zipfile.Path(zf, f"{info}/")) for info in infos), where)
+    return ReleaseFiles("wheel", path.name, sha256_file(path), sources, shared, metadata, headers=headers,
+                        package_path=where)
 
 
 def read_folder(path: Path) -> ReleaseFiles:
@@ -147,16 +177,24 @@ def read_folder(path: Path) -> ReleaseFiles:
         raise SurfaceError(f"{path}: no {PACKAGE}/__init__.py in this folder")
     sources: dict[str, str] = {}
     shared: dict[str, bytes] = {}
+    headers: dict[str, str] = {}
     for file in sorted(pkg.rglob("*")):
         rel = file.relative_to(root).as_posix()
-        if not file.is_file() or not _in_package(rel) or "__pycache__" in rel:
+        if not file.is_file() or "__pycache__" in rel:
             continue
-        if file.suffix == ".py":
+        if _is_header(rel):
+            headers[rel] = hashlib.sha256(file.read_bytes()).hexdigest()
+        elif not _in_package(rel):
+            continue
+        elif file.suffix == ".py":
             sources[rel] = file.read_text("utf-8", "replace")
         elif file.suffix == ".so":
             shared[rel] = file.read_bytes()
     metadata = _pick_metadata(md.PathDistribution(info) for info in sorted(root.glob("*.dist-info")))
-    return ReleaseFiles("folder", pkg.resolve().parent.name, None, sources, shared, metadata)
+    # A vendored copy's folder (.../vllm/third_party/deep_gemm) is named by its path: its parent says nothing.
+    where = next((p for p in package_paths()[1:] if pkg.resolve().as_posix().endswith("/" + p)), PACKAGE)
+    name = pkg.resolve().parent.name if where == PACKAGE else pkg.resolve().as_posix()
+    return ReleaseFiles("folder", name, None, sources, shared, metadata, headers=headers, package_path=where)
 
 
 def parse_metadata(text: str | None) -> tuple[dict[str, str] | None, list[str]]:

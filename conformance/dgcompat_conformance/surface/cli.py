@@ -5,7 +5,8 @@ Usage::
     dgcompat surface WHEEL_OR_FOLDER_OR_VERSION [--out FILE] [--no-cache]
     dgcompat surface --diff A B [--json] [--all] [--no-rows] [--no-cache]
 
-``A``/``B`` are wheels, folders, versions of sgl-deep-gemm, or surface JSON files written by
+``A``/``B`` are wheels, folders, versions of sgl-deep-gemm, release ids of the other distributions
+(``vllm-0.34.0``: the deep_gemm folder of its wheel, read from the index), or surface JSON files written by
 the first form. The diff lists engine-relevant changes and every change to a symbol dgcompat
 calls (``--all``: every public name and op), each mapped onto the capability-table rows that
 cover it (:func:`dgcompat_conformance.intake.map_changes`), followed by the unhandled drift, the rows
@@ -34,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Extract the static API surface of a deep_gemm release, or diff two releases.",
     )
     parser.add_argument("source", nargs="?", type=release_source,
-                        help="wheel file, folder with deep_gemm/, or sgl-deep-gemm version")
+                        help="wheel file, folder with deep_gemm/, sgl-deep-gemm version or release id (vllm-0.34.0)")
     parser.add_argument("--out", metavar="FILE", type=output_file, help="write the JSON to FILE instead of stdout")
     parser.add_argument("--diff", nargs=2, metavar=("A", "B"), type=release_source,
                         help="list the changes from A to B")

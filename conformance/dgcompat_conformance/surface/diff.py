@@ -380,6 +380,10 @@ def diff(
     if a.get("torch_build") != b.get("torch_build"):
         changes.append(Change("torch-changed", "deep_gemm", f"built against torch {a.get('torch_build')} -> {b.get('torch_build')}", a.get("torch_build"), b.get("torch_build")))
     req_a, req_b = list(a.get("requires_dist") or []), list(b.get("requires_dist") or [])
+    if "deep_gemm" not in (a.get("package_path") or "deep_gemm", b.get("package_path") or "deep_gemm"):
+        # A copy inside an engine: the Requires-Dist are the engine's; only its torch pin concerns the copy.
+        req_a, req_b = ([r for r in reqs if r.replace(" ", "").lower().startswith("torch") and not r.lower().startswith(
+            ("torchaudio", "torchvision", "torchcodec", "torch_", "torch-"))] for reqs in (req_a, req_b))
     for req in req_a:
         if req not in req_b:
             changes.append(Change("requires-changed", "deep_gemm", f"Requires-Dist removed: {req}", req, None))

@@ -32,6 +32,8 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from dgcompat._tooling import source_registrations
+
 __all__ = [
     "PythonSurface",
     "read_python_surface",
@@ -156,6 +158,8 @@ class PythonSurface:
     """Simulated exceptions that aborted a module (``"deep_gemm.legacy: ImportError: ..."``)."""
     native_reads: tuple[str, ...]
     """Every ``_C.<op>`` read at import time (module level), sorted."""
+    version: str | None = None
+    """The package's literal ``__version__`` (upstream DeepGEMM's release, ``"2.8.1"``), None when it has none."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -221,6 +225,7 @@ class _Evaluator:
         self.import_errors: list[str] = []
         self.native_reads: set[str] = set()
         self.trees: dict[str, ast.Module] = {}
+        self.made: set[str] = set()  # modules the package builds with types.ModuleType(...)
 
     # -- modules ---------------------------------------------------------------------------
     def own(self, name: str) -> bool:
@@ -349,6 +354,8 @@ class _Evaluator:
             self.exec_block(st.body, mod, guard)
         elif isinstance(st, ast.Expr):
             self.eval(st.value, mod)
+            if isinstance(st.value, ast.Call):
+                self.exec_registrations(st, mod, guard)
         elif isinstance(st, ast.Raise):
             exc_type = "Exception"
             if st.exc is not None:
@@ -357,6 +364,30 @@ class _Evaluator:
                     exc_type = target.id
             raise _SimRaise(exc_type, _unparse(st))
         # pass, global, nonlocal, assert, return, match: nothing is bound at import time
+
+    def exec_registrations(self, st: ast.Expr, mod: _Module, guard: str | None) -> None:
+        """Bind what a module-level call registers through ``globals().update(...)`` (upstream 2.8.1's ``_C.py``:
+        ``_register_deep_gemm_kernels()`` and ``_bind_guarded_ops('op', ...)``), as the import would."""
+        functions = {name: v.node for name, v in mod.ns.items() if isinstance(v, _Function) and v.module == mod.name}
+        regs = source_registrations([st], functions)
+        if not regs:
+            return
+        tree = self.trees.get(mod.name)
+        defs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        nested: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        for top in tree.body if tree is not None else []:
+            for node in ast.walk(top):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    (defs if node is top else nested)[node.name] = node
+        for reg in regs:
+            if reg.kind == "op":
+                # Guarded binding (``_bind_guarded_ops``): an op the library lacks is left unbound, not raised.
+                if self.native_ops is None or reg.target in self.native_ops:
+                    mod.ns[reg.name] = self.read_native(reg.target)
+                continue
+            fn = nested.get(reg.target) or defs.get(reg.target)
+            if fn is not None:
+                mod.ns[reg.name] = _Function(mod.name, fn, guard)
 
     def exec_branches(self, st: ast.If, mod: _Module, guard: str | None) -> None:
         """An ``if`` whose test is unknown: take both branches, mark what they bind conditional."""
@@ -472,7 +503,38 @@ class _Evaluator:
         elif isinstance(target, (ast.Tuple, ast.List, ast.Starred)):
             for name in self.target_names(target):
                 mod.ns[name] = _Expr(f"<unpacked from {_unparse(target)}>")
-        # attribute / subscript targets bind nothing in the namespace
+        elif isinstance(target, ast.Attribute):
+            # ``m.name = value`` on a module the package built itself (``types.ModuleType(...)``).
+            base = self.eval(target.value, mod)
+            made = self.modules.get(base.name) if isinstance(base, _ModuleRef) else None
+            if made is not None and made.name in self.made:
+                made.ns[target.attr] = value
+        elif (isinstance(target, ast.Subscript) and isinstance(value, _ModuleRef)
+              and isinstance(self.eval(target.value, mod), _External)
+              and _unparse(target.value) == "sys.modules"):
+            # ``sys.modules[f'{__name__}.x'] = m``: later imports of that name get the module built here.
+            key = self.module_name(target.slice, mod)
+            if key is not None and value.name in self.modules:
+                self.modules[key] = self.modules[value.name]
+        # other subscript targets bind nothing in the namespace
+
+    def module_name(self, node: ast.expr, mod: _Module) -> str | None:
+        """The text of a constant or an f-string over ``__name__`` / ``__package__``, else None."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if not isinstance(node, ast.JoinedStr):
+            return None
+        package = mod.name if mod.is_package else mod.name.rpartition(".")[0]
+        out = []
+        for part in node.values:
+            if isinstance(part, ast.Constant) and isinstance(part.value, str):
+                out.append(part.value)
+            elif (isinstance(part, ast.FormattedValue) and isinstance(part.value, ast.Name)
+                  and part.value.id in ("__name__", "__package__")):
+                out.append(mod.name if part.value.id == "__name__" else package)
+            else:
+                return None
+        return "".join(out)
 
     def static_truth(self, test: ast.expr, mod: _Module) -> bool | None:
         if isinstance(test, ast.Constant):
@@ -555,6 +617,13 @@ class _Evaluator:
         args = [self.eval(a.value if isinstance(a, ast.Starred) else a, mod) for a in node.args]
         for kw in node.keywords:
             self.eval(kw.value, mod)
+        if isinstance(func, _External) and func.path == "types.ModuleType" and node.args:
+            name = self.module_name(node.args[0], mod)
+            if name is not None:
+                if name not in self.modules:
+                    self.modules[name] = _Module(name, False)
+                    self.made.add(name)
+                return _ModuleRef(name)
         if isinstance(node.func, ast.Name) and node.func.id == "getattr":
             if len(args) >= 2 and isinstance(args[0], _NativeModule) and isinstance(args[1], _Const) and isinstance(args[1].value, str):
                 return self.read_native(args[1].value)
@@ -821,8 +890,11 @@ def read_python_surface(
             record = _record(ev, name, value)
             if record is not None:
                 symbols[f"{module}.{name}"] = record
+    top = ev.modules.get(root)
+    version = top.ns.get("__version__") if top is not None else None
     return PythonSurface(
         symbols=dict(sorted(symbols.items())),
         import_errors=tuple(ev.import_errors),
         native_reads=tuple(sorted(ev.native_reads)),
+        version=version.value if isinstance(version, _Const) and isinstance(version.value, str) else None,
     )
