@@ -27,6 +27,7 @@ naming the variable and the values it accepts; an unset or empty variable means 
 ``DGCOMPAT_JIT_CACHE_ROOT``               a folder: root of warmup's per-release JIT caches
 ``DGCOMPAT_CACHE``                        a folder: the tools' wheel cache (``~/.cache/dgcompat``)
 ``DGCOMPAT_RESULTS``                      a folder: the tools' run output (``<cache>/results``)
+``DGCOMPAT_SOURCE_COMMIT``                the commit results record where the source has no git
 ========================================  =====================================================
 
 Switches take ``1``/``true``/``yes``/``on`` and ``0``/``false``/``no``/``off`` (any case, blanks
@@ -101,6 +102,9 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
     Variable("DGCOMPAT_CACHE", "tools", (), "~/.cache/dgcompat", "the wheel cache and the CPU tier's work folder"),
     Variable("DGCOMPAT_RESULTS", "tools", (), "<cache>/results",
              "where conform, the GPU runner and the benchmarks write their results"),
+    Variable("DGCOMPAT_SOURCE_COMMIT", "tools", (), "the checkout's git commit",
+             "the dgcompat commit certificates and benchmark results record where the source is a copied tree "
+             "without git (e.g. a GPU machine's copy of the checkout)"),
 )}
 
 #: variable -> what became of it; set or not, it has no effect.
@@ -197,6 +201,13 @@ def folder_problem(path: Path, *, write: bool = True) -> str | None:
     if not os.access(probe, os.W_OK | os.X_OK):
         return f"{probe} is not writable"
     return None
+
+
+def text(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """A free-text variable of :data:`VARIABLES` (blanks around removed), or None when unset or blank."""
+    if VARIABLES[name].accepted:
+        raise KeyError(f"{name} takes fixed values")
+    return _raw(name, environ) or None
 
 
 def folder(name: str, environ: Mapping[str, str] | None = None) -> Path | None:

@@ -28,7 +28,7 @@ from .table import _effective
 
 __all__ = [
     "UpstreamCall", "ADAPTERS", "all_calls", "load_backend", "loaded_backend", "backend_name", "expected_torch",
-    "effective_release", "env_report", "env_folder", "retired_variables", "internal_variable_prefixes",
+    "effective_release", "env_report", "env_folder", "env_text", "retired_variables", "internal_variable_prefixes",
     "allow_torch_mismatch", "read_dynamic_bytes",
     "Registration", "source_registrations", "source_parameters", "parameters_from_sources", "signature_digest",
     "launch_env", "hookless_env", "is_hook_dir", "run_command", "unit_mx_scales", "same_metadata", "capture_probe", "indexer_state",
@@ -43,6 +43,7 @@ loaded_backend = _backend.loaded_module
 backend_name = _backend.backend_name
 env_report = _env.env_report
 env_folder = _env.folder
+env_text = _env.text
 retired_variables = _env.RETIRED
 internal_variable_prefixes = _env.INTERNAL_PREFIXES
 allow_torch_mismatch = _env.allow_torch_mismatch

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ._paths import source_commit
 from ._text import line_problem
 
 __all__ = [
@@ -54,7 +55,8 @@ _COMMON = ("schema", "tier", "release", "distribution", "binding", "dgcompat_ver
 _CASE_ONLY = ("cuda", "driver", "abi")
 # Fields printed into requirement lines, docs and tables: one printable line each (the one check of
 # dgcompat_conformance._text, which knows every character a reader takes for a line break).
-_LINE_FIELDS = ("tier", "release", "distribution", "binding", "dgcompat_version", "torch", "python", "platform",
+_LINE_FIELDS = ("tier", "release", "distribution", "binding", "dgcompat_version", "dgcompat_commit", "torch", "python",
+                "platform",
                 "arch", "timestamp", "verdict", "cuda", "driver")
 _LINE_LIMIT = 300
 _RELEASE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
@@ -234,6 +236,8 @@ def write(cert: Mapping[str, Any], out_dir: Path) -> Path:
     Raises :class:`CertificateError` for an unsound certificate (nothing is written) and
     :class:`OSError` when ``out_dir`` cannot be written.
     """
+    if not cert.get("dgcompat_commit"):  # the code that made it, beside dgcompat_version
+        cert = {**cert, "dgcompat_commit": source_commit()}
     problems = check(cert)
     if problems:
         raise CertificateError(f"refusing to write an unsound certificate for {str(cert.get('release'))[:60]!r}: "
