@@ -296,7 +296,7 @@ def _identify_cost(args: argparse.Namespace) -> int:
 
 def _fake_env(base: Path) -> dict[str, str]:
     sys.path[:0] = [str(REPO)]
-    from tests import fake_jit
+    from testsupport import fake_jit
 
     return fake_jit.site_env(base, 0.05)
 

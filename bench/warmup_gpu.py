@@ -248,7 +248,7 @@ def wheels(folders: list[Path], release: str) -> list[Path]:
 
 def _fake_env(work: Path) -> dict[str, str]:
     sys.path[:0] = [str(REPO)]
-    from tests import fake_jit
+    from testsupport import fake_jit
 
     return fake_jit.site_env(work, 0.02)
 

@@ -10,8 +10,7 @@ from typing import Any, Callable
 import pytest
 
 from dgcompat_conformance import doctor, pins
-
-from . import fakes
+from testsupport import fakes
 
 
 def _install(fake_site: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, body: str, version: str) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from dgcompat_conformance.harness.runner import child_env
+from testsupport.wheels import published_wheel
 
 EXTRACT = Path(__file__).resolve().parent / "engine_calls" / "extract_engine_calls.py"
 IMPORT_FORMS = Path(__file__).resolve().parent / "engine_calls" / "import_forms.py"
@@ -59,14 +60,10 @@ def _check(result: dict[str, Any], *, overlap_not_emulated: bool = False) -> Non
 
 def _workdir(release: str) -> list[str]:
     from dgcompat_conformance.harness.releases import parse_release
-    from dgcompat_conformance.harness.wheels import find_cached_wheel, prepare_workdir
+    from dgcompat_conformance.harness.wheels import prepare_workdir
 
     spec = parse_release(release)
-    wheel = find_cached_wheel(spec)
-    if wheel is None:
-        pytest.skip(f"the {spec.id} wheel is not in the wheel cache (`dgcompat conform --release {release}` "
-                    f"downloads it)")
-    work = prepare_workdir(spec, wheel)
+    work = prepare_workdir(spec, published_wheel(release))
     return ["--workdir", str(work), "--dist", spec.dist, "--version", spec.version, "--release-id", spec.id]
 
 

@@ -16,8 +16,7 @@ import pytest
 from dgcompat_conformance.gpu import cases
 from dgcompat_conformance.gpu.certify import run_case_child
 from dgcompat_conformance.gpu.install import release_env
-
-from . import fakes
+from testsupport import fakes
 
 CASE = "grouped_masked_fp8_overlap"
 
@@ -88,7 +87,7 @@ def test_overlap_case_on_a_bundled_copy(bundled: Callable[[str], None], monkeypa
 
 def test_the_stand_in_that_fills_the_whole_signal_fails(bundled: Callable[[str], None],
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """tests.fakes.BUNDLED sets every entry to 1: the signal check says so."""
+    """testsupport.fakes.BUNDLED sets every entry to 1: the signal check says so."""
     monkeypatch.setattr(cases, "DEVICE", "cpu")
     bundled("")
     rec = cases.run_case(CASE)

@@ -23,8 +23,8 @@ import pytest
 
 from dgcompat_conformance import certificate
 from dgcompat_conformance.gpu import runner
-
-from . import elfmaker
+from testsupport import elfmaker
+from testsupport.wheels import published_wheel
 
 BUNDLE_INIT = ("import os\nimport torch\nfrom . import deep_gemm_cpp  # registers torch.ops.deep_gemm\n"
                "fp8_gemm_nt = torch.ops.deep_gemm.fp8_gemm_nt\n")
@@ -301,11 +301,7 @@ def test_a_real_case_child_reports_through_the_watchdog(tmp_path: Path) -> None:
 @pytest.mark.wheels
 def test_a_real_kernel_wheel_site_detects_as_its_bundle(tmp_path: Path) -> None:
     """deep_gemm/ and the dist-info taken out of a real kernel wheel, as the staged bundle site holds them."""
-    from dgcompat_conformance.wheelcache import find
-
-    wheel = find("sgl-kernel", "0.3.21", Path.home() / ".cache" / "dgcompat" / "wheels")
-    if wheel is None:
-        pytest.skip("sgl-kernel 0.3.21 is not in the wheel cache")
+    wheel = published_wheel("sgl-kernel==0.3.21")
     site = tmp_path / "site"
     with zipfile.ZipFile(wheel) as zf:
         members = [n for n in zf.namelist() if (n.startswith("deep_gemm/") and "/include/" not in n)

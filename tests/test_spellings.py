@@ -13,7 +13,7 @@ here:
   or moved), the stable function follows the newest release, and a call written positionally for the
   other order is refused with a typed error instead of being misread (checked on the calls below).
 
-Then the call forms engines were seen to use are made on every release family of ``tests/fakes.py``.
+Then the call forms engines were seen to use are made on every release family of ``testsupport/fakes``.
 """
 
 from __future__ import annotations

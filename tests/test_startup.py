@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from dgcompat import _launch
+from testsupport.dists import write_dist
 
-from .conftest import write_dist
 from .test_dropin import FAKE_FILES
 
 ROOT = Path(__file__).resolve().parent.parent

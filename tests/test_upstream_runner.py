@@ -11,8 +11,8 @@ from pathlib import Path
 
 from dgcompat_conformance.gpu.upstream_tests import discover
 from dgcompat_conformance.harness.runner import child_env
+from testsupport.dists import write_dist
 
-from .conftest import write_dist
 from .test_dropin import FAKE_FILES
 
 TEST_FILE = '''

@@ -157,6 +157,39 @@ def test_one_copy_of_the_release_list_and_the_names() -> None:
     assert offenders == []
 
 
+
+# --- tests, benchmarks and what they share ---------------------------------------------------------------------
+
+#: The tests of the benchmarks' own code: the only test modules that import bench.
+BENCH_TESTS = {"tests/test_bench.py", "tests/test_warmup_bench.py"}
+
+
+def _top_imports(folder: Path) -> dict[str, set[str]]:
+    """Each module of ``folder`` (relative path) -> the top-level packages it imports (every form, relative
+    imports resolved to ``folder``'s own top-level name)."""
+    out: dict[str, set[str]] = {}
+    for path in sorted(folder.rglob("*.py")):
+        tops = {m.split(".")[0] for _line, m in _imports_of(path)}
+        if any(isinstance(n, ast.ImportFrom) and n.level > 0 for n in ast.walk(ast.parse(path.read_text("utf-8")))):
+            tops.add(folder.name)
+        out[str(path.relative_to(ROOT))] = tops
+    return out
+
+
+def test_tests_and_bench_share_testsupport_and_import_neither_each_other() -> None:
+    """bench/ never imports tests/; tests/ imports bench/ only where it tests the benchmarks' code; testsupport/
+    (the fakes both use) imports neither."""
+    offenders = []
+    for rel, tops in _top_imports(ROOT / "bench").items():
+        offenders += [f"{rel} imports tests"] if "tests" in tops else []
+    for rel, tops in _top_imports(ROOT / "testsupport").items():
+        offenders += [f"{rel} imports {t}" for t in sorted(tops & {"tests", "bench"})]
+    for rel, tops in _top_imports(ROOT / "tests").items():
+        offenders += [f"{rel} imports bench"] if "bench" in tops and rel not in BENCH_TESTS else []
+    assert offenders == []
+    assert "testsupport" in _top_imports(ROOT / "bench")["bench/__main__.py"]  # the check reads real imports
+    assert "testsupport" in _top_imports(ROOT / "tests")["tests/conftest.py"]
+
 # --- the door: the other wing, the benchmarks and the docs use the runtime only through names meant for them ---
 
 #: The runtime's one declared internal interface for its tooling.
@@ -210,7 +243,7 @@ def _python_blocks(markdown: str) -> list[str]:
 
 def test_the_tooling_uses_no_private_runtime_name() -> None:
     offenders = []
-    for folder in (ROOT / "conformance" / WING, ROOT / "bench"):
+    for folder in (ROOT / "conformance" / WING, ROOT / "bench", ROOT / "testsupport"):
         for path in sorted(folder.rglob("*.py")):
             offenders += _private_runtime_uses(path.read_text("utf-8"), str(path.relative_to(ROOT)))
     for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:

@@ -1,48 +1,23 @@
-"""A fake deep_gemm with a JIT shaped like the real one, and a fake NVCC, for warmup tests on the CPU.
-
-The fake follows what the 0.1.x wheels' JIT does (csrc/jit/compiler.hpp of the sgl-project fork):
-the compiler is built on the first kernel build and reads ``DG_JIT_CACHE_DIR`` and
-``DG_JIT_NVCC_COMPILER`` then (``<nvcc> --version`` once); a kernel lives in
-``<cache>/cache/kernel.<name>.<hash of name, flags, code>``; a miss writes ``kernel.cu`` into
-``<cache>/tmp/<uuid>/``, runs ``cd <cache>/tmp && <nvcc> <cu> -cubin -o <cubin> <flags>`` through
-the shell, raises on a non-zero exit and otherwise renames the folder into place; loaded kernels are
-remembered per path; the flags name the package's include folder (``-I<deep_gemm>/include``), as the
-real ones do. Kernel choice depends on M the way block-size heuristics do (only through the classes
-of :mod:`dgcompat.jit_warmup.classes`); float32 activation scales that are not MN-major and TMA-aligned
-are transposed first by a ``transpose_fp32`` kernel per ``ceil(K/128)``, in the GEMMs as in the layout
-helpers; the paged schedule kernel is compiled per batch rounded up to 32 and the paged logits kernel
-per (heads, head_dim, next_n); the ragged logits kernel per (heads, head_dim). The fake NVCC sleeps,
-copies the source to the cubin and appends one line per compile to ``$FAKE_NVCC_LOG``.
-``FAKE_JIT_LAYOUT=deep_jit`` switches to the build folders of the newer JIT (``_Compiler.build_deep_jit``).
+"""The fake JIT (a part of the fake JIT release, see :mod:`testsupport.fake_jit`), placed after the
+sgl-deep-gemm 0.1.4 stand-in, whose kernel functions it replaces with ones that build kernels the way
+the real JIT does.
 """
 
-from __future__ import annotations
-
-import os
-from pathlib import Path
-
-FAKE_NVCC = r"""#!/bin/sh
-if [ "$1" = "--version" ]; then echo "Cuda compilation tools, release 12.9, V12.9.86"; exit 0; fi
-code="$1"; out="$4"
-sleep "${FAKE_NVCC_SECONDS:-0.1}"
-printf '%s\n' "$(tr '\n' ' ' < "$code")" >> "${FAKE_NVCC_LOG:-/dev/null}"
-cp "$code" "$out"
-"""
-
-JIT = r'''
-
-# ---- fake JIT (tests/fake_jit.py) ----
 import hashlib as _hashlib
 import os as _os
 import shutil as _shutil
 import subprocess as _subprocess
+import typing as _typing
 import uuid as _uuid
 
 from dgcompat import reference as _R
 
+if _typing.TYPE_CHECKING:  # imported by the stand-in part, before this one in the joined module
+    import torch
+
 _COMPILER = None
-_LOADED = set()
-BUILDS = []
+_LOADED: set[str] = set()
+BUILDS: list[str] = []
 
 
 class _Compiler:
@@ -232,32 +207,3 @@ def fp8_mqa_logits(q, kv, weights, ks, ke, clean_logits=False, max_seqlen_k=0):
     nq, h, dim = q.shape
     _build("sm90_fp8_mqa_logits", heads=h, head_dim=dim, compressed=int(max_seqlen_k > 0))
     return torch.zeros((nq, max_seqlen_k or kv[0].shape[0]), dtype=torch.float32)
-'''
-
-
-def source(version: str = "0.1.4") -> str:
-    from bench.stand_in import source as stand_in
-
-    return stand_in(version) + JIT
-
-
-def write_nvcc(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "nvcc"
-    path.write_text(FAKE_NVCC)
-    path.chmod(0o755)
-    return path
-
-
-def site_env(folder: Path, seconds: float) -> dict[str, str]:
-    """A fake sgl-deep-gemm 0.1.4 with this JIT in ``folder/fake-site`` and the fake NVCC in ``folder/fake-bin``
-    (each NVCC run sleeping ``seconds``): the environment a process needs to use them, the current
-    ``PYTHONPATH`` kept after the site."""
-    from .conftest import write_dist
-
-    site = folder / "fake-site"
-    write_dist(site, "sgl-deep-gemm", "0.1.4", {"deep_gemm/__init__.py": source("0.1.4")})
-    nvcc = write_nvcc(folder / "fake-bin")
-    return {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
-            "DGCOMPAT_ALLOW_TORCH_MISMATCH": "1", "DGCOMPAT_ARCH": "sm90", "DG_JIT_NVCC_COMPILER": str(nvcc),
-            "FAKE_NVCC_SECONDS": str(seconds)}
