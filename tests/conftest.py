@@ -17,9 +17,7 @@ import pytest
 
 import dgcompat
 from testsupport.dists import write_dist
-
-#: The tiers besides the fast one, as markers (pyproject.toml declares them).
-TIERS = ("slow", "wheels", "property")
+from testsupport.tiers import TIERS
 
 
 @pytest.hookimpl(tryfirst=True)

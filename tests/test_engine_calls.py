@@ -92,7 +92,7 @@ def test_extract_fails_without_the_install(tmp_path: Path) -> None:
 
 
 # The reference tier imports no deep_gemm before the tests, so its install is always the early one.
-IMPORT_CASES = [pytest.param("reference", True, id="reference-installed-first")] + [
+IMPORT_CASES = [pytest.param("reference", True, id="reference-installed-first", marks=pytest.mark.slow)] + [
     pytest.param(r, d, id=f"{r}-{'installed-first' if d else 'installed-late'}", marks=pytest.mark.wheels)
     for r in ("0.1.4", "0.2.5", "sgl-kernel==0.3.21") for d in (True, False)]
 

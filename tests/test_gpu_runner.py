@@ -170,6 +170,7 @@ def test_tvm_ffi_wheel_follows_each_release_pin(tmp_path: Path, monkeypatch: pyt
         runner._install_wheel(runner.Subject("wheel", "0.1.3"), {}, tmp_path / "s", [lone, a], "")
 
 
+@pytest.mark.slow
 def test_several_subjects_in_parallel_with_deadlines(tmp_path: Path, fakes: Fakes, monkeypatch: pytest.MonkeyPatch,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     """Each subject gets its own folder; a deadline stops starting cases and the certificate says so."""

@@ -396,6 +396,7 @@ SPEC_CODE = ("W.WarmupSpec((W.DenseGemm(256, 512), W.DenseGemm(384, 1024)), "
              "W.MPolicy.values([1, 2, 64, 65, 300, 2000]), scales=('tma',))")
 
 
+@pytest.mark.slow
 def test_cold_then_warm(jit_env: dict[str, Any]) -> None:
     cold = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
     compiles = _compiles(jit_env["log"])
@@ -414,6 +415,7 @@ def test_cold_then_warm(jit_env: dict[str, Any]) -> None:
     assert len(_compiles(jit_env["log"])) == 6  # serving needed nothing more
 
 
+@pytest.mark.slow
 def test_two_processes_share_one_cache(jit_env: dict[str, Any]) -> None:
     code = textwrap.dedent(f"""
         import json, dgcompat
@@ -437,6 +439,7 @@ def test_two_processes_share_one_cache(jit_env: dict[str, Any]) -> None:
     assert len(compiles) == 6 and len(set(compiles)) == 6
 
 
+@pytest.mark.slow
 def test_calls_needing_two_kernels_and_bisection(jit_env: dict[str, Any]) -> None:
     spec = W.WarmupSpec((W.PagedIndexer(64, 128, 64, 1, 256), W.DenseGemm(256, 512)), W.MPolicy.changes(300))
     report = dgcompat.warmup(spec, cache_dir=jit_env["cache"], workers=2, progress=False)
@@ -450,6 +453,7 @@ def test_calls_needing_two_kernels_and_bisection(jit_env: dict[str, Any]) -> Non
     assert "served" in served and len(_compiles(jit_env["log"])) == report.compiled  # every M was covered
 
 
+@pytest.mark.slow
 def test_compiles_run_at_once_outside_the_worker_processes(jit_env: dict[str, Any],
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     # 6 kernels of 1.5 s each: one worker process compiling them in its calls would need 9 s.
@@ -561,6 +565,7 @@ def test_without_a_usable_recipe_the_workers_compile(jit_env: dict[str, Any], mo
     assert len(compiles) == len(set(compiles)) == 6
 
 
+@pytest.mark.slow
 def test_markers_without_entries_are_only_a_hint(jit_env: dict[str, Any]) -> None:
     import shutil
 
@@ -575,6 +580,7 @@ def test_markers_without_entries_are_only_a_hint(jit_env: dict[str, Any]) -> Non
     assert len(compiles) == 12 and len(set(compiles)) == 6  # each kernel once per cold cache
 
 
+@pytest.mark.slow
 def test_a_warm_cache_without_markers_compiles_nothing(jit_env: dict[str, Any]) -> None:
     dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
     folder = W.jit_cache_dir(jit_env["cache"])
@@ -592,6 +598,7 @@ def test_unsupported_shape_is_a_typed_error(jit_env: dict[str, Any]) -> None:
     assert "N=200" in str(info.value) and "n % 64" in str(info.value)
 
 
+@pytest.mark.slow
 def test_nvrtc_falls_back_to_real_calls(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DG_JIT_USE_NVRTC", "1")
     report = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
@@ -599,6 +606,7 @@ def test_nvrtc_falls_back_to_real_calls(jit_env: dict[str, Any], monkeypatch: py
     assert report.compiled == len(_compiles(jit_env["log"])) == 6  # one shape per worker: no kernel twice here
 
 
+@pytest.mark.slow
 def test_a_jit_ignoring_the_stand_in_falls_back(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_FIXED_NVCC", jit_env["env"]["DG_JIT_NVCC_COMPILER"])
     report = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=1, progress=False)
@@ -607,6 +615,7 @@ def test_a_jit_ignoring_the_stand_in_falls_back(jit_env: dict[str, Any], monkeyp
     assert report.compiled == 6  # counted as new cache entries
 
 
+@pytest.mark.slow
 def test_a_recorded_warmup_returns_at_once(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(H, "nvidia_smi", lambda query, device: "NVIDIA H200, 9.0")  # the record needs a GPU model
     cold = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
@@ -625,6 +634,7 @@ def test_a_recorded_warmup_returns_at_once(jit_env: dict[str, Any], monkeypatch:
     assert len(_compiles(jit_env["log"])) == 7
 
 
+@pytest.mark.slow
 def test_the_calling_process_loads_neither_torch_nor_deep_gemm(jit_env: dict[str, Any]) -> None:
     code = textwrap.dedent(f"""
         import json, sys
@@ -643,6 +653,7 @@ def test_the_calling_process_loads_neither_torch_nor_deep_gemm(jit_env: dict[str
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [3, False, False]
 
 
+@pytest.mark.slow
 def test_a_jit_that_deletes_its_failed_build_folder(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     # The newer JIT (upstream 2.8.1 as vLLM vendors it, seen on the H200) deletes the build folder, source
     # included, before the stand-in's refusal reaches the worker: the digests must not depend on reading it then.

@@ -9,12 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bench import warmup as B
 from bench import warmup_gpu as G
 
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_the_gpu_script_runs_every_step_on_the_fake_jit(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("DG_JIT_CACHE_DIR", "DGCOMPAT_JIT_CACHE_ROOT")}
     env.update(OUT=str(tmp_path / "out"), LIMIT="300", TMPDIR=str(tmp_path),
@@ -48,6 +51,7 @@ def test_the_gpu_verdicts() -> None:
     assert G.verdict(serve, None, 99.0, None) == (False, "exit None (time limit)")
 
 
+@pytest.mark.slow
 def test_the_identification_cost_is_measured_and_printed(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "bench.warmup", "--fake", "--identify-cost", "--identify-calls", "16",
                           "--json", str(tmp_path / "bench-warmup.json")], capture_output=True, text=True,

@@ -114,6 +114,7 @@ def test_presets_take_the_bound_from_the_command_line() -> None:
 
 # ---- zero compiles at serve time ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_every_call_form_engines_use_is_warm(jit_env: dict[str, Any]) -> None:
     shapes = (W.DenseGemm(256, 512), W.GroupedGemm(4, 256, 512), W.GroupedGemm(4, 256, 512, "masked", max_m=64))
     report = dgcompat.warmup(W.WarmupSpec(shapes, max_tokens=300), cache_dir=jit_env["cache"], workers=2,
@@ -131,6 +132,7 @@ def test_every_call_form_engines_use_is_warm(jit_env: dict[str, Any]) -> None:
     assert len(compiles(jit_env["log"])) == warmed
 
 
+@pytest.mark.slow
 def test_the_indexer_is_warm_for_every_batch_bucket(jit_env: dict[str, Any]) -> None:
     spec = W.WarmupSpec((W.PagedIndexer(64, 128, 64, 1, 256, max_batch=100), W.PagedIndexer(64, 128, 64, 2, 256,
                                                                                                max_batch=100),
@@ -147,6 +149,7 @@ def test_the_indexer_is_warm_for_every_batch_bucket(jit_env: dict[str, Any]) -> 
     assert len(compiles(jit_env["log"])) == report.compiled + 1
 
 
+@pytest.mark.slow
 def test_identification_is_per_m_class_and_finds_what_every_call_needs(jit_env: dict[str, Any],
                                                                       tmp_path: Path) -> None:
     spec = W.WarmupSpec((W.DenseGemm(256, 512), W.DenseGemm(384, 1024)), max_tokens=2048, scales=("tma",))
@@ -161,6 +164,7 @@ def test_identification_is_per_m_class_and_finds_what_every_call_needs(jit_env: 
     assert len(os.listdir(serial / "cache")) == 6 + 2  # and the transposes of its row-major scales
 
 
+@pytest.mark.slow
 def test_a_class_coarser_than_the_release_is_caught_by_the_verify_pass(jit_env: dict[str, Any],
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     from dgcompat.jit_warmup import entry
@@ -183,6 +187,7 @@ def _cli(jit: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
                           env=jit["env"], timeout=600, cwd=str(REPO))
 
 
+@pytest.mark.slow
 def test_the_check_finds_nothing_to_compile_after_a_warmup(jit_env: dict[str, Any]) -> None:
     out = _cli(jit_env, "--dense", "256,512", "--grouped", "4,256,512,masked,64", "--indexer", "64,128,64,1,256,64",
                "--max-tokens", "300", "--cache-dir", str(jit_env["cache"]), "--check", "--json", "--no-progress")
@@ -218,6 +223,7 @@ def test_the_check_on_the_reference_backend_is_a_no_op(clean_dgcompat: None, tmp
     assert info.value.argument == "sample"
 
 
+@pytest.mark.slow
 def test_the_gpu_case_passes_on_the_fake_jit(jit_env: dict[str, Any]) -> None:
     env = {**jit_env["env"], "DGCOMPAT_CASES_DEVICE": "cpu", "DG_JIT_CACHE_DIR": str(jit_env["cache"])}
     out = subprocess.run([sys.executable, "-m", "dgcompat_conformance.gpu.cases", "warmup_zero_compiles"],
@@ -229,6 +235,7 @@ def test_the_gpu_case_passes_on_the_fake_jit(jit_env: dict[str, Any]) -> None:
     assert len(compiles(jit_env["log"])) > 0
 
 
+@pytest.mark.slow
 def test_a_layout_helper_the_release_lacks_is_skipped(jit_env: dict[str, Any]) -> None:
     from testsupport import fake_jit
     from testsupport.dists import write_dist
@@ -243,6 +250,7 @@ def test_a_layout_helper_the_release_lacks_is_skipped(jit_env: dict[str, Any]) -
     assert report.compiled == 3  # block_m 64 and 128, and the transpose the GEMM and get_mn_major_... need
 
 
+@pytest.mark.slow
 def test_the_check_loads_neither_torch_nor_deep_gemm_in_the_calling_process(jit_env: dict[str, Any]) -> None:
     code = textwrap.dedent(f"""
         import json, sys

@@ -133,6 +133,7 @@ def test_print_cache_dir_is_the_folder_deep_gemm_reads_and_is_idempotent(tmp_pat
     assert nested.stdout.strip() == isolated.stdout.strip()  # warming into what it printed does not nest
 
 
+@pytest.mark.slow
 def test_a_server_with_the_same_dg_jit_cache_dir_finds_the_kernels(jit_env: dict[str, Any]) -> None:
     root = jit_env["cache"]
     report = dgcompat.warmup(SPEC, cache_dir=root, workers=2, progress=False)
@@ -154,6 +155,7 @@ def test_a_server_with_the_same_dg_jit_cache_dir_finds_the_kernels(jit_env: dict
     assert len(compiles(jit_env["log"])) == 3  # nothing compiled at serve time
 
 
+@pytest.mark.slow
 def test_a_record_does_not_answer_for_a_moved_install(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(H, "nvidia_smi", lambda query, device: "NVIDIA H200, 9.0")  # the record needs a GPU model
     assert dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False).method == "stand-in"
