@@ -16,6 +16,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
+pytestmark = pytest.mark.slow
+
 
 def _run_bench(*args: str, tmp_path: Path) -> dict[str, Any]:
     out = tmp_path / "bench.json"
@@ -27,7 +29,6 @@ def _run_bench(*args: str, tmp_path: Path) -> dict[str, Any]:
     return result
 
 
-@pytest.mark.slow
 def test_cpu_benchmark_writes_the_expected_json(tmp_path: Path) -> None:
     result = _run_bench("--quick", "--import-runs", "1", tmp_path=tmp_path)
     assert {"schema", "command", "machine", "config", "goals", "overhead", "import", "summary"} <= set(result)

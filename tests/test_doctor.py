@@ -20,6 +20,7 @@ def _install(fake_site: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, bo
     monkeypatch.setenv("DGCOMPAT_ARCH", "sm90")
 
 
+@pytest.mark.slow
 def test_doctor_on_a_loadable_release(fake_site: Callable[..., Path], monkeypatch: pytest.MonkeyPatch,
                                       capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("DGCOMPAT_ALLOW_TORCH_MISMATCH", "1")

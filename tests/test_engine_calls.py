@@ -67,6 +67,7 @@ def _workdir(release: str) -> list[str]:
     return ["--workdir", str(work), "--dist", spec.dist, "--version", spec.version, "--release-id", spec.id]
 
 
+@pytest.mark.slow
 def test_extract_on_the_reference_backend(tmp_path: Path) -> None:
     result = _child(tmp_path, ["--reference"])
     assert result["tier"] == "reference"

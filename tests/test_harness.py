@@ -562,6 +562,26 @@ def test_xfail_files_are_strict_and_stale_entries_reported(tmp_path: Path) -> No
     assert certificate.check(cert) == []
 
 
+def test_every_suite_file_passes_on_the_reference_backend(tmp_path: Path) -> None:
+    """The conformance suite through the harness child on dgcompat's reference backend, one example per generated
+    test (with the default examples: `dgcompat conform --reference`, the README's first command; over the published
+    wheels: the wheels tier)."""
+    from dgcompat_conformance.conform import main
+    from dgcompat_conformance.harness.child import SUITE_DIR
+
+    out = tmp_path / "out"
+    assert main(["--reference", "--examples", "1", "--out", str(out), "--quiet"]) == 0
+    cert = json.loads((out / "reference.json").read_text())
+    assert certificate.check(cert) == [] and cert["verdict"] == "PASS", cert["summary"]
+    files = {path.name for path in SUITE_DIR.glob("test_*.py")}
+    ran = {t["id"].split("::")[0].rsplit("/", 1)[-1]: [] for t in cert["tests"]}
+    for t in cert["tests"]:
+        ran[t["id"].split("::")[0].rsplit("/", 1)[-1]].append(t["outcome"])
+    assert set(ran) == files and all(set(outcomes) <= {"passed", "skipped"} for outcomes in ran.values()), ran
+    # The raw tests call deep_gemm itself, which the reference backend does not install; every other file computes.
+    assert {f for f, outcomes in ran.items() if "passed" in outcomes} == files - {"test_raw_deep_gemm.py"}
+
+
 # --------------------------------------------------------------------------- untrusted input (file names, cache)
 
 

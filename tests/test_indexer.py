@@ -54,7 +54,7 @@ def _reference(i: dict[str, Any], n: int) -> torch.Tensor:
 
 
 @pytest.mark.parametrize(("n", "form", "family", "per_row_bt"),
-                         grid([1, 2, 3, 4], ["seq", "rows", "flat"], FAMILIES, [False, True], full=2))
+                         grid([1, 2, 3, 4], ["seq", "rows", "flat"], FAMILIES, [False, True]))
 def test_every_lens_form(fake_release: Callable[[str], Any], family: str, n: int, form: str,
                          per_row_bt: bool) -> None:
     mod = fake_release(family)
@@ -107,7 +107,7 @@ def test_schedule_for_other_lengths_is_replaced(fake_release: Callable[[str], An
         _assert_close_valid(out, ref, _row_lens(i["ctx"], 1))
 
 
-@pytest.mark.parametrize(("family", "form"), grid(FAMILIES, ["seq", "rows", "flat"]))
+@pytest.mark.parametrize(("form", "family"), grid(["flat", "seq", "rows"], FAMILIES, full=0))
 def test_one_metadata_call_per_batch(fake_release: Callable[[str], Any], family: str, form: str) -> None:
     # next_n=4 on SM90 is launched flat (per-row lengths, repeated table, a schedule of its own). In
     # steady state an engine's step costs one native metadata call, shared by all layers.
@@ -272,8 +272,7 @@ def _batches(b: int, n: int, count: int, seed: int) -> list[dict[str, Any]]:
     return out
 
 
-@pytest.mark.parametrize(("family", "pattern", "n", "form"),
-                         grid(FAMILIES, PATTERNS, [1, 2, 4], ["seq", "rows", "flat"], full=2))
+@pytest.mark.parametrize(("pattern", "family", "n", "form"), grid(PATTERNS, FAMILIES, [1, 2, 4], ["seq", "rows", "flat"]))
 def test_engine_patterns_eager(fake_release: Callable[[str], Any], family: str, pattern: str, n: int,
                                form: str) -> None:
     fake_release(family)
@@ -306,9 +305,9 @@ def _replay_each(graphs: list[Any], outs: list[list[Any]], batches: list[dict[st
                 torch.testing.assert_close(out, _expect(batch, 4, buf.max_len), rtol=1e-4, atol=1e-3)
 
 
-@pytest.mark.parametrize(("family", "pattern", "n", "form", "per_row"),
-                         grid(FAMILIES, ["sglang", "vllm", "out", "nothing"], [1, 2, 4], ["seq", "rows", "flat"],
-                              [False, True], full=2))
+@pytest.mark.parametrize(("pattern", "family", "n", "form", "per_row"),
+                         grid(["sglang", "vllm", "out", "nothing"], FAMILIES, [1, 2, 4], ["seq", "rows", "flat"],
+                              [False, True]))
 def test_engine_patterns_replay(fake_release: Callable[[str], Any], monkeypatch: pytest.MonkeyPatch, family: str,
                                 pattern: str, n: int, form: str, per_row: bool) -> None:
     # Capture once (after an eager warm-up on the same buffers), then write each next batch into the
@@ -772,7 +771,7 @@ class _ViewBuffers:
                                              sched, self.max_len, clean_logits=True)
 
 
-@pytest.mark.parametrize(("family", "n", "form"), grid(FAMILIES, [1, 2, 4], ["seq", "rows", "flat"]))
+@pytest.mark.parametrize(("family", "n", "form"), grid(FAMILIES, [4, 1, 2], ["flat", "seq", "rows"], full=0))
 def test_lengths_views_of_a_persistent_buffer_eager(fake_release: Callable[[str], Any], family: str, n: int,
                                                     form: str) -> None:
     # Schedule built from buf[:B]; the buffer's other rows written for another batch size: the rows this call
@@ -811,7 +810,7 @@ def test_lengths_views_of_a_persistent_buffer_eager(fake_release: Callable[[str]
                                rtol=1e-4, atol=1e-3)
 
 
-@pytest.mark.parametrize(("family", "n", "form"), grid(FAMILIES, [1, 2, 4], ["seq", "rows", "flat"]))
+@pytest.mark.parametrize(("family", "n", "form"), grid(FAMILIES, [2, 1, 4], ["rows", "seq", "flat"], full=0))
 def test_lengths_views_of_a_persistent_buffer_replay(fake_release: Callable[[str], Any], family: str, n: int,
                                                      form: str) -> None:
     # Graphs for several batch sizes captured over views of one buffer, then replayed with new inputs

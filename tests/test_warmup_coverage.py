@@ -197,6 +197,7 @@ def test_the_check_finds_nothing_to_compile_after_a_warmup(jit_env: dict[str, An
     assert got["warmup"]["compiled"] == len(compiles(jit_env["log"]))
 
 
+@pytest.mark.slow
 def test_the_check_reports_each_miss_with_its_shape_and_m(jit_env: dict[str, Any]) -> None:
     out = _cli(jit_env, "--dense", "256,512", "--ms", "1", "--scales", "tma", "--cache-dir", str(jit_env["cache"]),
                "--no-progress")

@@ -55,7 +55,10 @@ def test_using_the_runtime_loads_nothing_of_the_certification_wing() -> None:
 
 
 def _imports_of(path: Path) -> list[tuple[int, str]]:
-    tree = ast.parse(path.read_text("utf-8"), str(path))
+    return _imports_in(ast.parse(path.read_text("utf-8"), str(path)))
+
+
+def _imports_in(tree: ast.AST) -> list[tuple[int, str]]:
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -169,8 +172,9 @@ def _top_imports(folder: Path) -> dict[str, set[str]]:
     imports resolved to ``folder``'s own top-level name)."""
     out: dict[str, set[str]] = {}
     for path in sorted(folder.rglob("*.py")):
-        tops = {m.split(".")[0] for _line, m in _imports_of(path)}
-        if any(isinstance(n, ast.ImportFrom) and n.level > 0 for n in ast.walk(ast.parse(path.read_text("utf-8")))):
+        tree = ast.parse(path.read_text("utf-8"), str(path))
+        tops = {m.split(".")[0] for _line, m in _imports_in(tree)}
+        if any(isinstance(n, ast.ImportFrom) and n.level > 0 for n in ast.walk(tree)):
             tops.add(folder.name)
         out[str(path.relative_to(ROOT))] = tops
     return out
@@ -179,16 +183,12 @@ def _top_imports(folder: Path) -> dict[str, set[str]]:
 def test_tests_and_bench_share_testsupport_and_import_neither_each_other() -> None:
     """bench/ never imports tests/; tests/ imports bench/ only where it tests the benchmarks' code; testsupport/
     (the fakes both use) imports neither."""
-    offenders = []
-    for rel, tops in _top_imports(ROOT / "bench").items():
-        offenders += [f"{rel} imports tests"] if "tests" in tops else []
-    for rel, tops in _top_imports(ROOT / "testsupport").items():
-        offenders += [f"{rel} imports {t}" for t in sorted(tops & {"tests", "bench"})]
-    for rel, tops in _top_imports(ROOT / "tests").items():
-        offenders += [f"{rel} imports bench"] if "bench" in tops and rel not in BENCH_TESTS else []
+    bench, support, tests = (_top_imports(ROOT / name) for name in ("bench", "testsupport", "tests"))
+    offenders = [f"{rel} imports tests" for rel, tops in bench.items() if "tests" in tops]
+    offenders += [f"{rel} imports {t}" for rel, tops in support.items() for t in sorted(tops & {"tests", "bench"})]
+    offenders += [f"{rel} imports bench" for rel, tops in tests.items() if "bench" in tops and rel not in BENCH_TESTS]
     assert offenders == []
-    assert "testsupport" in _top_imports(ROOT / "bench")["bench/__main__.py"]  # the check reads real imports
-    assert "testsupport" in _top_imports(ROOT / "tests")["tests/conftest.py"]
+    assert "testsupport" in bench["bench/__main__.py"] and "testsupport" in tests["tests/conftest.py"]  # real imports
 
 # --- the door: the other wing, the benchmarks and the docs use the runtime only through names meant for them ---
 

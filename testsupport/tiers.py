@@ -21,10 +21,12 @@ TIERS = ("slow", "wheels", "property")
 def grid(*axes: Sequence[Any], full: int = 1) -> list[ParameterSet]:
     """The product of ``axes`` as parameter sets, all in the ``slow`` tier but a covering part: each combination
     of the first ``full`` axes once, with the other axes' values rotating through those cases. Every value of
-    every axis is in the fast part (a ``ValueError`` says when the first axes have too few combinations)."""
+    every axis is in the fast part (a ``ValueError`` says when the first axes have too few combinations), except
+    with ``full=0``: one fast case, the first value of each axis (for a grid whose every value the fast tier
+    already reaches through other tests)."""
     heads = list(itertools.product(*axes[:full]))
     fast = {head + tuple(axis[k % len(axis)] for axis in axes[full:]) for k, head in enumerate(heads)}
-    for i, axis in enumerate(axes):
+    for i, axis in enumerate(axes if full else ()):
         missing = [v for v in axis if not any(case[i] == v for case in fast)]
         if missing:
             raise ValueError(f"axis {i}: {missing} would be in no fast case; put a longer axis first")
