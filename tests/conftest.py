@@ -19,6 +19,9 @@ import dgcompat
 from testsupport.dists import write_dist
 from testsupport.tiers import TIERS
 
+# tests/test_tiers.py runs probe suites under these rules.
+pytest_plugins = ["pytester"]
+
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
