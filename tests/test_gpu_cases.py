@@ -147,6 +147,7 @@ def test_a_refusal_that_is_not_clean_fails(fake_release: Callable[[str], Any], m
     assert rec["outcome"] == "failed" and set(_failed(rec)) == failing, rec["checks"]
 
 
+@pytest.mark.slow
 def test_overlap_case_in_its_own_child_on_the_reference_backend(tmp_path: Path) -> None:
     """The runner's own path (a case child under its watchdog), CPU dry run on the reference backend."""
     env = release_env(tmp_path / "site", tmp_path / "jit")
