@@ -1,9 +1,10 @@
 """Shared fixtures (fake distributions laid out on a temporary ``sys.path``) and the test tiers.
 
-Every test is in one tier: the fast tier (no tier marker; what ``python -m pytest`` runs), ``slow``
-(warmup subprocesses, the full engine-pattern grids, the benchmarks' own runs), ``wheels`` (the published
-wheels, downloaded into the cache when missing) or ``property`` (large hypothesis suites); ``-m TIER``
-selects one. A test in the ``wheels`` tier never skips: a green run of it has run every test.
+Every test is in one tier: the fast tier (no tier marker; what ``python -m pytest`` runs: every module in small,
+representative cases), ``slow`` (warmup subprocesses, the rest of each parameter grid such as the engine
+patterns and the releases' spellings, the benchmarks' own runs, mypy), ``wheels`` (the published wheels,
+downloaded into the cache when missing) or ``property`` (large hypothesis suites); ``-m TIER`` selects one.
+A test in the ``wheels`` tier never skips: a green run of it has run every test.
 """
 
 from __future__ import annotations
