@@ -1,7 +1,7 @@
 """Benchmarks of dgcompat's cost over calling deep_gemm directly.
 
 ``python -m bench`` measures, on the CPU, with a no-op stand-in for deep_gemm's native layer
-(:mod:`bench.stand_in`), one fresh process per emulated release:
+(:mod:`testsupport.stand_in`), one fresh process per emulated release:
 
 - the host time each hot stable function adds per call (:mod:`bench.overhead`);
 - the tensor allocations, writes and views dgcompat's normalizations make per call in steady state

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from dgcompat_conformance.results import results_dir
+from testsupport.stand_in import RELEASES, write_site
 
 from . import GOALS
 from .importtime import child_env, measure_import
 from .report import render, summarize
-from .stand_in import RELEASES, write_site
 
 REPO = Path(__file__).resolve().parent.parent
 

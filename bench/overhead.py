@@ -20,8 +20,9 @@ import time
 import timeit
 from typing import Any, Callable
 
+from testsupport.stand_in import owner
+
 from .cases import Case, build_cases, calibration_cases, cycle
-from .stand_in import owner
 
 __all__ = ["time_statement", "measure", "main"]
 

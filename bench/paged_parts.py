@@ -1,6 +1,6 @@
 """Parts of the paged fast path against its floor, timed interleaved in one process.
 
-Run as ``python bench/paged_parts.py`` with a stand-in site (:func:`bench.stand_in.write_site`) and the
+Run as ``python bench/paged_parts.py`` with a stand-in site (:func:`testsupport.stand_in.write_site`) and the
 repository on ``PYTHONPATH``, ``DGCOMPAT_ALLOW_TORCH_MISMATCH=1`` and ``DGCOMPAT_ARCH=sm90``. The native next_n=2 case of :mod:`bench.cases` is planned once (CUDA tensors
 and a CUDA context where torch sees a GPU); then each statement below is timed in 25 interleaved
 rounds of 10,000 calls on the thread's CPU clock, and the min and median per call are printed with

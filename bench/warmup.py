@@ -377,7 +377,7 @@ def _schedule(args: argparse.Namespace) -> int:
 
 def _fake_env(base: Path) -> dict[str, str]:
     sys.path[:0] = [str(REPO)]
-    from tests import fake_jit
+    from testsupport import fake_jit
 
     return fake_jit.site_env(base, 0.05)
 

@@ -484,7 +484,7 @@ def pack(wheel: Path, out: Path) -> int:
 def _fake_env(work: Path, site: Path, layout: str) -> dict[str, str]:
     """The fake JIT of ``layout`` installed in ``site`` and the fake NVCC (and ``nvidia-smi``) in ``work``."""
     sys.path[:0] = [str(REPO)]
-    from tests import fake_jit
+    from testsupport import fake_jit
 
     fake_jit.write_site(site, layout)
     nvcc = fake_jit.write_nvcc(work / "fake-bin")

@@ -1,43 +1,48 @@
-"""Shared fixtures: fake distributions laid out on a temporary ``sys.path``."""
+"""Shared fixtures (fake distributions laid out on a temporary ``sys.path``) and the test tiers.
+
+Every test is in one tier: the fast tier (no tier marker; what ``python -m pytest`` runs: every module in small,
+representative cases), ``slow`` (warmup subprocesses, the rest of each parameter grid such as the engine
+patterns and the releases' spellings, the benchmarks' own runs, mypy), ``wheels`` (the published wheels,
+downloaded into the cache when missing) or ``property`` (large hypothesis suites); ``-m TIER`` selects one.
+A test in the ``wheels`` tier never skips: a green run of it has run every test.
+"""
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import sys
 import textwrap
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Generator, Iterator
 
 import pytest
 
 import dgcompat
+from testsupport.dists import write_dist
+from testsupport.tiers import TIERS
+
+# tests/test_tiers.py runs probe suites under these rules.
+pytest_plugins = ["pytester"]
 
 
-def _digest(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Refuse a test in two tiers (``-m slow`` and ``-m wheels`` would both run it, or neither count it)."""
+    doubled = [f"{item.nodeid}: {', '.join(names)}" for item in items
+               for names in [sorted({m.name for m in item.iter_markers() if m.name in TIERS})] if len(names) > 1]
+    if doubled:
+        raise pytest.UsageError("a test is in one tier at most:\n" + "\n".join(doubled))
 
 
-def write_dist(site: Path, name: str, version: str, files: dict[str, str | bytes], *,
-               requires: tuple[str, ...] = (), record_overrides: dict[str, str] | None = None) -> Path:
-    """Write ``files`` plus a ``<name>-<version>.dist-info`` (METADATA, RECORD with real hashes) into ``site``."""
-    site.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for rel, content in files.items():
-        data = content.encode() if isinstance(content, str) else content
-        path = site / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-        rows.append(f"{rel},{(record_overrides or {}).get(rel, _digest(data))},{len(data)}")
-    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
-    info.mkdir(exist_ok=True)
-    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(
-        f"Requires-Dist: {r}\n" for r in requires)
-    (info / "METADATA").write_text(meta)
-    rows.append(f"{info.name}/METADATA,,")
-    rows.append(f"{info.name}/RECORD,,")
-    (info / "RECORD").write_text("\n".join(rows) + "\n")
-    return info
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    """A skip in the ``wheels`` tier is a failure: a missing wheel is downloaded (testsupport.wheels), and a tier
+    whose tests skipped has not checked what it says it checked."""
+    report = yield
+    if report.skipped and not hasattr(report, "wasxfail") and item.get_closest_marker("wheels") is not None:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"a test of the wheels tier may not skip: {reason}"
+    return report
 
 
 @pytest.fixture
@@ -82,9 +87,9 @@ def fake_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_dgcompat: N
 
 @pytest.fixture
 def fake_release(fake_site: Callable[..., Path], monkeypatch: pytest.MonkeyPatch) -> Callable[[str], object]:
-    """Install one of ``tests.fakes.FAMILIES`` and return its module once bound (SM90 planning);
+    """Install one of ``testsupport.fakes.FAMILIES`` and return its module once bound (SM90 planning);
     ``"reference"`` selects the embedded reference backend instead."""
-    from . import fakes
+    from testsupport import fakes
 
     def install(family: str, arch: str = "sm90") -> object:
         from dgcompat import _backend

@@ -22,9 +22,8 @@ from dgcompat._tooling import all_calls
 from dgcompat_conformance import doctor, pins
 from dgcompat_conformance.surface import extract, fingerprint
 from dgcompat_conformance.surface.python import read_python_surface
-
-from . import fakes
-from .conftest import write_dist
+from testsupport import fakes
+from testsupport.dists import write_dist
 
 ROOT = Path(__file__).resolve().parent.parent
 

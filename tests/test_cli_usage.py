@@ -24,8 +24,7 @@ from dgcompat_conformance.harness.releases import release_problem
 from dgcompat_conformance.intake import host_asserts as contract
 from dgcompat_conformance.intake import newest
 from dgcompat_conformance.surface import cli as surface_cli
-
-from . import elfmaker
+from testsupport import elfmaker
 
 ROOT = Path(__file__).resolve().parent.parent
 

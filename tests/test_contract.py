@@ -10,10 +10,8 @@ from dgcompat_conformance import intake
 from dgcompat_conformance.intake import host_asserts as contract
 from dgcompat_conformance.surface import SurfaceError
 from dgcompat_conformance.surface.native import host_assert_texts
-
-from . import elfmaker
-
-WHEELS = Path.home() / ".cache" / "dgcompat" / "wheels"
+from testsupport import elfmaker
+from testsupport.wheels import published_wheel
 
 
 def _so(*conditions: str) -> bytes:
@@ -53,9 +51,10 @@ def test_changes_are_covered_outside_or_need_review(tmp_path: Path) -> None:
     assert {c.text: c.status for c in same}["num_heads == 16 or num_heads == 32 or num_heads == 64"] == "needs review"
 
 
-@pytest.mark.skipif(not (WHEELS / "sgl_deep_gemm-0.2.5-py3-none-manylinux2014_x86_64.whl").exists(),
-                    reason="the sgl-deep-gemm wheels are not in the shared cache")
+@pytest.mark.wheels
 def test_0_2_3_post2_to_0_2_5_is_flagged(capsys: pytest.CaptureFixture[str]) -> None:
+    published_wheel("0.2.3.post2")
+    published_wheel("0.2.5")
     found = contract.latest_findings("0.2.3.post2", "0.2.5")
     covered = {c.capability for c in found.changes if c.status == "covered"}
     assert {"indexer_inputs", "paged_heads", "paged_block_kv", "mqa_uncompressed", "mqa_clean_logits"} <= covered

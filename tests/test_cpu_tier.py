@@ -14,7 +14,6 @@ from dgcompat.detection import KNOWN_SGL_DEEP_GEMM
 
 
 @pytest.mark.wheels
-@pytest.mark.slow
 def test_every_published_release_is_certified(tmp_path: Path) -> None:
     out = tmp_path / "certs"
     proc = subprocess.run([sys.executable, "-m", "dgcompat", "conform", "--all", "--jobs", "2", "--out", str(out)],

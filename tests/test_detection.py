@@ -12,8 +12,7 @@ from packaging.version import Version
 
 import dgcompat
 from dgcompat import detection
-
-from .conftest import write_dist
+from testsupport.dists import write_dist
 
 TVM_INIT = "import tvm_ffi\nraise RuntimeError('deep_gemm must not be imported by detection')\n"
 TORCH_LIB_INIT = "import torch\ntorch.ops.load_library('x')\nraise RuntimeError('must not import')\n"
@@ -114,8 +113,7 @@ def test_release_is_printable(fake_site: Callable[..., Path]) -> None:
 # --- every owner: vendored copies, upstream builds, unrelated distributions ---------------------
 
 from dgcompat import errors  # noqa: E402
-
-from . import elfmaker  # noqa: E402
+from testsupport import elfmaker  # noqa: E402
 
 UPSTREAM_281_INIT = ("import torch\nfrom . import _C\nfrom ._C import fp8_gemm_nt, fp8_fp4_mqa_logits\n"
                      "raise RuntimeError('must not import')\n__version__ = '2.8.1'\n")

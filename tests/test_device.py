@@ -21,6 +21,7 @@ import torch
 import dgcompat
 from dgcompat import _device
 from dgcompat import reference as R
+from testsupport.tiers import grid
 
 H, D, BKV = 32, 128, 64
 
@@ -66,8 +67,7 @@ def _paged_inputs(b: int, n: int, ctx: list[int]) -> dict[str, Any]:
             "ctx": torch.tensor(ctx, dtype=torch.int32), "max_len": blocks * BKV}
 
 
-@pytest.mark.parametrize("family", ["reference", "sgl-0.1.3", "bundled"])
-@pytest.mark.parametrize("form", ["seq", "rows"])
+@pytest.mark.parametrize(("family", "form"), grid(["reference", "sgl-0.1.3", "bundled"], ["seq", "rows"]))
 def test_paged_and_ragged_logits_on_cpu_tensors(no_usable_cuda: list[str], fake_release: Callable[[str], Any],
                                                 family: str, form: str) -> None:
     fake_release(family)

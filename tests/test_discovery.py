@@ -22,8 +22,7 @@ import pytest
 from dgcompat_conformance import dists, index
 from dgcompat_conformance.intake import discovery, newest
 from dgcompat_conformance.surface import extract
-
-from . import fakes
+from testsupport import fakes
 
 RECORDED = Path(__file__).parent / "data" / "index"
 PYPI = "https://pypi.org/simple/"

@@ -11,8 +11,7 @@ from typing import Any, Callable
 import pytest
 
 from dgcompat_conformance import doctor, pins
-
-from . import fakes
+from testsupport import fakes
 
 
 def _install(fake_site: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, body: str, version: str) -> None:
@@ -22,6 +21,7 @@ def _install(fake_site: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, bo
     monkeypatch.setenv("DGCOMPAT_ARCH", "sm90")
 
 
+@pytest.mark.slow
 def test_doctor_on_a_loadable_release(fake_site: Callable[..., Path], monkeypatch: pytest.MonkeyPatch,
                                       capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("DGCOMPAT_ALLOW_TORCH_MISMATCH", "1")

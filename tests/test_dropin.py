@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import write_dist
+from testsupport.dists import write_dist
 
 ROOT = Path(__file__).resolve().parent.parent
 

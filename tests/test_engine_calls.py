@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from dgcompat_conformance.harness.runner import child_env
+from testsupport.wheels import published_wheel
 
 EXTRACT = Path(__file__).resolve().parent / "engine_calls" / "extract_engine_calls.py"
 IMPORT_FORMS = Path(__file__).resolve().parent / "engine_calls" / "import_forms.py"
@@ -59,17 +60,14 @@ def _check(result: dict[str, Any], *, overlap_not_emulated: bool = False) -> Non
 
 def _workdir(release: str) -> list[str]:
     from dgcompat_conformance.harness.releases import parse_release
-    from dgcompat_conformance.harness.wheels import find_cached_wheel, prepare_workdir
+    from dgcompat_conformance.harness.wheels import prepare_workdir
 
     spec = parse_release(release)
-    wheel = find_cached_wheel(spec)
-    if wheel is None:
-        pytest.skip(f"the {spec.id} wheel is not in the wheel cache (`dgcompat conform --release {release}` "
-                    f"downloads it)")
-    work = prepare_workdir(spec, wheel)
+    work = prepare_workdir(spec, published_wheel(release))
     return ["--workdir", str(work), "--dist", spec.dist, "--version", spec.version, "--release-id", spec.id]
 
 
+@pytest.mark.slow
 def test_extract_on_the_reference_backend(tmp_path: Path) -> None:
     result = _child(tmp_path, ["--reference"])
     assert result["tier"] == "reference"
@@ -95,7 +93,7 @@ def test_extract_fails_without_the_install(tmp_path: Path) -> None:
 
 
 # The reference tier imports no deep_gemm before the tests, so its install is always the early one.
-IMPORT_CASES = [pytest.param("reference", True, id="reference-installed-first")] + [
+IMPORT_CASES = [pytest.param("reference", True, id="reference-installed-first", marks=pytest.mark.slow)] + [
     pytest.param(r, d, id=f"{r}-{'installed-first' if d else 'installed-late'}", marks=pytest.mark.wheels)
     for r in ("0.1.4", "0.2.5", "sgl-kernel==0.3.21") for d in (True, False)]
 

@@ -16,8 +16,7 @@ import pytest
 from dgcompat_conformance.gpu import cases
 from dgcompat_conformance.gpu.certify import run_case_child
 from dgcompat_conformance.gpu.install import release_env
-
-from . import fakes
+from testsupport import fakes
 
 CASE = "grouped_masked_fp8_overlap"
 
@@ -88,7 +87,7 @@ def test_overlap_case_on_a_bundled_copy(bundled: Callable[[str], None], monkeypa
 
 def test_the_stand_in_that_fills_the_whole_signal_fails(bundled: Callable[[str], None],
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """tests.fakes.BUNDLED sets every entry to 1: the signal check says so."""
+    """testsupport.fakes.BUNDLED sets every entry to 1: the signal check says so."""
     monkeypatch.setattr(cases, "DEVICE", "cpu")
     bundled("")
     rec = cases.run_case(CASE)
@@ -148,6 +147,7 @@ def test_a_refusal_that_is_not_clean_fails(fake_release: Callable[[str], Any], m
     assert rec["outcome"] == "failed" and set(_failed(rec)) == failing, rec["checks"]
 
 
+@pytest.mark.slow
 def test_overlap_case_in_its_own_child_on_the_reference_backend(tmp_path: Path) -> None:
     """The runner's own path (a case child under its watchdog), CPU dry run on the reference backend."""
     env = release_env(tmp_path / "site", tmp_path / "jit")

@@ -23,8 +23,8 @@ import pytest
 
 from dgcompat_conformance import certificate
 from dgcompat_conformance.gpu import runner
-
-from . import elfmaker
+from testsupport import elfmaker
+from testsupport.wheels import published_wheel
 
 BUNDLE_INIT = ("import os\nimport torch\nfrom . import deep_gemm_cpp  # registers torch.ops.deep_gemm\n"
                "fp8_gemm_nt = torch.ops.deep_gemm.fp8_gemm_nt\n")
@@ -170,6 +170,7 @@ def test_tvm_ffi_wheel_follows_each_release_pin(tmp_path: Path, monkeypatch: pyt
         runner._install_wheel(runner.Subject("wheel", "0.1.3"), {}, tmp_path / "s", [lone, a], "")
 
 
+@pytest.mark.slow
 def test_several_subjects_in_parallel_with_deadlines(tmp_path: Path, fakes: Fakes, monkeypatch: pytest.MonkeyPatch,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     """Each subject gets its own folder; a deadline stops starting cases and the certificate says so."""
@@ -301,11 +302,7 @@ def test_a_real_case_child_reports_through_the_watchdog(tmp_path: Path) -> None:
 @pytest.mark.wheels
 def test_a_real_kernel_wheel_site_detects_as_its_bundle(tmp_path: Path) -> None:
     """deep_gemm/ and the dist-info taken out of a real kernel wheel, as the staged bundle site holds them."""
-    from dgcompat_conformance.wheelcache import find
-
-    wheel = find("sgl-kernel", "0.3.21", Path.home() / ".cache" / "dgcompat" / "wheels")
-    if wheel is None:
-        pytest.skip("sgl-kernel 0.3.21 is not in the wheel cache")
+    wheel = published_wheel("sgl-kernel==0.3.21")
     site = tmp_path / "site"
     with zipfile.ZipFile(wheel) as zf:
         members = [n for n in zf.namelist() if (n.startswith("deep_gemm/") and "/include/" not in n)

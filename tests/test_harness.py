@@ -33,6 +33,7 @@ from dgcompat_conformance.harness.releases import (
 )
 from dgcompat_conformance.harness.signatures import NO_DEFAULT, OpSig, Param, parse_default, value_matches
 from dgcompat_conformance.harness.xfails import load_xfails, match
+from testsupport.wheels import published_wheel
 
 # --------------------------------------------------------------------------- release names
 
@@ -383,19 +384,15 @@ def test_cli_usage(monkeypatch: pytest.MonkeyPatch) -> None:
 # --------------------------------------------------------------------------- real wheels
 
 # The release set of the wheel tests: both binding eras, the 0.1.4 argument insertion, 0.2.0's
-# wrapper fix, 0.2.5's removal of fp8_paged_mqa_logits; plus one bundled copy when its ~500 MB
-# wheel is already in the cache.
-_WHEEL_SET = ["0.0.1", "0.1.4", "0.2.0", "0.2.3", "0.2.5"]
+# wrapper fix, 0.2.5's removal of fp8_paged_mqa_logits; plus one bundled copy (a ~540 MB wheel, downloaded
+# once into the cache).
+_WHEEL_SET = ["0.0.1", "0.1.4", "0.2.0", "0.2.3", "0.2.5", "sgl-kernel==0.3.21"]
 
 
 def _wheel_specs() -> list[ReleaseSpec]:
-    from dgcompat_conformance.harness.wheels import find_cached_wheel
-
-    specs = [parse_release(v) for v in _WHEEL_SET]
-    bundled = parse_release("sgl-kernel==0.3.21")
-    if find_cached_wheel(bundled) is not None:
-        specs.append(bundled)
-    return specs
+    for release in _WHEEL_SET:
+        published_wheel(release)  # the wheels tier never skips a release for a wheel not yet cached
+    return [parse_release(v) for v in _WHEEL_SET]
 
 
 _WRONG_ADAPTER = '''
@@ -577,16 +574,31 @@ def test_xfail_files_are_strict_and_stale_entries_reported(tmp_path: Path) -> No
     assert certificate.check(cert) == []
 
 
+def test_every_suite_file_passes_on_the_reference_backend(tmp_path: Path) -> None:
+    """The conformance suite through the harness child on dgcompat's reference backend, one example per generated
+    test (with the default examples: `dgcompat conform --reference`, the README's first command; over the published
+    wheels: the wheels tier)."""
+    from dgcompat_conformance.conform import main
+    from dgcompat_conformance.harness.child import SUITE_DIR
+
+    out = tmp_path / "out"
+    assert main(["--reference", "--examples", "1", "--out", str(out), "--quiet"]) == 0
+    cert = json.loads((out / "reference.json").read_text())
+    assert certificate.check(cert) == [] and cert["verdict"] == "PASS", cert["summary"]
+    files = {path.name for path in SUITE_DIR.glob("test_*.py")}
+    ran = {t["id"].split("::")[0].rsplit("/", 1)[-1]: [] for t in cert["tests"]}
+    for t in cert["tests"]:
+        ran[t["id"].split("::")[0].rsplit("/", 1)[-1]].append(t["outcome"])
+    assert set(ran) == files and all(set(outcomes) <= {"passed", "skipped"} for outcomes in ran.values()), ran
+    # The raw tests call deep_gemm itself, which the reference backend does not install; every other file computes.
+    assert {f for f, outcomes in ran.items() if "passed" in outcomes} == files - {"test_raw_deep_gemm.py"}
+
+
 # --------------------------------------------------------------------------- untrusted input (file names, cache)
 
 
 def _real_wheel(version: str) -> Path:
-    from dgcompat_conformance.wheelcache import find
-
-    wheel = find("sgl-deep-gemm", version, Path.home() / ".cache" / "dgcompat" / "wheels")
-    if wheel is None:
-        pytest.skip(f"sgl-deep-gemm {version} is not in the wheel cache")
-    return wheel
+    return published_wheel(version)
 
 
 @pytest.mark.parametrize("version", ["..", "."])
@@ -699,6 +711,7 @@ def test_a_truncated_wheel_does_not_stop_the_run(tmp_path: Path, monkeypatch: py
     assert list(scratch.rglob("dgcompat-cuda-home-*")) == []
 
 
+@pytest.mark.wheels
 def test_standins_cuda_home_is_removed_at_exit(tmp_path: Path) -> None:
     """The empty CUDA_HOME the stand-ins make is gone once the child process exits."""
     import subprocess
@@ -840,15 +853,15 @@ def test_gpu_runner_reads_wheels_through_the_cache_rules() -> None:
     from dgcompat_conformance.certificate import committed
     from dgcompat_conformance.gpu.install import find_wheel, tvm_ffi_pin
 
-    folder = Path.home() / ".cache" / "dgcompat" / "wheels"
     checked = 0
+    folder = None
     for cert in committed():
-        if cert.tier != "gpu" or cert.wheel_file is None or not (folder / cert.wheel_file).is_file():
+        if cert.tier != "gpu" or cert.wheel_file is None or not cert.wheel_file.startswith("sgl_deep_gemm-"):
             continue
+        folder = published_wheel(cert.release).parent
         wheel = find_wheel([folder], "SGL_Deep.Gemm", cert.release)
         assert wheel is not None and wheel.name == cert.wheel_file
         assert tvm_ffi_pin(wheel) == cert.data["wheel"].get("apache_tvm_ffi"), cert.release
         checked += 1
-    if checked == 0:
-        pytest.skip("no wheel of a GPU certificate is in the cache")
+    assert checked > 0 and folder is not None, "no GPU certificate names an sgl-deep-gemm wheel"
     assert find_wheel([folder], "sgl-deep-gemm", "9.9.9") is None

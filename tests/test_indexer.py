@@ -11,6 +11,7 @@ import torch
 import dgcompat
 from dgcompat import _tooling
 from dgcompat import reference as R
+from testsupport.tiers import grid
 
 FAMILIES = ["sgl-0.1.3", "sgl-0.2.5", "bundled"]
 H, D, BKV = 32, 128, 64
@@ -52,10 +53,8 @@ def _reference(i: dict[str, Any], n: int) -> torch.Tensor:
     return R.fp8_paged_mqa_logits(i["q"], i["kv"], i["w"], i["ctx"], bt, None, i["max_len"], clean_logits=True)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("n", [1, 2, 3, 4])
-@pytest.mark.parametrize("form", ["seq", "rows", "flat"])
-@pytest.mark.parametrize("per_row_bt", [False, True])
+@pytest.mark.parametrize(("n", "form", "family", "per_row_bt"),
+                         grid([1, 2, 3, 4], ["seq", "rows", "flat"], FAMILIES, [False, True]))
 def test_every_lens_form(fake_release: Callable[[str], Any], family: str, n: int, form: str,
                          per_row_bt: bool) -> None:
     mod = fake_release(family)
@@ -108,8 +107,7 @@ def test_schedule_for_other_lengths_is_replaced(fake_release: Callable[[str], An
         _assert_close_valid(out, ref, _row_lens(i["ctx"], 1))
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("form", ["seq", "rows", "flat"])
+@pytest.mark.parametrize(("form", "family"), grid(["flat", "seq", "rows"], FAMILIES, full=0))
 def test_one_metadata_call_per_batch(fake_release: Callable[[str], Any], family: str, form: str) -> None:
     # next_n=4 on SM90 is launched flat (per-row lengths, repeated table, a schedule of its own). In
     # steady state an engine's step costs one native metadata call, shared by all layers.
@@ -275,10 +273,7 @@ def _batches(b: int, n: int, count: int, seed: int) -> list[dict[str, Any]]:
     return out
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("pattern", PATTERNS)
-@pytest.mark.parametrize("n", [1, 2, 4])
-@pytest.mark.parametrize("form", ["seq", "rows", "flat"])
+@pytest.mark.parametrize(("pattern", "family", "n", "form"), grid(PATTERNS, FAMILIES, [1, 2, 4], ["seq", "rows", "flat"]))
 def test_engine_patterns_eager(fake_release: Callable[[str], Any], family: str, pattern: str, n: int,
                                form: str) -> None:
     fake_release(family)
@@ -311,11 +306,9 @@ def _replay_each(graphs: list[Any], outs: list[list[Any]], batches: list[dict[st
                 torch.testing.assert_close(out, _expect(batch, 4, buf.max_len), rtol=1e-4, atol=1e-3)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("pattern", ["sglang", "vllm", "out", "nothing"])
-@pytest.mark.parametrize("n", [1, 2, 4])
-@pytest.mark.parametrize("form", ["seq", "rows", "flat"])
-@pytest.mark.parametrize("per_row", [False, True])
+@pytest.mark.parametrize(("pattern", "family", "n", "form", "per_row"),
+                         grid(["sglang", "vllm", "out", "nothing"], FAMILIES, [1, 2, 4], ["seq", "rows", "flat"],
+                              [False, True]))
 def test_engine_patterns_replay(fake_release: Callable[[str], Any], monkeypatch: pytest.MonkeyPatch, family: str,
                                 pattern: str, n: int, form: str, per_row: bool) -> None:
     # Capture once (after an eager warm-up on the same buffers), then write each next batch into the
@@ -437,9 +430,9 @@ def metadata_check(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
     return str(request.param)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("what", ["q_dtype", "q_shape", "kv_dtype", "kv_shape", "weights_dtype", "weights_shape",
-                                  "weights_device", "q_device", "kv_device", "q_none", "kv_list"])
+@pytest.mark.parametrize(("what", "family"), grid(
+    ["q_dtype", "q_shape", "kv_dtype", "kv_shape", "weights_dtype", "weights_shape", "weights_device", "q_device",
+     "kv_device", "q_none", "kv_list"], FAMILIES))
 def test_repeat_calls_validate_like_the_first(fake_release: Callable[[str], Any], family: str, what: str,
                                               metadata_check: str) -> None:
     mod = fake_release(family)
@@ -632,6 +625,7 @@ def test_out_must_be_contiguous(fake_release: Callable[[str], Any]) -> None:
         dgcompat.get_paged_mqa_logits_metadata(ctx, BKV, 4, out=wide[:, ::2])
 
 
+@pytest.mark.slow
 def test_cache_holds_no_dead_batch(fake_release: Callable[[str], Any]) -> None:
     import gc
 
@@ -651,6 +645,7 @@ def test_cache_holds_no_dead_batch(fake_release: Callable[[str], Any]) -> None:
     assert _tooling.indexer_state()["derived_bytes"] == 0
 
 
+@pytest.mark.slow
 def test_cache_is_bounded_in_bytes(fake_release: Callable[[str], Any], monkeypatch: pytest.MonkeyPatch) -> None:
     from dgcompat.indexer import _cache
     from dgcompat.indexer._state import STATE
@@ -778,9 +773,7 @@ class _ViewBuffers:
                                              sched, self.max_len, clean_logits=True)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("n", [1, 2, 4])
-@pytest.mark.parametrize("form", ["seq", "rows", "flat"])
+@pytest.mark.parametrize(("family", "n", "form"), grid(FAMILIES, [4, 1, 2], ["flat", "seq", "rows"], full=0))
 def test_lengths_views_of_a_persistent_buffer_eager(fake_release: Callable[[str], Any], family: str, n: int,
                                                     form: str) -> None:
     # Schedule built from buf[:B]; the buffer's other rows written for another batch size: the rows this call
@@ -819,9 +812,7 @@ def test_lengths_views_of_a_persistent_buffer_eager(fake_release: Callable[[str]
                                rtol=1e-4, atol=1e-3)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("n", [1, 2, 4])
-@pytest.mark.parametrize("form", ["seq", "rows", "flat"])
+@pytest.mark.parametrize(("family", "n", "form"), grid(FAMILIES, [2, 1, 4], ["rows", "seq", "flat"], full=0))
 def test_lengths_views_of_a_persistent_buffer_replay(fake_release: Callable[[str], Any], family: str, n: int,
                                                      form: str) -> None:
     # Graphs for several batch sizes captured over views of one buffer, then replayed with new inputs

@@ -17,7 +17,8 @@ from dgcompat.table import Capabilities
 from dgcompat_conformance import intake
 from dgcompat_conformance.index import PackageIndex
 from dgcompat_conformance.intake import newest as intake_newest  # the index, the CPU tier and the verdict
-from dgcompat_conformance.surface import Change, SurfaceError, cli, extract, find_cached_wheel, resolve_wheel
+from dgcompat_conformance.surface import Change, SurfaceError, cli, extract
+from testsupport.wheels import published_wheel
 
 # ---------------------------------------------------------------------------------------------
 # A synthetic surface shaped like sgl-deep-gemm 0.2.5 (only what the table and the adapters read)
@@ -478,10 +479,7 @@ def test_index_versions_asks_the_index() -> None:
 
 
 def _surface(version: str) -> dict[str, Any]:
-    try:
-        resolve_wheel(version)
-    except SurfaceError as exc:
-        pytest.skip(f"sgl-deep-gemm {version} is not cached and could not be downloaded: {exc}")
+    published_wheel(version)
     return extract(version)
 
 
@@ -547,9 +545,6 @@ def test_no_release_step_drifts() -> None:
 
 @pytest.mark.wheels
 def test_table_agrees_with_the_sgl_kernel_bundle() -> None:
-    wheel = find_cached_wheel("0.3.21", dist="sgl-kernel")
-    if wheel is None:  # ~500 MB: used when already cached, never downloaded here
-        pytest.skip("sgl-kernel 0.3.21 is not in the wheel cache")
-    surface = extract(wheel)
+    surface = extract(published_wheel("sgl-kernel==0.3.21"))  # ~540 MB, downloaded once into the cache
     assert intake.check_table(surface) == []
     assert intake.check_calls(surface) == []

@@ -106,8 +106,7 @@ def test_two_builds_of_one_version_are_told_apart_by_their_signatures(fake_site:
     import sys
 
     from dgcompat import _backend
-
-    from . import fakes
+    from testsupport import fakes
 
     monkeypatch.setenv("DGCOMPAT_ALLOW_TORCH_MISMATCH", "1")
     monkeypatch.setenv("DGCOMPAT_ARCH", "sm90")

@@ -9,8 +9,7 @@ import pytest
 
 from dgcompat_conformance.harness.indexer_rules import rules_from_asserts
 from dgcompat_conformance.harness.releases import parse_release
-
-WHEELS = Path.home() / ".cache" / "dgcompat" / "wheels"
+from testsupport.wheels import published_wheel
 
 _SM100_025 = (
     "(arch_major == 10 and (block_kv == 32 or block_kv == 64 or block_kv == 128)) or (arch_major == 9 and "
@@ -43,28 +42,28 @@ def _run(release: str, arch: str, tmp_path: Path) -> dict[str, str]:
     return {t["id"].rsplit("::", 1)[1]: t["outcome"] for t in cert["tests"]}
 
 
-VLLM = Path.home() / ".cache" / "dgcompat" / "vllm" / "vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl"
 _MX = "test_raw_release_enforces_the_mx_contract"
 _POSITIVE = "test_raw_release_enforces_positive_max_seqlen_k"
 _PAGED_BLOCKS = "test_every_block_kv_of_the_contract_computes"  # paged refused under MX
 
 
-@pytest.mark.skipif(not (WHEELS / "sgl_deep_gemm-0.2.5-py3-none-manylinux2014_x86_64.whl").exists(),
-                    reason="the sgl-deep-gemm wheels are not in the shared cache")
+@pytest.mark.wheels
 @pytest.mark.parametrize("release, arch, skipped", [
     ("0.2.5", "sm100", {_PAGED_BLOCKS}),
     ("0.2.5", "sm120", {_MX}),
     ("0.2.3.post2", "sm100", {_MX, _POSITIVE}),
 ])
 def test_contract_on_the_cpu_tier(release: str, arch: str, skipped: set[str], tmp_path: Path) -> None:
+    published_wheel(release)
     outcomes = _run(release, arch, tmp_path)
     assert {t for t, o in outcomes.items() if o == "skipped"} == skipped, outcomes
     assert outcomes and set(outcomes.values()) <= {"passed", "skipped"}, outcomes
 
 
-@pytest.mark.skipif(not VLLM.exists(), reason="the vllm 0.33.0 wheel is not in the shared cache")
+@pytest.mark.wheels
 @pytest.mark.parametrize("arch, skipped", [("sm100", {_PAGED_BLOCKS}), ("sm120", {_MX})])
 def test_contract_of_vllm_2_8_1_on_the_cpu_tier(arch: str, skipped: set[str], tmp_path: Path) -> None:
+    published_wheel("vllm-0.33.0")  # ~340 MB: $DGCOMPAT_CACHE/vllm/ or the wheel cache, downloaded once
     outcomes = _run("vllm-0.33.0", arch, tmp_path)
     assert {t for t, o in outcomes.items() if o == "skipped"} == skipped, outcomes
     assert outcomes and set(outcomes.values()) <= {"passed", "skipped"}, outcomes

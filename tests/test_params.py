@@ -254,7 +254,7 @@ def test_wheel_signatures_bind_the_upstream_functions(fake_site: Callable[..., A
                                                       version: str) -> None:
     # The benchmark's stand-in carries the wheels' exact Python signatures: every fast call is the
     # upstream function itself there (no adapter frame), parameters by position.
-    from bench.stand_in import source
+    from testsupport.stand_in import source
 
     monkeypatch.setenv("DGCOMPAT_ALLOW_TORCH_MISMATCH", "1")
     monkeypatch.setenv("DGCOMPAT_ARCH", "sm90")

@@ -16,9 +16,8 @@ from dgcompat.detection import Release
 from dgcompat_conformance import cli, conform, doctor, pins
 from dgcompat_conformance.dists import DISTRIBUTIONS
 from dgcompat_conformance.harness import child, runner
-
-from . import fakes
-from .conftest import write_dist
+from testsupport import fakes
+from testsupport.dists import write_dist
 
 # Requires-Dist of SGLang 0.5.23 and vLLM 0.34.0 (their wheels' METADATA, the lines about deep_gemm, torch and
 # the kernel wheel, plus a few others and an extra's, which must not count).

@@ -20,8 +20,7 @@ from dgcompat_conformance.harness import standins
 from dgcompat_conformance.harness.emulation import NativeState, Profile, StandInNotEmulated, emulate
 from dgcompat_conformance.harness.indexer_rules import rules_from_asserts
 from dgcompat_conformance.harness.signatures import NO_DEFAULT, OpSig, read_ops
-
-from . import elfmaker
+from testsupport import elfmaker
 
 FP8 = torch.float8_e4m3fn
 

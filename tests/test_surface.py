@@ -28,7 +28,6 @@ from dgcompat_conformance.surface import (
     cli,
     diff,
     extract,
-    find_cached_wheel,
     format_signature,
     is_engine_symbol,
     render_changes,
@@ -46,6 +45,7 @@ from dgcompat_conformance.surface.native import (
     torch_build_fingerprint,
 )
 from dgcompat_conformance.surface.python import read_python_surface
+from testsupport.wheels import published_wheel
 
 # ---------------------------------------------------------------------------------------------
 # Synthetic native libraries
@@ -713,13 +713,7 @@ REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "sources" / "nativ
 
 @pytest.fixture(scope="module")
 def wheels() -> dict[str, Path]:
-    found: dict[str, Path] = {}
-    for version in VERSIONS:
-        try:
-            found[version] = resolve_wheel(version)
-        except SurfaceError as exc:
-            pytest.skip(f"sgl-deep-gemm {version} is not cached and could not be downloaded: {exc}")
-    return found
+    return {version: published_wheel(version) for version in VERSIONS}
 
 
 @pytest.fixture(scope="module")
@@ -797,8 +791,7 @@ class TestPublishedWheels:
             assert extract(wheels[version], cache=False) == surfaces[version]
 
     def test_demangler_agrees_with_cxxfilt(self, wheels: dict[str, Path]) -> None:
-        if shutil.which("c++filt") is None:
-            pytest.skip("c++filt is not installed")
+        assert shutil.which("c++filt") is not None, "c++filt (binutils) is what the demangler is compared with"
         for version in ("0.1.4", "0.2.2"):
             with zipfile.ZipFile(wheels[version]) as zf:
                 data = zf.read("deep_gemm/_C.so")
@@ -811,10 +804,7 @@ class TestPublishedWheels:
                 assert f"{parsed[0]}({', '.join(parsed[1])})".replace(" ", "") == reference[sym].replace(" ", ""), sym
 
     def test_bundled_copy_in_sgl_kernel(self, surfaces: dict[str, dict[str, Any]]) -> None:
-        wheel = find_cached_wheel("0.3.21", dist="sgl-kernel")
-        if wheel is None:  # a 500 MB download is not worth it here; use it when it is cached
-            pytest.skip("sgl-kernel 0.3.21 is not in the wheel cache")
-        doc = extract(wheel)
+        doc = extract(published_wheel("sgl-kernel==0.3.21"))  # ~540 MB, downloaded once into the cache
         assert doc["release"] == {"name": "sgl-kernel", "version": "0.3.21"}
         assert (doc["binding"], doc["torch_build"], doc["native_library"]) == ("torch-library", "2.9", "deep_gemm/deep_gemm_cpp.abi3.so")
         assert doc["python"]["deep_gemm.fp8_gemm_nt"]["via"] == "_wrap_op"

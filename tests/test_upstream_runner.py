@@ -9,10 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from dgcompat_conformance.gpu.upstream_tests import discover
 from dgcompat_conformance.harness.runner import child_env
+from testsupport.dists import write_dist
 
-from .conftest import write_dist
 from .test_dropin import FAKE_FILES
 
 TEST_FILE = '''
@@ -48,6 +50,7 @@ if __name__ == "__main__":
 '''
 
 
+@pytest.mark.slow
 def test_discover_and_run_both_modes(tmp_path: Path) -> None:
     site = tmp_path / "site"
     write_dist(site, "sgl-deep-gemm", "9.9.9", FAKE_FILES)

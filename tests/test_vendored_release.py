@@ -13,8 +13,7 @@ from dgcompat_conformance import certificate, pins
 from dgcompat_conformance.gpu import runner
 from dgcompat_conformance.harness.releases import parse_release, spec_from_wheel
 from dgcompat_conformance.harness.wheels import prepare_workdir
-
-from . import elfmaker
+from testsupport import elfmaker
 
 INIT = "import torch\nfrom . import _C\n__version__ = '2.8.1'\n"
 

@@ -1,5 +1,5 @@
 """dgcompat.warmup: description, dedupe, locks, cache folders, the stand-in compiler, the CLI, and whole
-warmups against a fake deep_gemm whose JIT runs a fake NVCC (tests/fake_jit.py)."""
+warmups against a fake deep_gemm whose JIT runs a fake NVCC (testsupport/fake_jit)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from dgcompat.jit_warmup import host as H
 from dgcompat.jit_warmup import spec as S
 from dgcompat.jit_warmup.cache import lock_kernel
 from dgcompat.jit_warmup.standin import STAND_IN, read_log
+from testsupport import fake_jit
 
-from . import fake_jit
 from .warmup_env import compiles as _compiles
 from .warmup_env import jit_env_fixture  # noqa: F401 - the jit_env fixture
 from .warmup_env import serve_all as _serve_all
@@ -396,6 +396,7 @@ SPEC_CODE = ("W.WarmupSpec((W.DenseGemm(256, 512), W.DenseGemm(384, 1024)), "
              "W.MPolicy.values([1, 2, 64, 65, 300, 2000]), scales=('tma',))")
 
 
+@pytest.mark.slow
 def test_cold_then_warm(jit_env: dict[str, Any]) -> None:
     cold = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
     compiles = _compiles(jit_env["log"])
@@ -414,6 +415,7 @@ def test_cold_then_warm(jit_env: dict[str, Any]) -> None:
     assert len(_compiles(jit_env["log"])) == 6  # serving needed nothing more
 
 
+@pytest.mark.slow
 def test_two_processes_share_one_cache(jit_env: dict[str, Any]) -> None:
     code = textwrap.dedent(f"""
         import json, dgcompat
@@ -437,6 +439,7 @@ def test_two_processes_share_one_cache(jit_env: dict[str, Any]) -> None:
     assert len(compiles) == 6 and len(set(compiles)) == 6
 
 
+@pytest.mark.slow
 def test_calls_needing_two_kernels_and_bisection(jit_env: dict[str, Any]) -> None:
     spec = W.WarmupSpec((W.PagedIndexer(64, 128, 64, 1, 256), W.DenseGemm(256, 512)), W.MPolicy.changes(300))
     report = dgcompat.warmup(spec, cache_dir=jit_env["cache"], workers=2, progress=False)
@@ -450,6 +453,7 @@ def test_calls_needing_two_kernels_and_bisection(jit_env: dict[str, Any]) -> Non
     assert "served" in served and len(_compiles(jit_env["log"])) == report.compiled  # every M was covered
 
 
+@pytest.mark.slow
 def test_compiles_run_at_once_outside_the_worker_processes(jit_env: dict[str, Any],
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     # 6 kernels of 1.5 s each: one worker process compiling them in its calls would need 9 s.
@@ -627,6 +631,7 @@ def test_without_a_usable_recipe_the_workers_compile(jit_env: dict[str, Any], mo
     assert len(compiles) == len(set(compiles)) == 6
 
 
+@pytest.mark.slow
 def test_markers_without_entries_are_only_a_hint(jit_env: dict[str, Any]) -> None:
     import shutil
 
@@ -641,6 +646,7 @@ def test_markers_without_entries_are_only_a_hint(jit_env: dict[str, Any]) -> Non
     assert len(compiles) == 12 and len(set(compiles)) == 6  # each kernel once per cold cache
 
 
+@pytest.mark.slow
 def test_a_warm_cache_without_markers_compiles_nothing(jit_env: dict[str, Any]) -> None:
     dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
     folder = W.jit_cache_dir(jit_env["cache"])
@@ -658,6 +664,7 @@ def test_unsupported_shape_is_a_typed_error(jit_env: dict[str, Any]) -> None:
     assert "N=200" in str(info.value) and "n % 64" in str(info.value)
 
 
+@pytest.mark.slow
 def test_nvrtc_falls_back_to_real_calls(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DG_JIT_USE_NVRTC", "1")
     report = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
@@ -665,6 +672,7 @@ def test_nvrtc_falls_back_to_real_calls(jit_env: dict[str, Any], monkeypatch: py
     assert report.compiled == len(_compiles(jit_env["log"])) == 6  # one shape per worker: no kernel twice here
 
 
+@pytest.mark.slow
 def test_a_jit_ignoring_the_stand_in_falls_back(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_FIXED_NVCC", jit_env["env"]["DG_JIT_NVCC_COMPILER"])
     report = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=1, progress=False)
@@ -673,34 +681,7 @@ def test_a_jit_ignoring_the_stand_in_falls_back(jit_env: dict[str, Any], monkeyp
     assert report.compiled == 6  # counted as new cache entries
 
 
-def test_bench_render_and_checks() -> None:
-    from bench import warmup as B
-
-    assert len(B.MS) == 49 and B.MS[0] == 1 and B.MS[-1] == 4096 and 7 in B.MS and 252 in B.MS
-    report = {"release": "sgl-deep-gemm 0.1.4", "method": "stand-in", "workers": 16, "wall_s": 11.0,
-              "start_s": 3.0, "identify_s": 3.4, "wall_s_with_start": 11.5, "compiled": 37, "cached": 0,
-              "notes": [], "processes": 4, "first_up_s": 2.5, "compile_s": 10.6}
-    res = {"shapes": [list(s) for s in B.SHAPES], "ms": list(B.MS), "calls": 294,
-           "serial": {"calls": 49, "calls_s": 20.0, "wall_s": 22.0, "entries": 7, "extrapolated": True,
-                      "estimate_s": 120.0},
-           "cold": report, "warm": {**report, "compiled": 0, "cached": 37, "wall_s": 4.0, "method": "record"},
-           "warm_checked": {**report, "compiled": 0, "cached": 37, "wall_s": 4.5},
-           "serve": {"calls_s": 1.0, "wall_s": 4.0, "new_entries": 0},
-           "shared": {"ranks": 8, "rank_workers": 2, "wall_s": 20.0, "compiled_per_rank": [5] * 7 + [2],
-                      "rank_phases": ["spawn 1.0-2.0 s (first-last worker up), identify 3.0 s, compile 9.0 s, "
-                                      "total 9.5 s"],
-                      "compiled_total": 37, "compiled_distinct": 37, "entries": 37},
-           "checks": {"warmup_cache_matches_serial": None}}
-    text = B.render(res)
-    assert "120.0 s (extrapolated from 49 calls in 20.0 s)" in text
-    assert "| dgcompat.warmup, warm start (record) | 4.0 s" in text and "37 (37 distinct" in text
-    assert "every call checked (fresh=True) | 4.5 s" in text
-    assert "cold (16 compiles at once, 4 processes) | 11.0 s" in text
-    assert ("cold phases: spawn 2.5-3.0 s (first-last worker up), identify 3.4 s, compile 10.6 s, total 11.0 s"
-            in text)
-    assert "ranks' phases: spawn 1.0-2.0 s" in text
-
-
+@pytest.mark.slow
 def test_a_recorded_warmup_returns_at_once(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(H, "nvidia_smi", lambda query, device: "NVIDIA H200, 9.0")  # the record needs a GPU model
     cold = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
@@ -719,6 +700,7 @@ def test_a_recorded_warmup_returns_at_once(jit_env: dict[str, Any], monkeypatch:
     assert len(_compiles(jit_env["log"])) == 7
 
 
+@pytest.mark.slow
 def test_the_calling_process_loads_neither_torch_nor_deep_gemm(jit_env: dict[str, Any]) -> None:
     code = textwrap.dedent(f"""
         import json, sys
@@ -737,6 +719,7 @@ def test_the_calling_process_loads_neither_torch_nor_deep_gemm(jit_env: dict[str
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [3, False, False]
 
 
+@pytest.mark.slow
 def test_a_jit_that_deletes_its_failed_build_folder(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     # The newer JIT (upstream 2.8.1 as vLLM vendors it, seen on the H200) deletes the build folder, source
     # included, before the stand-in's refusal reaches the worker: the digests must not depend on reading it then.

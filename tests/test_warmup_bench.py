@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bench import warmup as B
 from bench import warmup_gpu as G
 
 REPO = Path(__file__).resolve().parent.parent
@@ -58,6 +59,7 @@ def test_the_gpu_verdicts() -> None:
     assert G.verdict(serve, None, 99.0, None) == (False, "exit None (time limit)")
 
 
+@pytest.mark.slow
 def test_the_identification_cost_is_measured_and_printed(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "bench.warmup", "--fake", "--identify-cost", "--identify-calls", "16",
                           "--json", str(tmp_path / "bench-warmup.json")], capture_output=True, text=True,
@@ -94,3 +96,29 @@ def test_the_gpu_script_finds_the_release_wheel_and_its_tvm_ffi_pin(tmp_path: Pa
         assert "no sgl-deep-gemm 0.1.4 wheel" in str(exc)
     else:
         raise AssertionError("a missing wheel must stop the script")
+
+
+def test_bench_render_and_checks() -> None:
+    assert len(B.MS) == 49 and B.MS[0] == 1 and B.MS[-1] == 4096 and 7 in B.MS and 252 in B.MS
+    report = {"release": "sgl-deep-gemm 0.1.4", "method": "stand-in", "workers": 16, "wall_s": 11.0,
+              "start_s": 3.0, "identify_s": 3.4, "wall_s_with_start": 11.5, "compiled": 37, "cached": 0,
+              "notes": [], "processes": 4, "first_up_s": 2.5, "compile_s": 10.6}
+    res = {"shapes": [list(s) for s in B.SHAPES], "ms": list(B.MS), "calls": 294,
+           "serial": {"calls": 49, "calls_s": 20.0, "wall_s": 22.0, "entries": 7, "extrapolated": True,
+                      "estimate_s": 120.0},
+           "cold": report, "warm": {**report, "compiled": 0, "cached": 37, "wall_s": 4.0, "method": "record"},
+           "warm_checked": {**report, "compiled": 0, "cached": 37, "wall_s": 4.5},
+           "serve": {"calls_s": 1.0, "wall_s": 4.0, "new_entries": 0},
+           "shared": {"ranks": 8, "rank_workers": 2, "wall_s": 20.0, "compiled_per_rank": [5] * 7 + [2],
+                      "rank_phases": ["spawn 1.0-2.0 s (first-last worker up), identify 3.0 s, compile 9.0 s, "
+                                      "total 9.5 s"],
+                      "compiled_total": 37, "compiled_distinct": 37, "entries": 37},
+           "checks": {"warmup_cache_matches_serial": None}}
+    text = B.render(res)
+    assert "120.0 s (extrapolated from 49 calls in 20.0 s)" in text
+    assert "| dgcompat.warmup, warm start (record) | 4.0 s" in text and "37 (37 distinct" in text
+    assert "every call checked (fresh=True) | 4.5 s" in text
+    assert "cold (16 compiles at once, 4 processes) | 11.0 s" in text
+    assert ("cold phases: spawn 2.5-3.0 s (first-last worker up), identify 3.4 s, compile 10.6 s, total 11.0 s"
+            in text)
+    assert "ranks' phases: spawn 1.0-2.0 s" in text

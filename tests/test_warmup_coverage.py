@@ -1,6 +1,6 @@
 """Zero compiles at serve time: after dgcompat.warmup, a process making the described calls the way engines make
 them (every scale form, the layout helpers, MoE, both indexers) compiles nothing; the M policy, the scale forms,
-the M classes, the presets and ``dgcompat warmup --check``. Against the fake JIT of tests/fake_jit.py."""
+the M classes, the presets and ``dgcompat warmup --check``. Against the fake JIT of testsupport/fake_jit."""
 
 from __future__ import annotations
 
@@ -26,82 +26,15 @@ from .warmup_env import (
 )
 
 REPO = Path(__file__).resolve().parent.parent
-
-# A serving process written the way engines call deep_gemm (not with the warmup's own call code): row-major
-# float32 activation scales passed as they are or through the layout helpers, MN-major TMA-aligned ones, MoE
-# contiguous and masked, the paged indexer eagerly at every batch, the ragged indexer. ``deep_gemm`` is dgcompat
-# (``python -m dgcompat run``) or the module dgcompat's tests import as ``dg``.
-ENGINE = textwrap.dedent("""
-    import json, os, sys
-    import torch
-    if os.environ.get("SERVE_VIA") == "install":
-        import deep_gemm as dg                       # dgcompat, installed as deep_gemm by python -m dgcompat run
-        from deep_gemm.utils.layout import get_col_major_tma_aligned_tensor
-    else:
-        import dgcompat as dg
-        from dgcompat.utils.layout import get_col_major_tma_aligned_tensor
-    want = json.loads(sys.argv[1])
-    f8 = torch.float8_e4m3fn
-
-    def tma(sf):
-        mn, k = sf.shape[-2:]
-        al = -(-mn // 4) * 4
-        out = torch.empty((*sf.shape[:-2], k, al)).transpose(-1, -2)[..., :mn, :]
-        out.copy_(sf)
-        return out
-
-    def dense(n, k, m):
-        a, sf = torch.empty(m, k, dtype=f8), torch.ones(m, k // 128)       # a per-token cast: row-major scales
-        b = (torch.empty(n, k, dtype=f8), torch.ones(-(-n // 128), k // 128))
-        d = torch.empty(m, n, dtype=torch.bfloat16)
-        dg.fp8_gemm_nt((a, sf), b, d)
-        dg.fp8_gemm_nt((a, dg.get_mn_major_tma_aligned_tensor(sf)), b, d)
-        dg.fp8_gemm_nt((a, get_col_major_tma_aligned_tensor(sf)), b, d)
-        dg.fp8_gemm_nt((a, dg.transform_sf_into_required_layout(sf, m, k, (1, 128, 128), is_sfa=True)), b, d)
-        dg.fp8_gemm_nt((a, tma(sf)), b, d)
-
-    def contiguous(e, n, k, m):
-        a, sf = torch.empty(m, k, dtype=f8), torch.ones(m, k // 128)
-        b = (torch.empty(e, n, k, dtype=f8), torch.ones(e, -(-n // 128), k // 128))
-        d, ids = torch.empty(m, n, dtype=torch.bfloat16), torch.zeros(m, dtype=torch.int32)
-        dg.m_grouped_fp8_gemm_nt_contiguous((a, sf), b, d, ids)
-        dg.m_grouped_fp8_gemm_nt_contiguous((a, dg.get_mn_major_tma_aligned_tensor(sf)), b, d, ids)
-
-    def masked(e, n, k, max_m, m):
-        a, sf = torch.empty(e, max_m, k, dtype=f8), torch.ones(e, max_m, k // 128)
-        b = (torch.empty(e, n, k, dtype=f8), torch.ones(e, -(-n // 128), k // 128))
-        d, mm = torch.empty(e, max_m, n, dtype=torch.bfloat16), torch.full((e,), m, dtype=torch.int32)
-        dg.fp8_m_grouped_gemm_nt_masked((a, sf), b, d, mm, m)
-        dg.fp8_m_grouped_gemm_nt_masked((a, dg.get_mn_major_tma_aligned_tensor(sf)), b, d, mm, m)
-
-    def paged(h, dim, block_kv, next_n, ctx, batch):
-        blocks = -(-ctx // block_kv)
-        q = torch.empty(batch, next_n, h, dim, dtype=f8)
-        kv = torch.zeros(blocks, block_kv, 1, dim + 4, dtype=torch.uint8)
-        w = torch.empty(batch * next_n, h)
-        lens = torch.full((batch, next_n), ctx, dtype=torch.int32)
-        table = torch.arange(blocks, dtype=torch.int32).repeat(batch, 1)
-        sched = dg.get_paged_mqa_logits_metadata(lens, block_kv, dg.get_num_sms())
-        dg.fp8_paged_mqa_logits(q, kv, w, lens, table, sched, ctx, clean_logits=False)
-
-    def ragged(h, dim, nk, m):
-        q = torch.empty(m, h, dim, dtype=f8)
-        kv = (torch.empty(nk, dim, dtype=f8), torch.ones(nk))
-        ks, ke = torch.zeros(m, dtype=torch.int32), torch.full((m,), nk, dtype=torch.int32)
-        dg.fp8_mqa_logits(q, kv, torch.empty(m, h), ks, ke, clean_logits=False)
-
-    for kind, args, ms in want:
-        for m in ms:
-            globals()[kind](*args, m)
-    print("served", sum(len(ms) for _k, _a, ms in want))
-""")
+#: A serving process written the way engines call deep_gemm (not with the warmup's own call code).
+ENGINE = REPO / "testsupport" / "engine_serve.py"
 
 
 def serve(jit: dict[str, Any], want: list[Any], *, via: str = "dgcompat") -> str:
     """Run the engine-like process on the warmed folder (DG_JIT_CACHE_DIR the only setting); its stdout."""
     env = {**jit["env"], "DG_JIT_CACHE_DIR": str(jit["cache"]), "SERVE_VIA": via}
     script = jit["cache"].parent / "engine.py"
-    script.write_text(ENGINE)
+    script.write_text(ENGINE.read_text())
     cmd = [sys.executable, str(script), json.dumps(want)]
     if via == "install":
         cmd = [sys.executable, "-m", "dgcompat", "run", "--", *cmd]
@@ -181,6 +114,7 @@ def test_presets_take_the_bound_from_the_command_line() -> None:
 
 # ---- zero compiles at serve time ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_every_call_form_engines_use_is_warm(jit_env: dict[str, Any]) -> None:
     shapes = (W.DenseGemm(256, 512), W.GroupedGemm(4, 256, 512), W.GroupedGemm(4, 256, 512, "masked", max_m=64))
     report = dgcompat.warmup(W.WarmupSpec(shapes, max_tokens=300), cache_dir=jit_env["cache"], workers=2,
@@ -198,6 +132,7 @@ def test_every_call_form_engines_use_is_warm(jit_env: dict[str, Any]) -> None:
     assert len(compiles(jit_env["log"])) == warmed
 
 
+@pytest.mark.slow
 def test_the_indexer_is_warm_for_every_batch_bucket(jit_env: dict[str, Any]) -> None:
     spec = W.WarmupSpec((W.PagedIndexer(64, 128, 64, 1, 256, max_batch=100), W.PagedIndexer(64, 128, 64, 2, 256,
                                                                                                max_batch=100),
@@ -214,6 +149,7 @@ def test_the_indexer_is_warm_for_every_batch_bucket(jit_env: dict[str, Any]) -> 
     assert len(compiles(jit_env["log"])) == report.compiled + 1
 
 
+@pytest.mark.slow
 def test_identification_is_per_m_class_and_finds_what_every_call_needs(jit_env: dict[str, Any],
                                                                       tmp_path: Path) -> None:
     spec = W.WarmupSpec((W.DenseGemm(256, 512), W.DenseGemm(384, 1024)), max_tokens=2048, scales=("tma",))
@@ -228,6 +164,7 @@ def test_identification_is_per_m_class_and_finds_what_every_call_needs(jit_env: 
     assert len(os.listdir(serial / "cache")) == 6 + 2  # and the transposes of its row-major scales
 
 
+@pytest.mark.slow
 def test_a_class_coarser_than_the_release_is_caught_by_the_verify_pass(jit_env: dict[str, Any],
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     from dgcompat.jit_warmup import entry
@@ -250,6 +187,7 @@ def _cli(jit: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
                           env=jit["env"], timeout=600, cwd=str(REPO))
 
 
+@pytest.mark.slow
 def test_the_check_finds_nothing_to_compile_after_a_warmup(jit_env: dict[str, Any]) -> None:
     out = _cli(jit_env, "--dense", "256,512", "--grouped", "4,256,512,masked,64", "--indexer", "64,128,64,1,256,64",
                "--max-tokens", "300", "--cache-dir", str(jit_env["cache"]), "--check", "--json", "--no-progress")
@@ -259,6 +197,7 @@ def test_the_check_finds_nothing_to_compile_after_a_warmup(jit_env: dict[str, An
     assert got["warmup"]["compiled"] == len(compiles(jit_env["log"]))
 
 
+@pytest.mark.slow
 def test_the_check_reports_each_miss_with_its_shape_and_m(jit_env: dict[str, Any]) -> None:
     out = _cli(jit_env, "--dense", "256,512", "--ms", "1", "--scales", "tma", "--cache-dir", str(jit_env["cache"]),
                "--no-progress")
@@ -285,6 +224,7 @@ def test_the_check_on_the_reference_backend_is_a_no_op(clean_dgcompat: None, tmp
     assert info.value.argument == "sample"
 
 
+@pytest.mark.slow
 def test_the_gpu_case_passes_on_the_fake_jit(jit_env: dict[str, Any]) -> None:
     env = {**jit_env["env"], "DGCOMPAT_CASES_DEVICE": "cpu", "DG_JIT_CACHE_DIR": str(jit_env["cache"])}
     out = subprocess.run([sys.executable, "-m", "dgcompat_conformance.gpu.cases", "warmup_zero_compiles"],
@@ -296,9 +236,10 @@ def test_the_gpu_case_passes_on_the_fake_jit(jit_env: dict[str, Any]) -> None:
     assert len(compiles(jit_env["log"])) > 0
 
 
+@pytest.mark.slow
 def test_a_layout_helper_the_release_lacks_is_skipped(jit_env: dict[str, Any]) -> None:
-    from . import fake_jit
-    from .conftest import write_dist
+    from testsupport import fake_jit
+    from testsupport.dists import write_dist
 
     site = jit_env["site"]
     files = fake_jit.files("0.1.4")
@@ -311,6 +252,7 @@ def test_a_layout_helper_the_release_lacks_is_skipped(jit_env: dict[str, Any]) -
     assert report.compiled == 3  # block_m 64 and 128, and the transpose the GEMM and get_mn_major_... need
 
 
+@pytest.mark.slow
 def test_the_check_loads_neither_torch_nor_deep_gemm_in_the_calling_process(jit_env: dict[str, Any]) -> None:
     code = textwrap.dedent(f"""
         import json, sys

@@ -55,7 +55,10 @@ def test_using_the_runtime_loads_nothing_of_the_certification_wing() -> None:
 
 
 def _imports_of(path: Path) -> list[tuple[int, str]]:
-    tree = ast.parse(path.read_text("utf-8"), str(path))
+    return _imports_in(ast.parse(path.read_text("utf-8"), str(path)))
+
+
+def _imports_in(tree: ast.AST) -> list[tuple[int, str]]:
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -157,6 +160,36 @@ def test_one_copy_of_the_release_list_and_the_names() -> None:
     assert offenders == []
 
 
+
+# --- tests, benchmarks and what they share ---------------------------------------------------------------------
+
+#: The tests of the benchmarks' own code: the only test modules that import bench.
+BENCH_TESTS = {"tests/test_bench.py", "tests/test_warmup_bench.py"}
+
+
+def _top_imports(folder: Path) -> dict[str, set[str]]:
+    """Each module of ``folder`` (relative path) -> the top-level packages it imports (every form, relative
+    imports resolved to ``folder``'s own top-level name)."""
+    out: dict[str, set[str]] = {}
+    for path in sorted(folder.rglob("*.py")):
+        tree = ast.parse(path.read_text("utf-8"), str(path))
+        tops = {m.split(".")[0] for _line, m in _imports_in(tree)}
+        if any(isinstance(n, ast.ImportFrom) and n.level > 0 for n in ast.walk(tree)):
+            tops.add(folder.name)
+        out[str(path.relative_to(ROOT))] = tops
+    return out
+
+
+def test_tests_and_bench_share_testsupport_and_import_neither_each_other() -> None:
+    """bench/ never imports tests/; tests/ imports bench/ only where it tests the benchmarks' code; testsupport/
+    (the fakes both use) imports neither."""
+    bench, support, tests = (_top_imports(ROOT / name) for name in ("bench", "testsupport", "tests"))
+    offenders = [f"{rel} imports tests" for rel, tops in bench.items() if "tests" in tops]
+    offenders += [f"{rel} imports {t}" for rel, tops in support.items() for t in sorted(tops & {"tests", "bench"})]
+    offenders += [f"{rel} imports bench" for rel, tops in tests.items() if "bench" in tops and rel not in BENCH_TESTS]
+    assert offenders == []
+    assert "testsupport" in bench["bench/__main__.py"] and "testsupport" in tests["tests/conftest.py"]  # real imports
+
 # --- the door: the other wing, the benchmarks and the docs use the runtime only through names meant for them ---
 
 #: The runtime's one declared internal interface for its tooling.
@@ -210,7 +243,7 @@ def _python_blocks(markdown: str) -> list[str]:
 
 def test_the_tooling_uses_no_private_runtime_name() -> None:
     offenders = []
-    for folder in (ROOT / "conformance" / WING, ROOT / "bench"):
+    for folder in (ROOT / "conformance" / WING, ROOT / "bench", ROOT / "testsupport"):
         for path in sorted(folder.rglob("*.py")):
             offenders += _private_runtime_uses(path.read_text("utf-8"), str(path.relative_to(ROOT)))
     for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:

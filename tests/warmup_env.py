@@ -1,5 +1,5 @@
 """The fake-JIT environment of the warmup tests: a fake sgl-deep-gemm whose JIT runs a fake NVCC
-(tests/fake_jit.py), first on the path of the test process and of the workers it spawns."""
+(testsupport/fake_jit), first on the path of the test process and of the workers it spawns."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 import dgcompat
-
-from . import fake_jit
+from testsupport import fake_jit
 
 REPO = Path(__file__).resolve().parent.parent
 

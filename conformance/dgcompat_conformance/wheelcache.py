@@ -29,6 +29,11 @@ __all__ = ["CacheError", "cache_root", "wheel_dir", "work_root", "sha256_file", 
 
 _SIDECAR = ".sha256"
 
+#: The platform tags a download may carry: the deep_gemm wheels are manylinux2014 (pip widens that tag to
+#: the older ones), the engine wheels that vendor a copy manylinux_2_28 (vLLM 0.33.0); pip matches a
+#: manylinux_2_N tag only exactly.
+_PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_28_x86_64")
+
 
 class CacheError(RuntimeError):
     """A wheel could not be found, verified or downloaded, or a cache path would leave the cache."""
@@ -166,8 +171,9 @@ def _download(dist: str, version: str, folder: Path, timeout: float) -> Path:
     requirement = f"{canonical(dist)}=={version}"
     # Download into a private folder, then rename: a concurrent reader never sees a half-written file.
     with tempfile.TemporaryDirectory(dir=folder, prefix=".download-") as tmp:
+        platforms = [arg for platform in _PLATFORMS for arg in ("--platform", platform)]
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-               "--only-binary=:all:", "--platform", "manylinux2014_x86_64", "--dest", tmp, requirement]
+               "--only-binary=:all:", *platforms, "--dest", tmp, requirement]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except (OSError, subprocess.SubprocessError) as exc:
