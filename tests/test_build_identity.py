@@ -138,7 +138,7 @@ def test_an_unrecorded_surface_of_a_known_release(fake_site: Callable[..., Path]
 
 
 def test_a_recorded_surface_is_named(fake_site: Callable[..., Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    fake_site("deep-gemm", "2.8.1", fakes.UP_281_034)
+    fake_site("deep-gemm", "2.8.1", fakes.UP_281_LOGITS_DTYPE)
     surface = dgcompat.release().surface
     assert any("different surface" in p for p in dgcompat.release().problems)
     monkeypatch.setitem(detection.KNOWN_SURFACES, ("deep-gemm", "2.8.1"), {surface: "the fake build", "x": "y"})
@@ -165,7 +165,7 @@ def test_doctor_names_what_differs(fake_site: Callable[..., Path], monkeypatch: 
 # ---------------------------------------------------------------------------------------------
 
 
-def _checkout(root: Path, body: str = fakes.UP_281_034) -> Path:
+def _checkout(root: Path, body: str = fakes.UP_281_LOGITS_DTYPE) -> Path:
     """A DeepGEMM source checkout: deep_gemm/ (its Python layer) and a setup.py."""
     pkg = root / "deep_gemm"
     pkg.mkdir(parents=True)

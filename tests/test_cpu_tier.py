@@ -33,7 +33,6 @@ def test_every_published_release_is_certified(tmp_path: Path) -> None:
 
 
 @pytest.mark.wheels
-@pytest.mark.slow
 def test_vllm_0_34_is_certified_on_the_cpu_tier(tmp_path: Path) -> None:
     """vLLM 0.34.0's vendored 2.8.1 (its schema defaults, its argument names, the SM90 KV-multicast launch).
 

@@ -216,7 +216,7 @@ def test_nothing_new_on_the_recorded_index(cache: Path, tmp_path: Path) -> None:
 def _engine_host() -> Host:
     """vllm 0.34.0 (logits_dtype) and 0.35.0 on an index; the 0.35.0 copy is steered by each test."""
     host = Host()
-    host.publish("vllm", "0.34.0", _copy(fakes.UP_281_034, padding=1 << 20))
+    host.publish("vllm", "0.34.0", _copy(fakes.UP_281_LOGITS_DTYPE, padding=1 << 20))
     return host
 
 
@@ -246,7 +246,7 @@ def _discover(state: dict[str, Any], tmp_path: Path, **kw: Any) -> list[discover
 
 
 def test_a_new_engine_release_with_the_same_copy_is_certified(engine: dict[str, Any], tmp_path: Path) -> None:
-    engine["host"].publish("vllm", "0.35.0", _copy(fakes.UP_281_034, padding=1 << 20))
+    engine["host"].publish("vllm", "0.35.0", _copy(fakes.UP_281_LOGITS_DTYPE, padding=1 << 20))
     reports = _discover(engine, tmp_path)
     (finding,) = reports[0].findings
     assert (finding.version, finding.status) == ("0.35.0", "certified"), finding.lines
@@ -270,7 +270,7 @@ def test_same_version_different_surface_needs_review(engine: dict[str, Any], tmp
 
 
 def test_a_failing_cpu_tier_needs_review(engine: dict[str, Any], tmp_path: Path) -> None:
-    engine["host"].publish("vllm", "0.35.0", _copy(fakes.UP_281_034, padding=1 << 20))
+    engine["host"].publish("vllm", "0.35.0", _copy(fakes.UP_281_LOGITS_DTYPE, padding=1 << 20))
     engine["verdict"] = "FAIL"
     (finding,) = _discover(engine, tmp_path)[0].findings
     assert finding.status == "needs review"

@@ -192,6 +192,7 @@ def test_every_import_form_before_the_real_import(tmp_path: Path) -> None:
     """, _site(tmp_path))
 
 
+@pytest.mark.slow
 def test_threads_racing_the_first_import(tmp_path: Path) -> None:
     # A slow real __init__; 16 threads import deep_gemm while 4 others bind dgcompat (stable calls):
     # one real import, every thread gets the facade, and nothing deadlocks (the binding's lock and

@@ -57,7 +57,7 @@ def _cases() -> list[Any]:
             for binding in BINDINGS:
                 marks: list[Any] = []
                 if family != "reference":
-                    marks = [pytest.mark.wheels, pytest.mark.slow]
+                    marks = [pytest.mark.wheels]
                 elif (arch, binding) != ("sm90", "install"):
                     marks = [pytest.mark.slow]
                 cases.append(pytest.param(family, arch, binding, id=f"{family}-{arch}-{binding}", marks=marks))

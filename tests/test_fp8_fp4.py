@@ -180,16 +180,17 @@ def _ragged_inputs() -> tuple[Any, ...]:
 RAGGED_FAMILIES = ["sgl-0.1.3", "sgl-0.2.5", "up-2.8.1", "up-2.8.1-logits-dtype", "bundled", "reference"]
 
 
-@pytest.mark.parametrize("family", RAGGED_FAMILIES)
-@pytest.mark.parametrize("layout", ["vllm-0.34", "sglang-0.5.23", "0.2.5-positional", "sgl-positional",
-                                    "vllm-0.34-positional"])
+_RAGGED_LAYOUTS = ["vllm-0.34", "sglang-0.5.23", "0.2.5-positional", "sgl-positional", "vllm-0.34-positional"]
+
+
+# The bundled copies have no compressed layout: their compressed calls are test_bundled_refuses_compressed.
+@pytest.mark.parametrize("family, layout", [(f, layout) for f in RAGGED_FAMILIES for layout in _RAGGED_LAYOUTS
+                                            if f != "bundled" or layout == "sgl-positional"])
 def test_ragged_call_forms_of_every_build(fake_release: Callable[..., Any], family: str, layout: str) -> None:
     fake_release(family)
     q, kv, w, ks, ke = _ragged_inputs()
     width = 64
     compressed = layout != "sgl-positional"
-    if family == "bundled" and compressed:
-        pytest.skip("the bundled copies have no compressed layout (refused: test_bundled_refuses_compressed)")
     calls: dict[str, Callable[[], Any]] = {
         "vllm-0.34": lambda: dgcompat.fp8_fp4_mqa_logits((q, None), kv, w, ks, ke, width,
                                                          logits_dtype=torch.float32),

@@ -86,7 +86,7 @@ def test_conform_finds_a_vendored_copy(fake_site: Callable[..., Path], monkeypat
                                        tmp_path: Path) -> None:
     site = tmp_path / "site"
     write_dist(site, "vllm", "0.34.0", {"vllm/__init__.py": "", "vllm/third_party/__init__.py": "",
-                                        "vllm/third_party/deep_gemm/__init__.py": fakes.UP_281_034})
+                                        "vllm/third_party/deep_gemm/__init__.py": fakes.UP_281_LOGITS_DTYPE})
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.delenv("DGCOMPAT_BACKEND", raising=False)
     dgcompat.reset()

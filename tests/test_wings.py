@@ -95,6 +95,7 @@ def test_the_static_check_sees_a_back_import(tmp_path: Path) -> None:
                                                    "dgcompat_conformance.cli"]
 
 
+@pytest.mark.slow
 def test_import_floors(capsys: pytest.CaptureFixture[str]) -> None:
     runtime, tooling = layout.wings()
     project = {**runtime.imports, **tooling.imports}

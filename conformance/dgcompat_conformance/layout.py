@@ -14,6 +14,7 @@ cycle, and its depth (the longest chain) is printed.
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,9 +93,20 @@ def _top_level(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
     return found
 
 
+@functools.lru_cache(maxsize=1024)
+def _parsed_at(path: Path, mtime_ns: int, size: int) -> ast.Module:
+    return ast.parse(path.read_text("utf-8"), str(path))
+
+
+def _parsed(path: Path) -> ast.Module:
+    """The syntax tree of ``path``, parsed once per version of the file (the checks walk every module many times)."""
+    st = path.stat()
+    return _parsed_at(path, st.st_mtime_ns, st.st_size)
+
+
 def module_imports(path: Path, name: str, known: set[str], *, top_level_only: bool = True) -> set[str]:
     """The project modules (of ``known``) that module ``name`` at ``path`` imports."""
-    tree = ast.parse(path.read_text("utf-8"), str(path))
+    tree = _parsed(path)
     nodes = _top_level(tree) if top_level_only else [n for n in ast.walk(tree)
                                                        if isinstance(n, (ast.Import, ast.ImportFrom))]
     is_pkg = path.name == "__init__.py"
@@ -143,7 +155,7 @@ def _resolve(name: str, known: set[str]) -> str | None:
 
 def import_edges(path: Path, name: str, known: set[str]) -> list[Edge]:
     """Every import of a project module (of ``known``) that module ``name`` at ``path`` makes, in any form."""
-    tree = ast.parse(path.read_text("utf-8"), str(path))
+    tree = _parsed(path)
     top = {id(n) for n in _top_level(tree)}
     is_pkg = path.name == "__init__.py"
     tables = COMPUTED or _runtime_tables()
