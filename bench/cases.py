@@ -236,6 +236,16 @@ def build_cases(dg: ModuleType, up: ModuleType) -> list[Case]:
                       batch_refresh="lens.fill_(1000)",
                       new_batch="s = f_dg_meta(lens, 64, 132); f_dg(q, kv, w, lens, bt, s, L)"))
 
+    # vLLM 0.34's form of the same call: the fp8_fp4 name, q as a (q, None) pair, logits_dtype=torch.float32.
+    import torch
+
+    v34 = {**penv, "f_dg": dg.fp8_fp4_paged_mqa_logits, "f32": torch.float32}
+    cases.append(Case("fp8_fp4_paged_mqa_logits [vLLM 0.34 form, native next_n=2]", "fp8_fp4_paged_mqa_logits",
+                      "call", PAGED_GOAL_NS, v34, "f_up(q, kv, w, lens, bt, s, L, F)",
+                      "f_dg((q, None), kv, w, lens, bt, s, L, logits_dtype=f32)", upstream=up_paged,
+                      note="same q every call; the pair and the dtype read, then fp8_paged_mqa_logits' plan",
+                      floor="f_floor(q, kv, w, lens, bt, s, L)"))
+
     # A new step: fresh lengths written into the same buffer, the schedule rebuilt, the first
     # layer's launch (dgcompat plans here: guard records, launch layout). Timed per batch.
     cases.append(Case("fp8_paged_mqa_logits [native next_n=2, new batch]", "fp8_paged_mqa_logits", "batch", None,
@@ -274,8 +284,8 @@ def build_cases(dg: ModuleType, up: ModuleType) -> list[Case]:
                       upstream=up_paged, note="dgcompat builds the split layout and its schedule here; the direct "
                       "column reuses a precomputed layout (an engine builds its own)"))
     for case in cases:
-        if case.function == "fp8_paged_mqa_logits":
-            case.state = native_state if case.env is penv else fb_state
+        if case.function in ("fp8_paged_mqa_logits", "fp8_fp4_paged_mqa_logits"):
+            case.state = native_state if case.env in (penv, v34) else fb_state
     return cases
 
 

@@ -40,7 +40,7 @@ def bind_paged_common() -> tuple[Any, str, Any]:
     """The paged-logits function the table selects, its name and the capabilities; records torch's tensor type."""
     import torch
 
-    STATE.tensor_type, STATE.from_dlpack = torch.Tensor, torch.utils.dlpack.from_dlpack
+    STATE.tensor_type, STATE.dtype_type, STATE.from_dlpack = torch.Tensor, torch.dtype, torch.utils.dlpack.from_dlpack
     mod = load()
     caps = capabilities()
     name = caps.paged_mqa_logits

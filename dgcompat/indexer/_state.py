@@ -10,7 +10,7 @@
 - ``probe`` / ``driver_id``: how a call tells whether it is being captured into a CUDA graph (the
   device's capture-status query, the driver's capture id), and ``epoch`` / ``was_capturing``: the
   capture count that names a capture when the driver's id is unavailable;
-- the values read once at bind time (``tensor_type``, ``from_dlpack``) and the tensor-guard probe.
+- the values read once at bind time (``tensor_type``, ``dtype_type``, ``from_dlpack``) and the tensor-guard probe.
 
 :meth:`IndexerState.reset` clears all of it (``dgcompat.reset()`` calls it); :meth:`IndexerState.held`
 says what it holds.
@@ -38,6 +38,7 @@ class IndexerState:
     epoch: int
     was_capturing: bool
     tensor_type: Any
+    dtype_type: Any
     from_dlpack: Any
     tensor_guards: Any
     tensor_guards_probed: bool
@@ -57,6 +58,7 @@ class IndexerState:
         self.epoch = 0
         self.was_capturing = False
         self.tensor_type = None
+        self.dtype_type = None
         self.from_dlpack = None
         self.tensor_guards = None
         self.tensor_guards_probed = False
