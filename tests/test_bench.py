@@ -36,7 +36,8 @@ def test_cpu_benchmark_writes_the_expected_json(tmp_path: Path) -> None:
     labels = {"0.1.4": "sgl-deep-gemm 0.1.4", "0.2.3": "sgl-deep-gemm 0.2.3",
               "sglang-kernel-0.4.2": "sglang-kernel 0.4.2 (bundled)"}
     for version, res in result["overhead"].items():
-        assert res["release"] == labels[version]
+        # the stand-ins' Python layer is not the published one: detection says so after the label
+        assert res["release"] == labels[version] or res["release"].startswith(labels[version] + " [same version")
         names = {c["name"] for c in res["cases"]}
         assert {"fp8_gemm_nt", "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked",
                 "get_paged_mqa_logits_metadata", "fp8_paged_mqa_logits [native next_n=2]",
@@ -47,7 +48,8 @@ def test_cpu_benchmark_writes_the_expected_json(tmp_path: Path) -> None:
         # The native paged rows carry their floor (bench.cases.paged_floor raises if its checks fail).
         floors = {c["name"]: c["floor_added_ns"] for c in res["cases"] if c["floor_added_ns"] is not None}
         assert set(floors) == {"fp8_paged_mqa_logits [native next_n=2]",
-                               "fp8_paged_mqa_logits [native next_n=2, layers]"}, floors
+                               "fp8_paged_mqa_logits [native next_n=2, layers]",
+                               "fp8_fp4_paged_mqa_logits [vLLM 0.34 form, native next_n=2]"}, floors
         for alloc in res["allocations"]:
             assert {"direct", "dgcompat", "goal_met"} <= set(alloc)
             assert {"allocs_per_call", "writes_per_call", "views_per_call"} <= set(alloc["dgcompat"])
