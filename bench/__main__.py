@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dgcompat_conformance.results import results_dir
+from testsupport.record import write_json
 from testsupport.stand_in import RELEASES, write_site
 
 from . import GOALS
@@ -121,8 +122,7 @@ def main(argv: list[str] | None = None) -> int:
 
     result = run_cpu(args, command)
     out = args.json or results_dir("bench") / "bench-cpu.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    write_json(out, result)
     print(render(result))
     print(f"\nwrote {out}")
     return 0

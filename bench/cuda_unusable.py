@@ -13,6 +13,8 @@ import math
 import os
 import sys
 
+from testsupport.record import stamped
+
 
 def main() -> int:
     os.environ.setdefault("DGCOMPAT_BACKEND", "reference")
@@ -24,7 +26,7 @@ def main() -> int:
     failed = 0
     env = {"torch": torch.__version__, "cuda_compiled": torch.cuda._is_compiled(),
            "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES"), "backend": dgcompat.capabilities().backend}
-    print(json.dumps({"environment": env}))
+    print(json.dumps(stamped({"environment": env})))
     g = torch.Generator().manual_seed(0)
     for n in (1, 2, 4):
         b, ctx = 3, [70, 130, 66 + n]

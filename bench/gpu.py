@@ -26,7 +26,6 @@ cut short still leaves its numbers.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import platform
@@ -36,6 +35,8 @@ import time
 import traceback
 from pathlib import Path
 from typing import Any, Callable, Sequence
+
+from testsupport.record import write_json
 
 __all__ = ["main", "run_gpu"]
 
@@ -411,8 +412,7 @@ def run_gpu(out_path: Path, command: str, *, dry_run: bool = False, inner: int =
     }
 
     def save() -> None:
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        out_path.write_text(json.dumps(result, indent=2) + "\n")
+        write_json(out_path, result)
 
     if cuda:
         print("[gpu] ceilings ...", file=sys.stderr, flush=True)

@@ -15,6 +15,8 @@
 # not all run says "incomplete: ..."; LIMIT (default 575 s) is the hard stop around it.
 set -u
 : "${OUT:?set OUT to the folder that receives the certificates and the log}"
+# Results record the commit they ran at: the checkout's, or DGCOMPAT_SOURCE_COMMIT where the tree was copied
+# without its git folder (pass DGCOMPAT_SOURCE_COMMIT=$(git rev-parse HEAD) along with the copy, else "unknown").
 RELEASES=${RELEASES:-0.0.1,0.1.0,0.1.1,0.1.2,0.1.3,0.1.4,0.1.4.post1,0.1.5,0.1.5.post1}
 DEADLINE=${DEADLINE:-540}
 LIMIT=${LIMIT:-575}

@@ -17,6 +17,8 @@
 # .gpu/v/vllm33-dg.tgz (vllm/third_party/deep_gemm of each wheel as deep_gemm/), .gpu/py the pytest wheels.
 set -u
 : "${OUT:?set OUT to the folder that receives the results}"
+# Results record the commit they ran at: the checkout's, or DGCOMPAT_SOURCE_COMMIT where the tree was copied
+# without its git folder (pass DGCOMPAT_SOURCE_COMMIT=$(git rev-parse HEAD) along with the copy, else "unknown").
 MODE=${MODE:-quick}
 DEADLINE=${DEADLINE:-480}
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1

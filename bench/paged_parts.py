@@ -16,6 +16,8 @@ import timeit
 import weakref
 from typing import Any
 
+from testsupport.record import header
+
 
 def main() -> None:
     import torch
@@ -52,7 +54,7 @@ def main() -> None:
         for i, timer in enumerate(timers):
             rounds[i].append(timer.timeit(10000) / 10000)
     d_min, d_med = min(rounds[0]), statistics.median(rounds[0])
-    print(f"# {dgcompat.release().label} cuda={cuda} q on {q.device}")
+    print(f"# {header()}; {dgcompat.release().label} cuda={cuda} q on {q.device}")
     for st, r in zip(stmts, rounds):
         print(f"{min(r):8.1f} min {statistics.median(r):8.1f} median  (added min {min(r) - d_min:7.1f} / "
               f"median {statistics.median(r) - d_med:7.1f})  {st}")

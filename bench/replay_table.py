@@ -23,6 +23,8 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent.parent / "conformance")]
 
+from testsupport.record import header  # noqa: E402  (found through the path set above)
+
 ROWS = (("1-D `(B,)`", "seq", False), ("2-D `(B, next_n)`", "rows", False),
         ("`(B*next_n, 1)` + per-row table", "flat", True))
 
@@ -65,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     where = torch.cuda.get_device_name() if C.DEVICE == "cuda" else "CPU dry run (graphsim)"
+    print(header())
     print(f"deep_gemm: {dgcompat.release().label}; torch {torch.__version__}; {where}; refresh: {args.pattern}")
     print("\n| lengths form given | next_n | eager, first batch | graph replay, next batch | eager, next batch |")
     print("|---|---|---|---|---|")

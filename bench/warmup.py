@@ -43,6 +43,7 @@ from dgcompat.jit_warmup.calls import Runner
 from dgcompat.jit_warmup.presets import DEEPSEEK_V3_DENSE, DEEPSEEK_V3_SAMPLED_MS, dense_shapes, layer_set, preset
 from dgcompat.jit_warmup.spec import GroupedGemm, MPolicy, WarmupSpec, plan_calls
 from dgcompat_conformance.results import results_dir
+from testsupport.record import write_json
 
 REPO = Path(__file__).resolve().parent.parent
 SHAPES: tuple[tuple[int, int], ...] = DEEPSEEK_V3_DENSE
@@ -288,8 +289,7 @@ def _identify_cost(args: argparse.Namespace) -> int:
     res["fake"], res["wall_s"] = args.fake, wall
     print(render_identify(res))
     out = args.json.with_name("bench-warmup-identify.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(res, indent=2) + "\n")
+    write_json(out, res)
     print(f"wrote {out}")
     return 0
 
@@ -330,8 +330,7 @@ def _cold(args: argparse.Namespace) -> int:
                   f" over it; workers up {r['first_up_s']:.1f}-{r['start_s']:.1f} s, identified {r['identify_s']:.1f}"
                   f" s, compiled {r['compile_s']:.1f} s", flush=True)
     out_file = args.json.with_name("bench-warmup-cold.json")
-    out_file.parent.mkdir(parents=True, exist_ok=True)
-    out_file.write_text(json.dumps({"fake": args.fake, "max_tokens": args.max_tokens, "runs": rows}, indent=2) + "\n")
+    write_json(out_file, {"fake": args.fake, "max_tokens": args.max_tokens, "runs": rows})
     print(f"wrote {out_file}")
     return 0
 
@@ -445,8 +444,7 @@ def main(argv: list[str] | None = None) -> int:
         res["fake"] = args.fake
     print(render(res))
     print(f"total {res['total_s']:.0f} s")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(res, indent=2) + "\n")
+    write_json(args.json, res)
     print(f"wrote {args.json}")
     return 0 if all(v in (True, None) for v in res["checks"].values()) else 1
 

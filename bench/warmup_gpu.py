@@ -45,6 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from testsupport.record import header, write_json
+
 REPO = Path(__file__).resolve().parent.parent
 SUMMARY = "warmup-summary.txt"
 RESULTS = "warmup-results.json"
@@ -99,6 +101,14 @@ def _move_install(state: dict[str, Any]) -> None:
     shutil.copytree(site, moved, symlinks=True)
     site.rename(site.with_name("site-gone"))
     state["site"] = str(moved)
+
+
+def _in_turn(*actions: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    """One ``before`` action doing ``actions`` one after the other."""
+    def act(state: dict[str, Any]) -> None:
+        for action in actions:
+            action(state)
+    return act
 
 
 def _copy(src: Path, dst: Path) -> Callable[[dict[str, Any]], None]:
@@ -169,7 +179,7 @@ def steps(work: Path, *, fake: bool, lineage: str = "0.1.4", scale: bool = False
         Step("moved-both-as-is", "check: folder and install moved, deep_gemm alone (a copy of the folder, before "
              "dgcompat touches it; --check-sample 2)",
              _dgcompat(*preset, "--cache-dir", str(as_is), "--check-only", "--check-sample", "2", "--no-progress"), 300,
-             kind="check-count", before=lambda s: (_move_install(s), _copy(moved, as_is)(s)), group="relocate"),
+             kind="check-count", before=_in_turn(_move_install, _copy(moved, as_is)), group="relocate"),
         Step("adopt", "--adopt: the moved folder's kernels re-keyed for the moved install",
              _dgcompat("--adopt", "--cache-dir", str(moved)), 120, kind="text", expect={"contains": "kernels re-keyed"},
              group="relocate"),
@@ -537,7 +547,8 @@ def main(argv: list[str] | None = None) -> int:
     res = run(args.out, args.work, args.deadline, fake=args.fake, env=env, site=args.site, lineage=args.lineage,
               scale=args.with_scale)
     text = render(res)
-    (args.out / RESULTS).write_text(json.dumps(res, indent=2, default=str) + "\n")
+    write_json(args.out / RESULTS, res, default=str)
+    text = header() + "\n\n" + text
     (args.out / SUMMARY).write_text(text + "\n")
     print(text)
     return 0 if res["ok"] else 1

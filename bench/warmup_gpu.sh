@@ -24,6 +24,8 @@
 # (e.g. --with-scale: SGLang's bound and the V3.2 layer set too) go to bench/warmup_gpu.py.
 set -u
 : "${OUT:?set OUT to the folder that receives the results}"
+# Results record the commit they ran at: the checkout's, or DGCOMPAT_SOURCE_COMMIT where the tree was copied
+# without its git folder (pass DGCOMPAT_SOURCE_COMMIT=$(git rev-parse HEAD) along with the copy, else "unknown").
 LIMIT=${LIMIT:-560}
 DEADLINE=${DEADLINE:-$((LIMIT - 30))}
 LINEAGE=0.1.4

@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from testsupport.record import header
+
 ROOT = Path(__file__).resolve().parent.parent
 CALL_SITES = ROOT / "tests" / "engine_calls" / "fp8_fp4_call_sites.py"
 
@@ -213,11 +215,13 @@ def main(argv: list[str] | None = None) -> int:
         missing = [str(f) for f in args.from_records if not f.is_file()]
         if missing:
             p.error(f"argument --from-records: expected existing record files, got {', '.join(missing)} (missing)")
+        print(header())
         print(table(runs_from_records(args.from_records)))
         return 0
     combos = [(f, a, b) for f in args.families for a in args.archs for b in args.bindings]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         runs = list(pool.map(lambda c: run(*c, keyword=args.keyword), combos))
+    print(header())
     print(table(runs))
     if args.json is not None:
         args.json.write_text(json.dumps([{"family": r.family, "arch": r.arch, "binding": r.binding,
