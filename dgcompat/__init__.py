@@ -34,13 +34,13 @@ from .errors import (
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers only; runtime access is lazy
     from . import utils as utils
-    from ._facade import passthrough_names as passthrough_names
-    from ._facade import reset as reset
-    from ._facade import resolve as resolve
     from ._install import as_deep_gemm as as_deep_gemm
     from ._install import install_as_deep_gemm as install_as_deep_gemm
     from ._install import installed_as_deep_gemm as installed_as_deep_gemm
     from ._install import uninstall_as_deep_gemm as uninstall_as_deep_gemm
+    from ._install.resolve import passthrough_names as passthrough_names
+    from ._install.resolve import reset as reset
+    from ._install.resolve import resolve as resolve
     from .detection import KernelWheel as KernelWheel
     from .detection import Release as Release
     from .detection import release as release
@@ -110,7 +110,7 @@ def __getattr__(name: str) -> Any:
         return importlib.import_module(f"{__name__}.{name}")
     if name.startswith("_"):
         raise AttributeError(f"module 'dgcompat' has no attribute {name!r}")
-    return importlib.import_module(f"{__name__}._forward").lookup("deep_gemm", name)
+    return importlib.import_module(f"{__name__}._install.forward").lookup("deep_gemm", name)
 
 
 def __dir__() -> list[str]:

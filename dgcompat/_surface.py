@@ -14,7 +14,7 @@ _WARMUP = ("warmup", "WarmupSpec", "WarmupReport", "WarmupError", "DenseGemm", "
 
 #: stable name -> the submodule of dgcompat that defines it.
 NAMES: dict[str, str] = {
-    "resolve": "_facade", "reset": "_facade", "passthrough_names": "_facade",
+    "resolve": "_install.resolve", "reset": "_install.resolve", "passthrough_names": "_install.resolve",
     "release": "detection", "Release": "detection", "KernelWheel": "detection",
     "capabilities": "table", "Capabilities": "table",
     "is_available": "knobs", "get_num_sms": "knobs", "set_num_sms": "knobs", "num_sms": "knobs",

@@ -14,8 +14,8 @@ from typing import Any, Callable, Iterator
 
 from . import _backend, _elf, _env, _pysurface
 from ._calls import UpstreamCall
-from ._launch import hookless_env, is_hook_dir, launch_env
-from ._launch import main as run_command
+from ._install.launch import hookless_env, is_hook_dir, launch_env
+from ._install.launch import main as run_command
 from ._surface import DEEP_GEMM_MODULES, NAMES, SUBMODULES
 from .detection import Release
 from .detection import _expected_torch as _expected

@@ -32,7 +32,7 @@ def test_wheel_installs_and_runs_doctor(tmp_path: Path) -> None:
     wheel = next(out.glob("dgcompat-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert "dgcompat/py.typed" in names and "dgcompat_conformance/conform.py" in names
-    assert "dgcompat/_startup/sitecustomize.py" in names  # the launcher's start-up hook
+    assert "dgcompat/_install/_startup/sitecustomize.py" in names  # the launcher's start-up hook
     # Nothing under a generic top-level name: only dgcompat/ and dgcompat_conformance/.
     assert {n.split("/")[0] for n in names if "/" in n and ".dist-info/" not in n} == {"dgcompat", "dgcompat_conformance"}
 

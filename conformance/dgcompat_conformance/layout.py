@@ -135,9 +135,9 @@ def _runtime_tables() -> dict[str, tuple[str, ...]]:
     return {
         # The facade's lazy attributes: every module of the name table and the public submodules.
         "dgcompat": tuple(dict.fromkeys(f"dgcompat.{m}" for m in (*surface.NAMES.values(), *surface.SUBMODULES,
-                                                                  "_forward"))),
+                                                                  "_install.forward"))),
         "dgcompat._install": (*deep_gemm, "dgcompat.utils"),  # the names it serves as deep_gemm's
-        "dgcompat._facade": deep_gemm,   # resolve(): the deep_gemm names only
+        "dgcompat._install.resolve": deep_gemm,   # resolve(): the deep_gemm names only
         "dgcompat._tooling": tuple(f"dgcompat.{m}" for m in ("gemm", "moe", "indexer", "scales", "knobs")),
         "dgcompat._backend": (),  # deep_gemm's own modules by name (the real package, a vendored copy), no dgcompat one
     }
@@ -220,7 +220,7 @@ def runtime_layers(runtime: Wing) -> tuple[dict[str, list[Edge]], list[list[str]
     known = set(runtime.modules)
     graph: dict[str, list[Edge]] = {}
     for module, path in runtime.modules.items():
-        if module in ("dgcompat.__main__", "dgcompat._startup.sitecustomize"):
+        if module in ("dgcompat.__main__", "dgcompat._install._startup.sitecustomize"):
             continue
         graph[module] = [e for e in import_edges(path, module, known) if e.target in known]
     simple = {m: {e.target for e in es} for m, es in graph.items()}

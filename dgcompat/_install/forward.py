@@ -17,9 +17,9 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from . import _backend
-from ._backend import TOP
-from .errors import DgcompatError, UnavailableNameError
+from .. import _backend
+from .._backend import TOP
+from ..errors import DgcompatError, UnavailableNameError
 
 __all__ = ["lookup", "real_module"]
 

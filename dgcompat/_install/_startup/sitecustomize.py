@@ -47,11 +47,14 @@ def _install() -> None:
 
 
 def _is_hook_dir(folder: str) -> bool:
-    # The rule of dgcompat._launch.is_hook_dir (this file must not import dgcompat to apply it).
+    # The rule of dgcompat._install.launch.is_hook_dir (this file must not import dgcompat to apply it): a
+    # _startup folder with sitecustomize.py in dgcompat/_install/ (this layout) or in dgcompat/ (the earlier one).
     head, name = os.path.split(os.path.abspath(folder or os.curdir))
-    return (name == "_startup" and os.path.basename(head) == "dgcompat"
-            and os.path.isfile(os.path.join(folder or os.curdir, "sitecustomize.py"))
-            and os.path.isfile(os.path.join(head, "__init__.py")))
+    if name != "_startup" or not os.path.isfile(os.path.join(folder or os.curdir, "sitecustomize.py")):
+        return False
+    package = os.path.dirname(head) if os.path.basename(head) == "_install" else head
+    return (os.path.basename(package) == "dgcompat" and os.path.isfile(os.path.join(package, "__init__.py"))
+            and (package == head or os.path.isfile(os.path.join(head, "__init__.py"))))
 
 
 def _run_shadowed() -> None:
