@@ -26,10 +26,10 @@ from types import ModuleType
 from typing import Callable
 
 from . import _env
-from .detection import release
+from .detection import backend_name, release
 from .errors import DeepGemmUnavailableError, IncompatibleBuildError, UnidentifiedBuildError
 
-__all__ = ["TOP", "REAL", "Registry", "lock", "backend_name", "import_refusal", "import_real", "real_submodule",
+__all__ = ["TOP", "REAL", "Registry", "lock", "import_refusal", "import_real", "real_submodule",
            "load", "loaded_module", "reset"]
 
 TOP = "deep_gemm"
@@ -71,20 +71,6 @@ class _State:
 
 
 _state = _State()
-
-
-def backend_name() -> str:
-    """``"deep_gemm"``, ``"reference"`` or ``"none"`` (nothing installed and nothing chosen).
-
-    A vendored copy (``vllm``, ``tensorrt-llm``) is a deep_gemm backend. Raises
-    :class:`~dgcompat.errors.ConfigurationError` for an unknown ``DGCOMPAT_BACKEND``.
-    """
-    choice = _env.backend()
-    if choice == "reference":
-        return "reference"
-    if choice != "auto":
-        return "deep_gemm"
-    return "deep_gemm" if release().installed else "none"
 
 
 def loaded_module() -> ModuleType | None:

@@ -12,13 +12,13 @@ import contextlib
 import importlib
 from typing import Any, Callable, Iterator
 
-from . import _backend, _elf, _env, _pysurface
+from . import _backend, _env, _pysurface, detection
 from ._calls import UpstreamCall
 from ._install.launch import hookless_env, is_hook_dir, launch_env
 from ._install.launch import main as run_command
 from ._surface import DEEP_GEMM_MODULES, NAMES, SUBMODULES
-from .detection import Release
-from .detection import _expected_torch as _expected
+from .detection import Release, _elf
+from .detection._known import expected_torch as _expected
 from .indexer import _bind as _indexer_bind
 from .indexer import _ragged as _indexer_ragged
 from .indexer._guards import same_metadata
@@ -40,7 +40,7 @@ ADAPTERS = ("gemm", "moe", "indexer", "scales", "knobs")
 
 load_backend = _backend.load
 loaded_backend = _backend.loaded_module
-backend_name = _backend.backend_name
+backend_name = detection.backend_name
 env_report = _env.env_report
 env_folder = _env.folder
 env_text = _env.text

@@ -29,7 +29,7 @@ from packaging.version import Version
 
 from . import _backend, _device, _env, _pysurface
 from ._env import ARCHES
-from .detection import KNOWN_SGL_DEEP_GEMM, Release, release
+from .detection import KNOWN_SGL_DEEP_GEMM, Release, backend_name, release
 
 __all__ = ["Row", "ROWS", "Capabilities", "UPSTREAM_IDENTITY", "capabilities", "current_arch", "arch_family",
            "rows_for", "reset"]
@@ -687,7 +687,7 @@ def capabilities() -> Capabilities:
     probed on the live module. Never imports deep_gemm itself.
     """
     module = _backend.loaded_module()
-    return _cached(release(), _backend.backend_name(), current_arch(), id(module) if module is not None else 0)
+    return _cached(release(), backend_name(), current_arch(), id(module) if module is not None else 0)
 
 
 def reset() -> None:

@@ -87,7 +87,7 @@ import types
 from types import ModuleType
 from typing import Any, Iterator, Sequence
 
-from .. import _backend
+from .. import _backend, detection
 from .._backend import REAL, TOP
 from .._surface import NAMES, NOT_DEEP_GEMM
 from . import forward
@@ -134,7 +134,7 @@ def install_as_deep_gemm() -> None:
             return
         # Detect now: the finder runs under the import system's global lock, where importing a
         # module or waiting for another thread's import could deadlock, so it only reads caches.
-        _backend.backend_name()
+        detection.backend_name()
         _adopt_imported()
         _state.finder = _Finder()
         REAL.installed = True
@@ -333,7 +333,7 @@ class _Finder(importlib.abc.MetaPathFinder):
         with _aside():
             real = _real_spec(fullname, path)
             if fullname == TOP:
-                backend = _backend.backend_name()  # cached since the install: no import here
+                backend = detection.backend_name()  # cached since the install: no import here
                 if backend == "reference":
                     real = None  # the reference backend stands in for deep_gemm; nothing real is loaded
                 elif real is None or backend == "none":
