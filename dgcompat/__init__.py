@@ -51,18 +51,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers only; runtime access i
     from .indexer import fp8_mqa_logits as fp8_mqa_logits
     from .indexer import fp8_paged_mqa_logits as fp8_paged_mqa_logits
     from .indexer import get_paged_mqa_logits_metadata as get_paged_mqa_logits_metadata
-    from .jit_warmup import DenseGemm as DenseGemm
-    from .jit_warmup import GroupedGemm as GroupedGemm
-    from .jit_warmup import KernelEntry as KernelEntry
-    from .jit_warmup import MPolicy as MPolicy
-    from .jit_warmup import PagedIndexer as PagedIndexer
-    from .jit_warmup import RaggedIndexer as RaggedIndexer
-    from .jit_warmup import WarmupError as WarmupError
-    from .jit_warmup import WarmupReport as WarmupReport
-    from .jit_warmup import WarmupSpec as WarmupSpec
-    from .jit_warmup import jit_cache_dir as jit_cache_dir
-    from .jit_warmup import use_jit_cache_dir as use_jit_cache_dir
-    from .jit_warmup import warmup as warmup
     from .knobs import compile_mode as compile_mode
     from .knobs import get_mk_alignment_for_contiguous_layout as get_mk_alignment_for_contiguous_layout
     from .knobs import get_num_sms as get_num_sms

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Callable
 
-from . import _env
+from . import env
 from .detection import backend_name, release
 from .errors import DeepGemmUnavailableError, IncompatibleBuildError, UnidentifiedBuildError
 
@@ -95,7 +95,7 @@ def import_refusal() -> IncompatibleBuildError | None:
         )
     if rel.refusal is not None:
         return UnidentifiedBuildError(rel.refusal)
-    if rel.torch_ok is False and not _env.allow_torch_mismatch():
+    if rel.torch_ok is False and not env.allow_torch_mismatch():
         return IncompatibleBuildError(
             f"{rel.label} is incompatible with torch {rel.torch} ("
             f"{'its stable-ABI library needs torch' if rel.torch_rule == 'minimum' else 'built for torch'}"

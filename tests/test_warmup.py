@@ -1,4 +1,4 @@
-"""dgcompat.warmup: description, dedupe, locks, cache folders, the stand-in compiler, the CLI, and whole
+"""dgcompat.jit_warmup.warmup: description, dedupe, locks, cache folders, the stand-in compiler, the CLI, and whole
 warmups against a fake deep_gemm whose JIT runs a fake NVCC (testsupport/fake_jit)."""
 
 from __future__ import annotations
@@ -334,7 +334,7 @@ SPEC = W.WarmupSpec((W.DenseGemm(256, 512), W.DenseGemm(384, 1024)), W.MPolicy.v
 def test_reference_backend_is_a_reported_no_op(clean_dgcompat: None, monkeypatch: pytest.MonkeyPatch,
                                                tmp_path: Path) -> None:
     monkeypatch.setenv("DGCOMPAT_BACKEND", "reference")
-    report = dgcompat.warmup(SPEC, cache_dir=tmp_path)
+    report = W.warmup(SPEC, cache_dir=tmp_path)
     assert (report.method, report.kernels, report.compiled, report.cached, report.workers) == ("none", 0, 0, 0, 0)
     assert report.calls == 12 and "no-op" in report.summary()
     assert list(tmp_path.iterdir()) == []  # nothing written
@@ -347,19 +347,19 @@ def test_nothing_installed_is_a_typed_error(fake_site: Callable[..., Path], monk
     if dgcompat.release().installed:
         pytest.skip("a deep_gemm is installed on this machine")
     with pytest.raises(DeepGemmUnavailableError):
-        dgcompat.warmup(SPEC, cache_dir=tmp_path)
+        W.warmup(SPEC, cache_dir=tmp_path)
 
 
 def test_warmup_argument_errors(clean_dgcompat: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DGCOMPAT_BACKEND", "reference")
     with pytest.raises(BadArgumentError):
-        dgcompat.warmup(SPEC, workers=0)
+        W.warmup(SPEC, workers=0)
     with pytest.raises(BadArgumentError):
-        dgcompat.warmup(SPEC, device=-1)
+        W.warmup(SPEC, device=-1)
     with pytest.raises(BadArgumentError):
-        dgcompat.warmup("dense 256x512")  # type: ignore[arg-type]
+        W.warmup("dense 256x512")  # type: ignore[arg-type]
     with pytest.raises(BadArgumentError, match="every M exceeds"):
-        dgcompat.warmup(W.WarmupSpec((W.GroupedGemm(4, 256, 512, "masked", max_m=8),), W.MPolicy.values([16])))
+        W.warmup(W.WarmupSpec((W.GroupedGemm(4, 256, 512, "masked", max_m=8),), W.MPolicy.values([16])))
 
 
 def test_cli_parses_and_reports(clean_dgcompat: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
@@ -398,7 +398,7 @@ SPEC_CODE = ("W.WarmupSpec((W.DenseGemm(256, 512), W.DenseGemm(384, 1024)), "
 
 @pytest.mark.slow
 def test_cold_then_warm(jit_env: dict[str, Any]) -> None:
-    cold = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    cold = W.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
     compiles = _compiles(jit_env["log"])
     # The fake picks block_m 64 / 128 / 256 by M and block_n by N: 3 kernels per shape.
     assert (cold.method, cold.calls, cold.kernels, cold.compiled, cold.cached) == ("stand-in", 12, 6, 6, 0)
@@ -408,7 +408,7 @@ def test_cold_then_warm(jit_env: dict[str, Any]) -> None:
     assert len(entries) == 6 and all((e / "kernel.cubin").exists() for e in entries)
     assert not any((W.jit_cache_dir(jit_env["cache"]) / "tmp").iterdir())  # no leftovers of identification
 
-    warm = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    warm = W.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
     assert (warm.kernels, warm.compiled, warm.cached) == (6, 0, 6)
     assert len(_compiles(jit_env["log"])) == 6
     assert "served" in _serve_all(jit_env, SPEC_CODE)
@@ -418,10 +418,10 @@ def test_cold_then_warm(jit_env: dict[str, Any]) -> None:
 @pytest.mark.slow
 def test_two_processes_share_one_cache(jit_env: dict[str, Any]) -> None:
     code = textwrap.dedent(f"""
-        import json, dgcompat
+        import json
         from dgcompat import jit_warmup as W
         if __name__ == "__main__":
-            r = dgcompat.warmup({SPEC_CODE}, cache_dir={str(jit_env['cache'])!r}, workers=1, progress=False)
+            r = W.warmup({SPEC_CODE}, cache_dir={str(jit_env['cache'])!r}, workers=1, progress=False)
             print(json.dumps([r.compiled, r.cached, list(r.compiled_ids)]))
     """)
     script = jit_env["cache"].parent / "rank.py"
@@ -442,7 +442,7 @@ def test_two_processes_share_one_cache(jit_env: dict[str, Any]) -> None:
 @pytest.mark.slow
 def test_calls_needing_two_kernels_and_bisection(jit_env: dict[str, Any]) -> None:
     spec = W.WarmupSpec((W.PagedIndexer(64, 128, 64, 1, 256), W.DenseGemm(256, 512)), W.MPolicy.changes(300))
-    report = dgcompat.warmup(spec, cache_dir=jit_env["cache"], workers=2, progress=False)
+    report = W.warmup(spec, cache_dir=jit_env["cache"], workers=2, progress=False)
     compiles = _compiles(jit_env["log"])
     assert len(compiles) == len(set(compiles)) == report.compiled
     # indexer: one logits kernel + one schedule kernel per align(B, 32) for B <= 300 (10); dense: block_m 64, 128,
@@ -458,7 +458,7 @@ def test_compiles_run_at_once_outside_the_worker_processes(jit_env: dict[str, An
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     # 6 kernels of 1.5 s each: one worker process compiling them in its calls would need 9 s.
     monkeypatch.setenv("FAKE_NVCC_SECONDS", "1.5")
-    report = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=6, processes=1, progress=False)
+    report = W.warmup(SPEC, cache_dir=jit_env["cache"], workers=6, processes=1, progress=False)
     assert (report.method, report.workers, report.processes, report.compiled, report.kernels) == (
         "stand-in", 6, 1, 6, 6)
     compiles = _compiles(jit_env["log"])
@@ -624,7 +624,7 @@ def test_without_a_usable_recipe_the_workers_compile(jit_env: dict[str, Any], mo
     from dgcompat.jit_warmup import build as _warmup_build
 
     monkeypatch.setattr(_warmup_build, "read_recipe", lambda folder: None)  # read by this (the calling) process
-    report = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    report = W.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
     assert (report.method, report.compiled, report.cached) == ("stand-in", 6, 0)
     assert any("compiled through deep_gemm instead: no complete recipe" in n for n in report.notes)
     compiles = _compiles(jit_env["log"])
@@ -635,11 +635,11 @@ def test_without_a_usable_recipe_the_workers_compile(jit_env: dict[str, Any], mo
 def test_markers_without_entries_are_only_a_hint(jit_env: dict[str, Any]) -> None:
     import shutil
 
-    dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    W.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
     folder = W.jit_cache_dir(jit_env["cache"])
     assert len(list((folder / "dgcompat-locks").glob("*.present"))) == 6
     shutil.rmtree(folder / "cache")  # the entries are gone, the markers stay
-    again = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False, fresh=True)
+    again = W.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False, fresh=True)
     assert (again.compiled, again.cached) == (6, 0)
     assert len(list((folder / "cache").iterdir())) == 6
     compiles = _compiles(jit_env["log"])
@@ -648,11 +648,11 @@ def test_markers_without_entries_are_only_a_hint(jit_env: dict[str, Any]) -> Non
 
 @pytest.mark.slow
 def test_a_warm_cache_without_markers_compiles_nothing(jit_env: dict[str, Any]) -> None:
-    dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    W.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
     folder = W.jit_cache_dir(jit_env["cache"])
     for marker in (folder / "dgcompat-locks").glob("*.present"):
         marker.unlink()  # e.g. a cache that serving filled
-    again = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False, fresh=True)
+    again = W.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False, fresh=True)
     assert (again.compiled, again.cached) == (0, 6)
     assert len(_compiles(jit_env["log"])) == 6  # no NVCC run for a kernel whose entry was there
 
@@ -660,14 +660,14 @@ def test_a_warm_cache_without_markers_compiles_nothing(jit_env: dict[str, Any]) 
 def test_unsupported_shape_is_a_typed_error(jit_env: dict[str, Any]) -> None:
     spec = W.WarmupSpec((W.DenseGemm(256, 512), W.DenseGemm(200, 512)), W.MPolicy.values([1, 2]))
     with pytest.raises(UnsupportedFeatureError) as info:
-        dgcompat.warmup(spec, cache_dir=jit_env["cache"], workers=1, progress=False)
+        W.warmup(spec, cache_dir=jit_env["cache"], workers=1, progress=False)
     assert "N=200" in str(info.value) and "n % 64" in str(info.value)
 
 
 @pytest.mark.slow
 def test_nvrtc_falls_back_to_real_calls(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DG_JIT_USE_NVRTC", "1")
-    report = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    report = W.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
     assert report.method == "calls" and any("NVRTC" in n for n in report.notes)
     assert report.compiled == len(_compiles(jit_env["log"])) == 6  # one shape per worker: no kernel twice here
 
@@ -675,7 +675,7 @@ def test_nvrtc_falls_back_to_real_calls(jit_env: dict[str, Any], monkeypatch: py
 @pytest.mark.slow
 def test_a_jit_ignoring_the_stand_in_falls_back(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_FIXED_NVCC", jit_env["env"]["DG_JIT_NVCC_COMPILER"])
-    report = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=1, progress=False)
+    report = W.warmup(SPEC, cache_dir=jit_env["cache"], workers=1, progress=False)
     assert report.method == "calls"
     assert any("does not build kernels through DG_JIT_NVCC_COMPILER" in n for n in report.notes)
     assert report.compiled == 6  # counted as new cache entries
@@ -684,19 +684,19 @@ def test_a_jit_ignoring_the_stand_in_falls_back(jit_env: dict[str, Any], monkeyp
 @pytest.mark.slow
 def test_a_recorded_warmup_returns_at_once(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(H, "nvidia_smi", lambda query, device: "NVIDIA H200, 9.0")  # the record needs a GPU model
-    cold = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    cold = W.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
     assert cold.method == "stand-in" and cold.compiled == 6
-    again = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    again = W.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
     assert (again.method, again.kernels, again.compiled, again.cached, again.workers) == ("record", 6, 0, 6, 0)
     other = W.WarmupSpec(SPEC.shapes, W.MPolicy.values([1, 2, 64, 65, 300]), scales=("tma",))  # another: no record
-    assert dgcompat.warmup(other, cache_dir=jit_env["cache"], workers=1, progress=False).method == "stand-in"
+    assert W.warmup(other, cache_dir=jit_env["cache"], workers=1, progress=False).method == "stand-in"
     folder = W.jit_cache_dir(jit_env["cache"])
     import shutil
 
     shutil.rmtree(sorted((folder / "cache").iterdir())[0])  # an entry vanished: the record no longer holds
-    redo = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    redo = W.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
     assert (redo.method, redo.compiled, redo.cached) == ("stand-in", 1, 5)
-    assert dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=1, progress=False, fresh=True).method == "stand-in"
+    assert W.warmup(SPEC, cache_dir=jit_env["cache"], workers=1, progress=False, fresh=True).method == "stand-in"
     assert len(_compiles(jit_env["log"])) == 7
 
 
@@ -704,10 +704,10 @@ def test_a_recorded_warmup_returns_at_once(jit_env: dict[str, Any], monkeypatch:
 def test_the_calling_process_loads_neither_torch_nor_deep_gemm(jit_env: dict[str, Any]) -> None:
     code = textwrap.dedent(f"""
         import json, sys
-        import dgcompat
+        from dgcompat.jit_warmup import DenseGemm, MPolicy, WarmupSpec, warmup
         if __name__ == "__main__":
-            spec = dgcompat.WarmupSpec((dgcompat.DenseGemm(256, 512),), dgcompat.MPolicy.values([1, 100]))
-            r = dgcompat.warmup(spec, cache_dir={str(jit_env['cache'])!r}, workers=1, progress=False)
+            spec = WarmupSpec((DenseGemm(256, 512),), MPolicy.values([1, 100]))
+            r = warmup(spec, cache_dir={str(jit_env['cache'])!r}, workers=1, progress=False)
             print(json.dumps([r.compiled, "torch" in sys.modules, "deep_gemm" in sys.modules]))
     """)
     script = jit_env["cache"].parent / "parent.py"
@@ -725,7 +725,7 @@ def test_a_jit_that_deletes_its_failed_build_folder(jit_env: dict[str, Any], mon
     # included, before the stand-in's refusal reaches the worker: the digests must not depend on reading it then.
     monkeypatch.setenv("FAKE_JIT_LAYOUT", "deep_jit")
     jit_env["env"]["FAKE_JIT_LAYOUT"] = "deep_jit"  # the serving process too
-    cold = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    cold = W.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
     compiles = _compiles(jit_env["log"])
     assert (cold.method, cold.calls, cold.kernels, cold.compiled, cold.cached) == ("stand-in", 12, 6, 6, 0)
     assert len(compiles) == 6 and len(set(compiles)) == 6

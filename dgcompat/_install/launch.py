@@ -17,7 +17,7 @@ instead, for service files and container images. The hook does nothing in interp
 with ``-S``, ``-I`` or ``-E`` (they skip ``sitecustomize`` or ``PYTHONPATH``).
 
 Before anything runs, every ``DGCOMPAT_*`` variable whose value the hook or the runtime would refuse
-is checked (:data:`dgcompat._env.VARIABLES`): an unknown value is a usage error (exit 2) naming it,
+is checked (:data:`dgcompat.env.VARIABLES`): an unknown value is a usage error (exit 2) naming it,
 so an engine never starts silently without the install. So is an option before the command
 that the launcher does not know (``--print-envv``): it is named, never executed. Start-up hooks of other dgcompat installs on ``PYTHONPATH`` (a virtualenv inside an image
 that has one) are replaced by this one; tools that start children which must not get the install
@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from .._env import env_report
+from ..env import env_report
 
 __all__ = ["HOOK_DIR", "is_hook_dir", "launch_env", "hookless_env", "main"]
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from .. import _env, _pysurface
+from .. import _pysurface, env
 from ._distinfo import DistInfo, editable_project, infos_in, read_text, version_or_none
 from ._known import (
     KERNEL_FLOOR_WITH_SGL_DEEP_GEMM,
@@ -286,7 +286,7 @@ def _copies(choice: str) -> list[_Copy]:
 
 def backend_choice() -> str:
     """``DGCOMPAT_BACKEND`` normalized (``auto`` when unset; unknown values are returned as given)."""
-    return _env.backend_or_raw()
+    return env.backend_or_raw()
 
 
 
@@ -555,7 +555,7 @@ def _detect() -> Release:
     torch_v = installed_torch()
     choice = backend_choice()
     # The reference backend still reports what is installed; unknown values are reported elsewhere.
-    copies = _copies(choice if choice in _env.BACKENDS and choice != "reference" else "auto")
+    copies = _copies(choice if choice in env.BACKENDS and choice != "reference" else "auto")
     if not copies:
         return Release(None, None, "none", "none", None, None, torch_v, None, _kernel_wheel("none"), False, ())
     chosen = _identify(copies[0], torch_v)
@@ -592,7 +592,7 @@ def backend_name() -> str:
     A vendored copy (``vllm``, ``tensorrt-llm``) is a deep_gemm backend. Imports nothing (safe before ``fork``).
     Raises :class:`~dgcompat.errors.ConfigurationError` for an unknown ``DGCOMPAT_BACKEND``.
     """
-    choice = _env.backend()
+    choice = env.backend()
     if choice == "reference":
         return "reference"
     if choice != "auto":

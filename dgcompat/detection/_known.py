@@ -17,7 +17,7 @@ UPSTREAM = "deep-gemm"
 KERNEL_WHEELS = ("sglang-kernel", "sgl-kernel")
 UPSTREAM_NAMES = ("deep-gemm", "deepgemm")
 
-#: Engines that vendor a deep_gemm copy: (``DGCOMPAT_BACKEND`` value, one of :data:`dgcompat._env.BACKENDS`, owning distribution,
+#: Engines that vendor a deep_gemm copy: (``DGCOMPAT_BACKEND`` value, one of :data:`dgcompat.env.BACKENDS`, owning distribution,
 #: top-level package, folder of the copy inside it, import name of the copy).
 VENDORED: tuple[tuple[str, str, str, str, str], ...] = (
     ("vllm", "vllm", "vllm", "third_party/deep_gemm", "vllm.third_party.deep_gemm"),
