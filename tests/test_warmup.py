@@ -17,6 +17,7 @@ import dgcompat
 from dgcompat import jit_warmup as W
 from dgcompat.errors import BadArgumentError, DeepGemmUnavailableError, UnsupportedFeatureError
 from dgcompat.jit_warmup import host as H
+from dgcompat.jit_warmup import messages as M
 from dgcompat.jit_warmup import spec as S
 from dgcompat.jit_warmup.cache import lock_kernel
 from dgcompat.jit_warmup.standin import STAND_IN, read_log
@@ -488,13 +489,13 @@ def test_compiling_starts_before_every_worker_is_up(tmp_path: Path, monkeypatch:
     builder = ThreadPoolExecutor(4)
     st = P._State(pool, "stand-in", 3, queue.Queue(), builder)
     st.recipes = [tmp_path] * 3
-    st.handle(("ready", 0, "sm90"))
-    st.handle(("identified", 0, 0, "tma", [(2000, "a"), (65, "b")]))
+    st.handle(M.Ready(0, "sm90"))
+    st.handle(M.Identified(0, 0, "tma", ((2000, "a"), (65, "b"))))
     builder.shutdown(wait=True)
     assert st.first_up_s > 0 and st.start_s == 0  # two of the three workers are not up yet
     assert st.first_compile_s >= st.first_up_s and st.building == 2  # both kernels are compiling already
-    st.handle(("ready", 1, "sm90"))
-    st.handle(("ready", 2, "sm90"))
+    st.handle(M.Ready(1, "sm90"))
+    st.handle(M.Ready(2, "sm90"))
     assert st.start_s >= st.first_compile_s
 
 
@@ -524,35 +525,35 @@ def test_compiles_start_on_the_first_report_and_phase_two_waits_for_every_lock(t
     st = P._State(pool, "stand-in", 2, work, builder)
     st.recipes = [tmp_path, tmp_path]
     assert st.plan_classes(0, "tma") == [2, 64, 65, 300, 2000]  # M=1 and 2 share a class: 2 stands for 1
-    st.handle(("identified", 0, 0, "tma", [(2, "a"), (64, "c"), (65, "b")]))
+    st.handle(M.Identified(0, 0, "tma", ((2, "a"), (64, "c"), (65, "b"))))
     builder.shutdown(wait=True)
     assert sorted(started) == ["a", "b", "c"] and st.identified_all == 0  # compiling began before identifying ended
     st.drain_builds()
     tasks = sorted(str(work.get_nowait()) for _ in range(work.qsize()))
     # "b" is installed by its first call; the calls waiting for "a" and "c", which another process compiles (or
     # compiled), are probed
-    assert tasks == sorted([str(("install", 0, "tma", 65, "b")), str(("probe", 0, "tma", [2], None)),
-                            str(("probe", 0, "tma", [64], None))])
-    st.handle(("probed", 0, 0, "tma", [2], []))  # M=2 found "a" in the cache
-    st.handle(("probed", 0, 0, "tma", [], [(64, "c")]))  # M=64 did not find "c": left to phase 2
-    assert work.get_nowait() == ("probe", 0, "tma", [1], None)  # the representative is complete: verify its class
+    assert tasks == sorted([str(M.Install(0, "tma", 65, "b")), str(M.Probe(0, "tma", (2,))),
+                            str(M.Probe(0, "tma", (64,)))])
+    st.handle(M.Probed(0, 0, "tma", (2,), ()))  # M=2 found "a" in the cache
+    st.handle(M.Probed(0, 0, "tma", (), ((64, "c"),)))  # M=64 did not find "c": left to phase 2
+    assert work.get_nowait() == M.Probe(0, "tma", (1,))  # the representative is complete: verify its class
     assert st.parked == [(0, "tma", 64)]
     for wid in (0, 1):
-        st.handle(("identified-all", wid))
+        st.handle(M.IdentifiedAll(wid))
         st.maybe_phase2()
     assert not st.phase2  # every call identified, but the lock of "b" is still held
-    st.handle(("installed", 1, 0, "tma", 65, "b", "compiled", 0.01, None))
+    st.handle(M.Installed(1, 0, "tma", 65, "b", "compiled", 0.01, None))
     assert not st.held and (tmp_path / "dgcompat-locks" / "b.present").exists()
     assert st.entries["b"].status == "compiled" and st.entries["b"].seconds == pytest.approx(1.01)
     assert st.entries["a"].status == "cached"  # M=2 found it in the cache
     st.maybe_phase2()
     assert not st.phase2  # the verify probe of M=1 is still out
-    st.handle(("probed", 0, 0, "tma", [1], []))
+    st.handle(M.Probed(0, 0, "tma", (1,), ()))
     st.maybe_phase2()
     assert st.phase2
-    assert [work.get_nowait() for _ in range(work.qsize())] == [("compile", 0, "tma", 64, "c")]
+    assert [work.get_nowait() for _ in range(work.qsize())] == [M.Compile(0, "tma", 64, "c")]
     assert st.outstanding == 1 and not st.finished()
-    st.handle(("done", 0, "compile", 0, "tma", 64, "c", [("c", "compiled", 2.0)]))
+    st.handle(M.Compiled(0, 0, "tma", 64, "c", (("c", "compiled", 2.0),)))
     assert st.finished() and st.complete == {(0, "tma", m) for m in (1, 2, 64, 65)}
 
 
@@ -582,7 +583,7 @@ def test_the_longest_compiles_start_first(tmp_path: Path, monkeypatch: pytest.Mo
     builder = ThreadPoolExecutor(1)
     st = P._State(pool, "stand-in", 1, queue.Queue(), builder)
     st.recipes = [recipes]
-    st.handle(("identified", 0, 0, "tma", [(2, "small"), (65, "mid"), (2000, "t"), (300, "big")]))
+    st.handle(M.Identified(0, 0, "tma", ((2, "small"), (65, "mid"), (2000, "t"), (300, "big"))))
     for _ in range(200):
         time.sleep(0.01)
         st.drain_builds()
@@ -605,16 +606,19 @@ def test_identification_order_meets_every_shape_and_m_range_first(tmp_path: Path
                   nvcc="nvcc", verify=True, out=None, timeout_s=None)
     monkeypatch.setattr(P.random, "randrange", lambda n: 0)  # no rotation: the order itself is checked
     st = P._State(pool, "stand-in", 4, None, None)
-    tasks = pool._identify_tasks(4, st)
+    found = pool._identify_tasks(4, st)
+    tasks = [t for t in found if isinstance(t, M.Identify)]
+    assert tasks == found  # MPolicy.values: chunks of representatives, no bisection
     reps = sorted(st.members)
-    assert sorted((idx, form, m) for _kind, idx, form, chunk in tasks for m in chunk) == reps  # each one once
+    assert sorted((t.shape, t.form, m) for t in tasks for m in t.ms) == reps  # each one once
     planned = sorted((idx, form, m) for rep, members in st.members.items() for idx, form, m in [rep, *members])
     assert planned == sorted((pool.shapes.index(c.shape), c.form, c.m) for c in calls)  # every call in one class
     assert len(reps) < len(calls) // 2
     first = tasks[:len(pool.shapes) * 2]
-    assert sorted((idx, form) for _kind, idx, form, _chunk in first) == [
+    assert sorted((t.shape, t.form) for t in first) == [
         (i, f) for i in range(3) for f in ("row", "tma")]  # the shapes and scale forms take turns
-    for _kind, idx, form, chunk in first:  # a coarse sample of the whole range, from its largest M (large tiles)
+    for t in first:  # a coarse sample of the whole range, from its largest M (large tiles)
+        idx, form, chunk = t.shape, t.form, t.ms
         mine = sorted(m for i, f, m in reps if (i, f) == (idx, form))
         assert chunk[0] == mine[-1] and min(chunk) <= mine[len(mine) // 2] and len(chunk) < len(mine)
     assert P._spread([3, 1, 2, 4]) == [4, 2, 3, 1] and P._spread([]) == []

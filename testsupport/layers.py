@@ -120,6 +120,7 @@ MODULES: dict[str, tuple[str, str]] = {
     "dgcompat.jit_warmup.standin": ("beside the facade", ""),
     "dgcompat.jit_warmup.build": ("beside the facade", ""),
     "dgcompat.jit_warmup.calls": ("beside the facade", ""),
+    "dgcompat.jit_warmup.messages": ("beside the facade", ""),
     "dgcompat.jit_warmup.worker": ("beside the facade", ""),
     "dgcompat.jit_warmup.pool": ("beside the facade", ""),
     "dgcompat.jit_warmup.entry": ("beside the facade", ""),
