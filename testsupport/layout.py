@@ -22,10 +22,10 @@ import functools
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import AbstractSet, Mapping
 
 __all__ = ["Wing", "Edge", "wings", "module_imports", "import_edges", "read_wing", "runtime_layers", "runtime_tables",
-           "NOT_IMPORTED", "LAZY_DEPENDENCIES", "ROOT", "render"]
+           "parsed", "NOT_IMPORTED", "LAZY_DEPENDENCIES", "ROOT", "render"]
 
 #: The checkout (this package's parent folder): the runtime is ``ROOT/dgcompat``, the certification wing
 #: ``ROOT/conformance/dgcompat_conformance``.
@@ -109,7 +109,7 @@ def _parsed_at(path: Path, mtime_ns: int, size: int) -> ast.Module:
     return ast.parse(path.read_text("utf-8"), str(path))
 
 
-def _parsed(path: Path) -> ast.Module:
+def parsed(path: Path) -> ast.Module:
     """The syntax tree of ``path``, parsed once per version of the file (the checks walk every module many times)."""
     st = path.stat()
     return _parsed_at(path, st.st_mtime_ns, st.st_size)
@@ -117,7 +117,7 @@ def _parsed(path: Path) -> ast.Module:
 
 def module_imports(path: Path, name: str, known: set[str], *, top_level_only: bool = True) -> set[str]:
     """The project modules (of ``known``) that module ``name`` at ``path`` imports."""
-    tree = _parsed(path)
+    tree = parsed(path)
     nodes = _top_level(tree) if top_level_only else [n for n in ast.walk(tree)
                                                        if isinstance(n, (ast.Import, ast.ImportFrom))]
     is_pkg = path.name == "__init__.py"
@@ -156,7 +156,7 @@ def runtime_tables() -> dict[str, tuple[str, ...]]:
     }
 
 
-def _resolve(name: str, known: set[str]) -> str | None:
+def _resolve(name: str, known: AbstractSet[str]) -> str | None:
     while name and name not in known:
         name = name.rpartition(".")[0]
     return name or None
@@ -167,13 +167,22 @@ def import_edges(path: Path, name: str, known: set[str],
     """Every import of a project module (of ``known``) that module ``name`` at ``path`` makes, in any form.
 
     ``tables``: module -> what its computed imports may load (default: :func:`runtime_tables`); a computed
-    import in a module that declares no table is the edge ``<undeclared computed import>``.
+    import in a module that declares no table is the edge ``<undeclared computed import>``. Found once per
+    version of the file and question (the checks ask about every module many times).
     """
-    tree = _parsed(path)
+    table = (runtime_tables() if tables is None else tables).get(name)
+    st = path.stat()
+    return list(_edges_at(path, st.st_mtime_ns, st.st_size, name, frozenset(known), table))
+
+
+@functools.lru_cache(maxsize=4096)
+def _edges_at(path: Path, mtime_ns: int, size: int, name: str, known: frozenset[str],
+              table: tuple[str, ...] | None) -> tuple[Edge, ...]:
+    """:func:`import_edges` of one version of a file; ``table``: what its computed imports may load (None: none
+    declared)."""
+    tree = parsed(path)
     top = {id(n) for n in _top_level(tree)}
     is_pkg = path.name == "__init__.py"
-    if tables is None:
-        tables = runtime_tables()
     edges: list[Edge] = []
 
     def add(target: str | None, kind: str, line: int) -> None:
@@ -198,16 +207,16 @@ def import_edges(path: Path, name: str, known: set[str],
             arg = node.args[0]
             if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
                 add(_resolve(arg.value, known), "string", node.lineno)
-            elif name in tables:
-                for target in tables[name]:
+            elif table is not None:
+                for target in table:
                     add(_resolve(target, known), "computed", node.lineno)
             elif name.split(".")[0] in {k.split(".")[0] for k in known}:
                 # A computed name in a module that declares no table: unknown, reported as such.
                 edges.append(Edge("<undeclared computed import>", "computed", node.lineno))
-    return edges
+    return tuple(edges)
 
 
-def _targets(node: ast.Import | ast.ImportFrom, name: str, is_pkg: bool, known: set[str]) -> list[str]:
+def _targets(node: ast.Import | ast.ImportFrom, name: str, is_pkg: bool, known: AbstractSet[str]) -> list[str]:
     if isinstance(node, ast.Import):
         return [t for t in (_resolve(a.name, known) for a in node.names) if t]
     if node.level:
