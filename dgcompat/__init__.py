@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._surface import NAMES, SUBMODULES
+from ._surface import MOVED, NAMES, SUBMODULES
 from ._version import __version__
 from .errors import (
     BadArgumentError,
@@ -96,6 +96,10 @@ def __getattr__(name: str) -> Any:
         return value
     if name in SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")
+    moved = MOVED.get(name)
+    if moved is not None:
+        what = f"import dgcompat.{moved}" if name == moved else f"from dgcompat.{moved} import {name}"
+        raise AttributeError(f"dgcompat.{name} is not a name of the facade: {moved} is a package beside it ({what})")
     if name.startswith("_"):
         raise AttributeError(f"module 'dgcompat' has no attribute {name!r}")
     return importlib.import_module(f"{__name__}._install.forward").lookup("deep_gemm", name)

@@ -8,7 +8,7 @@ it imports nothing. JIT warmup is not here: it is a package beside the facade
 
 from __future__ import annotations
 
-__all__ = ["NAMES", "SUBMODULES", "DEEP_GEMM_MODULES", "NOT_DEEP_GEMM"]
+__all__ = ["NAMES", "MOVED", "SUBMODULES", "DEEP_GEMM_MODULES", "NOT_DEEP_GEMM"]
 
 #: stable name -> the submodule of dgcompat that defines it.
 NAMES: dict[str, str] = {
@@ -32,6 +32,12 @@ NAMES: dict[str, str] = {
     "install_as_deep_gemm": "_install", "uninstall_as_deep_gemm": "_install", "installed_as_deep_gemm": "_install",
     "as_deep_gemm": "_install",
 }
+
+#: Names of earlier releases' facade that live in a package beside it now -> that package: ``dgcompat.<name>``
+#: says where to import them from instead of passing the name through to deep_gemm.
+MOVED: dict[str, str] = dict.fromkeys(
+    ("warmup", "WarmupSpec", "WarmupReport", "WarmupError", "DenseGemm", "GroupedGemm", "PagedIndexer", "MPolicy",
+     "KernelEntry", "jit_cache_dir", "use_jit_cache_dir", "RaggedIndexer", "jit_warmup"), "jit_warmup")
 
 #: Public submodules reachable as ``dgcompat.<name>``.
 SUBMODULES: tuple[str, ...] = ("utils", "reference", "errors", "env", "detection", "table", "knobs", "gemm", "moe",

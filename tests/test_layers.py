@@ -243,3 +243,17 @@ def test_the_facade_never_imports_warmup() -> None:
         offenders += [f"{module} imports {t}" for t in sorted(targets) if t == WARMUP or t.startswith(WARMUP + ".")]
     assert offenders == []
     assert set(jit_warmup.__all__).isdisjoint(_tooling.NAMES) and "jit_warmup" not in _tooling.SUBMODULES
+
+
+def test_the_facade_says_where_warmup_lives() -> None:
+    """The names warmup had in the facade are an AttributeError that names their package, never passed through to
+    deep_gemm; every one of them is warmup's own."""
+    import dgcompat
+    from dgcompat import _surface, jit_warmup
+
+    moved = sorted(set(_surface.MOVED) - {"jit_warmup"})
+    assert len(moved) == 12 and set(moved) <= set(jit_warmup.__all__)
+    for name in moved:
+        with pytest.raises(AttributeError, match=f"from dgcompat.jit_warmup import {name}"):
+            getattr(dgcompat, name)
+        assert not hasattr(dgcompat, name) and name not in dir(dgcompat)
