@@ -162,44 +162,6 @@ class Release:
         return "\n".join(lines)
 
 
-_VERSION_ATTR_RE = re.compile(r"^__version__\s*(?::\s*str\s*)?=\s*(?:version\s*=\s*)?['\"]([^'\"]+)['\"]", re.M)
-
-
-def _version_attribute(path: Path) -> str | None:
-    """The literal ``__version__ = '...'`` of a Python file (read as text, never executed)."""
-    text = read_text(path)
-    m = _VERSION_ATTR_RE.search(text or "")
-    return m.group(1) if m else None
-
-
-
-def _fingerprint_files(pkg_rel: str, pkg_dir: Path) -> list[str]:
-    """The files whose hash tells who wrote the folder last: the Python layer and the native library."""
-    names = ["__init__.py", "_C.py", "utils/layout.py"]
-    names += sorted(p.name for p in pkg_dir.glob("*.so"))
-    return [f"{pkg_rel}/{n}" for n in names if (pkg_dir / n).is_file()]
-
-
-
-def _kernel_wheel(source: str) -> KernelWheel | None:
-    for name in KERNEL_WHEELS:
-        try:
-            d = md.distribution(name)
-            v = version_or_none(d.metadata["Version"])
-            files = d.files or []
-        except (md.PackageNotFoundError, OSError, UnicodeDecodeError, ValueError):
-            continue
-        if v is None:
-            continue
-        bundles = any(str(f).startswith("deep_gemm/") for f in files)
-        floor = None
-        if source == "sgl-deep-gemm":
-            floor = name == "sglang-kernel" and v >= KERNEL_FLOOR_WITH_SGL_DEEP_GEMM
-        return KernelWheel(name, v, bundles, floor)
-    return None
-
-
-
 # ---------------------------------------------------------------------------------------------
 # Finding the copies (never executing a package)
 # ---------------------------------------------------------------------------------------------
@@ -289,10 +251,45 @@ def backend_choice() -> str:
     return env.backend_or_raw()
 
 
-
 # ---------------------------------------------------------------------------------------------
 # Identifying one copy
 # ---------------------------------------------------------------------------------------------
+
+
+_VERSION_ATTR_RE = re.compile(r"^__version__\s*(?::\s*str\s*)?=\s*(?:version\s*=\s*)?['\"]([^'\"]+)['\"]", re.M)
+
+
+def _version_attribute(path: Path) -> str | None:
+    """The literal ``__version__ = '...'`` of a Python file (read as text, never executed)."""
+    text = read_text(path)
+    m = _VERSION_ATTR_RE.search(text or "")
+    return m.group(1) if m else None
+
+
+def _fingerprint_files(pkg_rel: str, pkg_dir: Path) -> list[str]:
+    """The files whose hash tells who wrote the folder last: the Python layer and the native library."""
+    names = ["__init__.py", "_C.py", "utils/layout.py"]
+    names += sorted(p.name for p in pkg_dir.glob("*.so"))
+    return [f"{pkg_rel}/{n}" for n in names if (pkg_dir / n).is_file()]
+
+
+def _kernel_wheel(source: str) -> KernelWheel | None:
+    """The sgl/sglang kernel wheel installed next to deep_gemm (``source``: the copy's), from its metadata."""
+    for name in KERNEL_WHEELS:
+        try:
+            d = md.distribution(name)
+            v = version_or_none(d.metadata["Version"])
+            files = d.files or []
+        except (md.PackageNotFoundError, OSError, UnicodeDecodeError, ValueError):
+            continue
+        if v is None:
+            continue
+        bundles = any(str(f).startswith("deep_gemm/") for f in files)
+        floor = None
+        if source == "sgl-deep-gemm":
+            floor = name == "sglang-kernel" and v >= KERNEL_FLOOR_WITH_SGL_DEEP_GEMM
+        return KernelWheel(name, v, bundles, floor)
+    return None
 
 
 @dataclass
