@@ -473,6 +473,36 @@ def test_compiles_run_at_once_outside_the_worker_processes(jit_env: dict[str, An
     assert "served" in _serve_all(jit_env, SPEC_CODE) and len(_compiles(jit_env["log"])) == 6
 
 
+def test_every_message_crosses_the_process_boundary_and_nothing_else_is_handled(tmp_path: Path) -> None:
+    """Every task and answer of the pool<->worker protocol survives the pickling a spawn queue does; a message that
+    is not one of them (the earlier string-tagged tuples) is refused, never unpacked by position."""
+    import pickle
+    import queue
+    import typing
+
+    from dgcompat.jit_warmup import pool as P
+    from dgcompat.jit_warmup.worker import Worker, WorkerConfig
+
+    samples = [M.Identify(0, "tma", (1, 2)), M.Bisect(1, "", (1, 2, 3)), M.Turn(), M.Install(0, "row", 64, "d"),
+               M.Probe(0, "row", (1,)), M.Compile(0, "row", 2, None), M.Plain(1, "", (1, 2)), M.Stop(),
+               M.Ready(0, None), M.Identified(0, 0, "tma", ((1, "d"),)), M.IdentifiedAll(1),
+               M.Installed(0, 0, "tma", 1, "d", "compiled", 0.5, "e"), M.Probed(0, 0, "tma", (1,), ((2, "e"),)),
+               M.Compiled(0, 0, "tma", 2, "d", (("d", "cached", 0.0),)), M.PlainDone(0, 1, ""), M.Unhonored(0),
+               M.CallError(0, 0, "tma", None, "rejected", "no"), M.Fatal(0, "OSError: x", "Traceback ...")]
+    protocol = {*typing.get_args(M.IdentifyTask), *typing.get_args(M.WorkTask), *typing.get_args(M.Answer)}
+    assert {type(s) for s in samples} == protocol and len(protocol) == len(samples)
+    assert all(pickle.loads(pickle.dumps(s)) == s for s in samples)
+    pool = P.Pool(S.plan_calls(SPEC), SPEC.policy, workers=1, processes=1, device=0, cache=tmp_path,
+                  scratch=tmp_path, nvcc="nvcc", verify=True, out=None, timeout_s=None)
+    st = P._State(pool, "stand-in", 1, queue.Queue(), None)
+    with pytest.raises(TypeError, match="not a worker's answer"):
+        st.handle(("ready", 0, "sm90"))  # type: ignore[arg-type]
+    cfg = WorkerConfig(0, 0, "stand-in", (), str(tmp_path), "", "", str(tmp_path / "log"), "", "nvcc")
+    worker = Worker(cfg, lambda answer: None, None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="not a work task"):
+        worker._do(("probe", 0, "tma", [1], None), blocking=False)  # type: ignore[arg-type]
+
+
 def test_compiling_starts_before_every_worker_is_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No barrier: the first worker up identifies, and each kernel it finds is compiled at once, while the other
     workers are still starting (on the H200 they came up over 1.2-1.6 s)."""
