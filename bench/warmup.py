@@ -1,4 +1,4 @@
-"""``python -m bench.warmup``: cold JIT warmup, serial vs :func:`dgcompat.warmup`, on a real GPU.
+"""``python -m bench.warmup``: cold JIT warmup, serial vs :func:`dgcompat.jit_warmup.warmup`, on a real GPU.
 
 Shape set: DeepSeek-V3's six dense FP8 GEMMs (N, K) x the M values 1, 2, 4, ... 4096 and every 7th M
 up to 256 (7, 14, ..., 252): 49 values, 294 calls (the preset's sampled M set). Each measurement runs in fresh processes on its own
@@ -6,7 +6,7 @@ empty cache folder:
 
 1. serial: one process makes every call in order (what engines do today); ``--serial-shapes K``
    times only the first K shapes and extrapolates (printed as such);
-2. cold: ``dgcompat.warmup`` on an empty cache; 3. warm: the same again on the now warm cache (it
+2. cold: ``dgcompat.jit_warmup.warmup`` on an empty cache; 3. warm: the same again on the now warm cache (it
    finds the record the cold run left), and once more with ``fresh=True`` (every call checked);
 4. serve: one process makes every call on the warm cache (must compile nothing);
 5. shared: 8 processes warm one empty cache at once (``--ranks``, ``--rank-workers`` compiles at once

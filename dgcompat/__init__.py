@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._surface import NAMES, SUBMODULES
+from ._surface import MOVED, NAMES, SUBMODULES
 from ._version import __version__
 from .errors import (
     BadArgumentError,
@@ -34,13 +34,13 @@ from .errors import (
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers only; runtime access is lazy
     from . import utils as utils
-    from ._facade import passthrough_names as passthrough_names
-    from ._facade import reset as reset
-    from ._facade import resolve as resolve
     from ._install import as_deep_gemm as as_deep_gemm
     from ._install import install_as_deep_gemm as install_as_deep_gemm
     from ._install import installed_as_deep_gemm as installed_as_deep_gemm
     from ._install import uninstall_as_deep_gemm as uninstall_as_deep_gemm
+    from ._install.resolve import passthrough_names as passthrough_names
+    from ._install.resolve import reset as reset
+    from ._install.resolve import resolve as resolve
     from .detection import KernelWheel as KernelWheel
     from .detection import Release as Release
     from .detection import release as release
@@ -51,18 +51,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers only; runtime access i
     from .indexer import fp8_mqa_logits as fp8_mqa_logits
     from .indexer import fp8_paged_mqa_logits as fp8_paged_mqa_logits
     from .indexer import get_paged_mqa_logits_metadata as get_paged_mqa_logits_metadata
-    from .jit_warmup import DenseGemm as DenseGemm
-    from .jit_warmup import GroupedGemm as GroupedGemm
-    from .jit_warmup import KernelEntry as KernelEntry
-    from .jit_warmup import MPolicy as MPolicy
-    from .jit_warmup import PagedIndexer as PagedIndexer
-    from .jit_warmup import RaggedIndexer as RaggedIndexer
-    from .jit_warmup import WarmupError as WarmupError
-    from .jit_warmup import WarmupReport as WarmupReport
-    from .jit_warmup import WarmupSpec as WarmupSpec
-    from .jit_warmup import jit_cache_dir as jit_cache_dir
-    from .jit_warmup import use_jit_cache_dir as use_jit_cache_dir
-    from .jit_warmup import warmup as warmup
     from .knobs import compile_mode as compile_mode
     from .knobs import get_mk_alignment_for_contiguous_layout as get_mk_alignment_for_contiguous_layout
     from .knobs import get_num_sms as get_num_sms
@@ -108,9 +96,13 @@ def __getattr__(name: str) -> Any:
         return value
     if name in SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")
+    moved = MOVED.get(name)
+    if moved is not None:
+        what = f"import dgcompat.{moved}" if name == moved else f"from dgcompat.{moved} import {name}"
+        raise AttributeError(f"dgcompat.{name} is not a name of the facade: {moved} is a package beside it ({what})")
     if name.startswith("_"):
         raise AttributeError(f"module 'dgcompat' has no attribute {name!r}")
-    return importlib.import_module(f"{__name__}._forward").lookup("deep_gemm", name)
+    return importlib.import_module(f"{__name__}._install.forward").lookup("deep_gemm", name)
 
 
 def __dir__() -> list[str]:

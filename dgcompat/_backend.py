@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Callable
 
-from . import _env
-from .detection import release
+from . import env
+from .detection import backend_name, release
 from .errors import DeepGemmUnavailableError, IncompatibleBuildError, UnidentifiedBuildError
 
-__all__ = ["TOP", "REAL", "Registry", "lock", "backend_name", "import_refusal", "import_real", "real_submodule",
+__all__ = ["TOP", "REAL", "Registry", "lock", "import_refusal", "import_real", "real_submodule",
            "load", "loaded_module", "reset"]
 
 TOP = "deep_gemm"
@@ -73,20 +73,6 @@ class _State:
 _state = _State()
 
 
-def backend_name() -> str:
-    """``"deep_gemm"``, ``"reference"`` or ``"none"`` (nothing installed and nothing chosen).
-
-    A vendored copy (``vllm``, ``tensorrt-llm``) is a deep_gemm backend. Raises
-    :class:`~dgcompat.errors.ConfigurationError` for an unknown ``DGCOMPAT_BACKEND``.
-    """
-    choice = _env.backend()
-    if choice == "reference":
-        return "reference"
-    if choice != "auto":
-        return "deep_gemm"
-    return "deep_gemm" if release().installed else "none"
-
-
 def loaded_module() -> ModuleType | None:
     """The loaded backend module, or None if nothing has been loaded yet (never imports)."""
     return _state.module
@@ -109,7 +95,7 @@ def import_refusal() -> IncompatibleBuildError | None:
         )
     if rel.refusal is not None:
         return UnidentifiedBuildError(rel.refusal)
-    if rel.torch_ok is False and not _env.allow_torch_mismatch():
+    if rel.torch_ok is False and not env.allow_torch_mismatch():
         return IncompatibleBuildError(
             f"{rel.label} is incompatible with torch {rel.torch} ("
             f"{'its stable-ABI library needs torch' if rel.torch_rule == 'minimum' else 'built for torch'}"

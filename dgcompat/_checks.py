@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NoReturn
 
-from ._backend import backend_name
-from .detection import release
+from .detection import backend_name, release
 from .errors import BadArgumentError, DgcompatError, KernelError, UnsupportedFeatureError
 from .table import capabilities
 

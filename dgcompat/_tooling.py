@@ -12,13 +12,13 @@ import contextlib
 import importlib
 from typing import Any, Callable, Iterator
 
-from . import _backend, _elf, _env, _pysurface
+from . import _backend, _pysurface, detection, env
 from ._calls import UpstreamCall
-from ._launch import hookless_env, is_hook_dir, launch_env
-from ._launch import main as run_command
+from ._install.launch import hookless_env, is_hook_dir, launch_env
+from ._install.launch import main as run_command
 from ._surface import DEEP_GEMM_MODULES, NAMES, SUBMODULES
-from .detection import Release
-from .detection import _expected_torch as _expected
+from .detection import Release, _elf
+from .detection._known import expected_torch as _expected
 from .indexer import _bind as _indexer_bind
 from .indexer import _ragged as _indexer_ragged
 from .indexer._guards import same_metadata
@@ -40,13 +40,13 @@ ADAPTERS = ("gemm", "moe", "indexer", "scales", "knobs")
 
 load_backend = _backend.load
 loaded_backend = _backend.loaded_module
-backend_name = _backend.backend_name
-env_report = _env.env_report
-env_folder = _env.folder
-env_text = _env.text
-retired_variables = _env.RETIRED
-internal_variable_prefixes = _env.INTERNAL_PREFIXES
-allow_torch_mismatch = _env.allow_torch_mismatch
+backend_name = detection.backend_name
+env_report = env.env_report
+env_folder = env.folder
+env_text = env.text
+retired_variables = env.RETIRED
+internal_variable_prefixes = env.INTERNAL_PREFIXES
+allow_torch_mismatch = env.allow_torch_mismatch
 read_dynamic_bytes = _elf.read_dynamic_bytes
 #: How a build's source binds names at import (``globals().update(...)``): one reader for detection and the surface.
 Registration = _pysurface.Registration

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from . import _binding, _env
+from . import _binding, env
 from ._calls import UpstreamCall
 from ._checks import (
     bad,
@@ -129,7 +129,7 @@ def _selected(calls: tuple[UpstreamCall, ...], what: str, name: str, params: tup
 def _bind_contiguous(call: UpstreamCall, params: tuple[Param, ...]) -> Callable[..., Any]:
     name = call.caller.removeprefix("dgcompat.")
     impl = _selected((call,), "the grouped contiguous GEMM", name, params)
-    if not _env.debug():
+    if not env.debug():
         return impl
     return _with_value_checks_contiguous(name, impl, len(call.positional) - 4 + _names(params).index("use_psum_layout"))
 
@@ -137,7 +137,7 @@ def _bind_contiguous(call: UpstreamCall, params: tuple[Param, ...]) -> Callable[
 def _bind_masked(calls: tuple[UpstreamCall, ...], params: tuple[Param, ...]) -> Callable[..., Any]:
     name = calls[0].caller.removeprefix("dgcompat.")
     impl = _selected(calls, "the grouped masked GEMM", name, params)
-    return _with_value_checks_masked(name, impl) if _env.debug() else impl
+    return _with_value_checks_masked(name, impl) if env.debug() else impl
 
 
 _FP8_MASKED_CALLS = (_MASKED_FP8, _MASKED_FP8_ALIAS)

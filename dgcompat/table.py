@@ -27,9 +27,9 @@ from typing import Any, Literal, Mapping
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from . import _backend, _device, _env, _pysurface
-from ._env import ARCHES
-from .detection import KNOWN_SGL_DEEP_GEMM, Release, release
+from . import _backend, _device, _pysurface, env
+from .detection import KNOWN_SGL_DEEP_GEMM, Release, backend_name, release
+from .env import ARCHES
 
 __all__ = ["Row", "ROWS", "Capabilities", "UPSTREAM_IDENTITY", "capabilities", "current_arch", "arch_family",
            "rows_for", "reset"]
@@ -477,8 +477,8 @@ def current_arch() -> str | None:
     ``pynvml`` is importable and every GPU has one compute capability, NVML answers without a context
     (:mod:`dgcompat._device`).
     """
-    env = _env.arch()
-    return env if env is not None else _device.arch()
+    chosen = env.arch()
+    return chosen if chosen is not None else _device.arch()
 
 
 def _effective(rel: Release, backend: str) -> tuple[str, Version | None]:
@@ -687,7 +687,7 @@ def capabilities() -> Capabilities:
     probed on the live module. Never imports deep_gemm itself.
     """
     module = _backend.loaded_module()
-    return _cached(release(), _backend.backend_name(), current_arch(), id(module) if module is not None else 0)
+    return _cached(release(), backend_name(), current_arch(), id(module) if module is not None else 0)
 
 
 def reset() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from ._forward import lookup
+from ._install.forward import lookup
 
 __all__ = ["calc_diff"]
 

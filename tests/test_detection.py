@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 from typing import Callable
@@ -20,7 +21,7 @@ BUNDLED_INIT = "import deep_gemm_cpp\nraise RuntimeError('must not import')\n"
 
 
 def test_nothing_installed(clean_dgcompat: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(detection.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     rel = dgcompat.release()
     assert rel.source == "none" and rel.dist is None and rel.binding == "none"
     assert not rel.installed and rel.label == "none"
@@ -176,9 +177,7 @@ def test_importable_deep_gemm_is_preferred_unless_a_vendored_copy_is_selected(
     dgcompat.reset()
     rel = dgcompat.release()
     assert rel.module == "vllm.third_party.deep_gemm" and rel.source == "vendored"
-    from dgcompat import _backend
-
-    assert _backend.backend_name() == "deep_gemm"
+    assert detection.backend_name() == "deep_gemm"
 
 
 def test_tensorrt_llm_vendored_copy(clean_dgcompat: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -323,7 +322,7 @@ def test_version_that_is_not_a_version(fake_site: Callable[..., Path]) -> None:
 
 
 def test_elf_reader_is_bounded_and_total() -> None:
-    from dgcompat import _elf
+    from dgcompat.detection import _elf
 
     good = elfmaker.make_so(**elfmaker.STABLE_ABI)
     assert _elf.read_dynamic_bytes(good) is not None

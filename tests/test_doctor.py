@@ -219,18 +219,18 @@ def test_documented_folders_keep_a_working_stack_working(fake_site: Callable[...
 
 
 def test_the_one_list_names_every_variable_and_who_reads_it() -> None:
-    from dgcompat import _env
+    from dgcompat import env
 
     names = _names_in(_code_and_docs())
-    internal = tuple(_env.INTERNAL_PREFIXES)
+    internal = tuple(env.INTERNAL_PREFIXES)
     for name, where in names.items():
-        if name in _env.RETIRED or name.startswith(internal):
+        if name in env.RETIRED or name.startswith(internal):
             continue
-        assert name in _env.VARIABLES, f"{name} (in {where}) is not in dgcompat._env.VARIABLES"
-    assert {v.read_by for v in _env.VARIABLES.values()} <= {"runtime", "start-up hook", "warmup", "tools"}
-    assert _env.VARIABLES["DGCOMPAT_RESULTS"].read_by == "tools"
+        assert name in env.VARIABLES, f"{name} (in {where}) is not in dgcompat.env.VARIABLES"
+    assert {v.read_by for v in env.VARIABLES.values()} <= {"runtime", "start-up hook", "warmup", "tools"}
+    assert env.VARIABLES["DGCOMPAT_RESULTS"].read_by == "tools"
     # doctor's table is the list, in its order, then nothing else while nothing else is set
-    assert [v.name for v in doctor.environment_report()][:len(_env.VARIABLES)] == list(_env.VARIABLES)
+    assert [v.name for v in doctor.environment_report()][:len(env.VARIABLES)] == list(env.VARIABLES)
 
 
 def test_doctor_says_an_unidentified_install_cannot_work(clean_dgcompat: None, tmp_path: Path,

@@ -515,7 +515,7 @@ def test_launcher_runs_modules_and_passes_the_exit_status(tmp_path: Path) -> Non
 
 
 def test_launcher_print_env_and_errors(tmp_path: Path) -> None:
-    from dgcompat import _launch
+    from dgcompat._install import launch as _launch
 
     env = _launch.launch_env({"PYTHONPATH": "/a" + os.pathsep + str(_launch.HOOK_DIR)})
     assert env["PYTHONPATH"] == os.pathsep.join([str(_launch.HOOK_DIR), "/a"]) and env["DGCOMPAT_INSTALL"] == "1"
@@ -537,7 +537,7 @@ def test_launcher_print_env_and_errors(tmp_path: Path) -> None:
 
 
 def test_hook_refuses_to_run_without_dgcompat(tmp_path: Path) -> None:
-    from dgcompat import _launch
+    from dgcompat._install import launch as _launch
 
     broken = tmp_path / "broken"
     (broken / "dgcompat").mkdir(parents=True)

@@ -13,15 +13,15 @@ from typing import Any, Callable
 import pytest
 
 import dgcompat
-from dgcompat import _backend, _env, table
+from dgcompat import _backend, env, table
 
 
 @pytest.mark.parametrize("variable, value, call", [
     ("DGCOMPAT_BACKEND", "refrence", lambda: dgcompat.get_num_sms()),
     ("DGCOMPAT_ARCH", "sm999", lambda: dgcompat.capabilities()),
-    ("DGCOMPAT_DEBUG", "maybe", lambda: _env.debug()),
-    ("DGCOMPAT_ALLOW_TORCH_MISMATCH", "2", lambda: _env.allow_torch_mismatch()),
-    ("DGCOMPAT_INSTALL", "ja", lambda: _env.install()),
+    ("DGCOMPAT_DEBUG", "maybe", lambda: env.debug()),
+    ("DGCOMPAT_ALLOW_TORCH_MISMATCH", "2", lambda: env.allow_torch_mismatch()),
+    ("DGCOMPAT_INSTALL", "ja", lambda: env.install()),
 ])
 def test_unknown_values_are_rejected(clean_dgcompat: None, monkeypatch: pytest.MonkeyPatch, variable: str,
                                      value: str, call: Callable[[], Any]) -> None:
@@ -30,26 +30,26 @@ def test_unknown_values_are_rejected(clean_dgcompat: None, monkeypatch: pytest.M
         with pytest.raises(dgcompat.ConfigurationError) as info:
             call()
         assert info.value.variable == variable and info.value.value == value
-        accepted = _env.VARIABLES[variable].accepted
+        accepted = env.VARIABLES[variable].accepted
         assert variable in str(info.value) and accepted and all(a in str(info.value) for a in accepted)
-    report = {row.name: row for row in _env.env_report()}
-    assert report[variable] == _env.EnvRow(variable, value, False, accepted, _env.VARIABLES[variable].read_by,
+    report = {row.name: row for row in env.env_report()}
+    assert report[variable] == env.EnvRow(variable, value, False, accepted, env.VARIABLES[variable].read_by,
                                            f"{value!r} is not one of {', '.join(accepted)}",
-                                           _env.VARIABLES[variable].effect)
+                                           env.VARIABLES[variable].effect)
 
 
 def test_accepted_values(clean_dgcompat: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert _env.backend() == "auto" and _env.arch() is None and _env.debug() is False
+    assert env.backend() == "auto" and env.arch() is None and env.debug() is False
     for raw, want in (("Reference", "reference"), ("deep-gemm", "deep_gemm"), (" auto ", "auto")):
         monkeypatch.setenv("DGCOMPAT_BACKEND", raw)
-        assert _env.backend() == want
+        assert env.backend() == want
     for raw, want in (("sm90", "sm90"), ("9.0", "sm90"), ("100", "sm100"), ("SM103", "sm103")):
         monkeypatch.setenv("DGCOMPAT_ARCH", raw)
-        assert _env.arch() == want == table.current_arch()
+        assert env.arch() == want == table.current_arch()
     monkeypatch.setenv("DGCOMPAT_DEBUG", "1")
-    assert _env.debug() is True
-    assert all(row.ok for row in _env.env_report())
-    assert [row.name for row in _env.env_report()] == list(_env.VARIABLES)
+    assert env.debug() is True
+    assert all(row.ok for row in env.env_report())
+    assert [row.name for row in env.env_report()] == list(env.VARIABLES)
 
 
 def test_a_failed_bind_is_retried_once_the_environment_changes(clean_dgcompat: None,
@@ -132,8 +132,9 @@ print(json.dumps({"cuda_init": bool(torch.cuda.is_initialized())}))
 
 
 def test_process_contract_in_a_subprocess() -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DGCOMPAT_")}
-    out = subprocess.run([sys.executable, "-c", _PROCESS], capture_output=True, text=True, env=env, timeout=120)
+    child_env = {k: v for k, v in os.environ.items() if not k.startswith("DGCOMPAT_")}
+    out = subprocess.run([sys.executable, "-c", _PROCESS], capture_output=True, text=True, env=child_env,
+                         timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {"cuda_init": False}
 
@@ -146,6 +147,6 @@ def test_process_contract_in_a_subprocess() -> None:
 def test_switches_take_the_usual_spellings(monkeypatch: pytest.MonkeyPatch, variable: str, read: str, value: str,
                                            expected: bool) -> None:
     monkeypatch.setenv(variable, value)
-    assert getattr(_env, read)() is expected
-    row = next(r for r in _env.env_report() if r.name == variable)
+    assert getattr(env, read)() is expected
+    row = next(r for r in env.env_report() if r.name == variable)
     assert row.ok

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -66,9 +67,7 @@ def test_stable_names_match_all() -> None:
 
 
 def test_missing_deep_gemm_is_a_clear_error(clean_dgcompat: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    from dgcompat import detection
-
-    monkeypatch.setattr(detection.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     dgcompat.reset()
     assert dgcompat.is_available() is False
     with pytest.raises(dgcompat.DeepGemmUnavailableError, match="DGCOMPAT_BACKEND=reference"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata as md
 import json
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -22,17 +23,32 @@ def test_single_version_source() -> None:
     assert md.version("dgcompat") == dgcompat.__version__
 
 
+def _clean_source(target: Path) -> Path:
+    """The files a wheel is built from, copied to ``target``: never the checkout's own build/ folder, where
+    setuptools keeps every module it ever copied (a module since moved or removed would ship in the wheel)."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    target.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, target / name)
+    shutil.copytree(ROOT / "dgcompat", target / "dgcompat", ignore=ignore)
+    shutil.copytree(ROOT / "conformance" / "dgcompat_conformance", target / "conformance" / "dgcompat_conformance",
+                    ignore=ignore)
+    return target
+
+
 @pytest.mark.slow
 def test_wheel_installs_and_runs_doctor(tmp_path: Path) -> None:
     out = tmp_path / "dist"
+    source = _clean_source(tmp_path / "source")
     # cwd outside the project so that a local folder named build/ cannot shadow the build package.
     proc = subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out),
-                           str(ROOT)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+                           str(source)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     wheel = next(out.glob("dgcompat-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert "dgcompat/py.typed" in names and "dgcompat_conformance/conform.py" in names
-    assert "dgcompat/_startup/sitecustomize.py" in names  # the launcher's start-up hook
+    assert "dgcompat/_install/_startup/sitecustomize.py" in names  # the launcher's start-up hook
+    assert "dgcompat_conformance/layout.py" not in names  # the import scanner is test support (testsupport/)
     # Nothing under a generic top-level name: only dgcompat/ and dgcompat_conformance/.
     assert {n.split("/")[0] for n in names if "/" in n and ".dist-info/" not in n} == {"dgcompat", "dgcompat_conformance"}
 

@@ -3,6 +3,7 @@ a refused import retried, and tools whose children must not inherit the install.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shlex
@@ -10,10 +11,11 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
-from dgcompat import _launch
+from dgcompat._install import launch as _launch
 from testsupport.dists import write_dist
 
 from .test_dropin import FAKE_FILES
@@ -101,15 +103,25 @@ def test_the_users_sitecustomize_runs_exactly_once_under_the_launcher(tmp_path: 
     assert len(_runs(tmp_path)) == 2
 
 
-def test_two_dgcompat_hooks_on_the_path_neither_recurse_nor_install_twice(tmp_path: Path) -> None:
-    # A virtualenv inside a container image that has a dgcompat of its own: both hook folders on PYTHONPATH.
+def _other_install(tmp_path: Path, hook: str) -> Path:
+    """Another dgcompat install's hook folder ``dgcompat/<hook>`` (this layout's ``_install/_startup``, or the
+    earlier ``_startup``), as a container image may carry one; returns the hook folder."""
     other = tmp_path / "image" / "dgcompat"
-    shutil.copytree(_launch.HOOK_DIR, other / "_startup")
+    shutil.copytree(_launch.HOOK_DIR, other / hook)
     (other / "__init__.py").write_text("")
-    assert _launch.is_hook_dir(other / "_startup") and _launch.is_hook_dir(_launch.HOOK_DIR)
+    if hook != "_startup":
+        (other / "_install" / "__init__.py").write_text("")
+    return other / hook
+
+
+@pytest.mark.parametrize("hook", ["_install/_startup", "_startup"], ids=["this-layout", "earlier-layout"])
+def test_two_dgcompat_hooks_on_the_path_neither_recurse_nor_install_twice(tmp_path: Path, hook: str) -> None:
+    # A virtualenv inside a container image that has a dgcompat of its own: both hook folders on PYTHONPATH.
+    other_hook = _other_install(tmp_path, hook)
+    assert _launch.is_hook_dir(other_hook) and _launch.is_hook_dir(_launch.HOOK_DIR)
     site = _site(tmp_path)
     env = _launch.launch_env(_env(site, _user_hook(tmp_path)))
-    for order in ([str(other / "_startup"), env["PYTHONPATH"]], [env["PYTHONPATH"], str(other / "_startup")]):
+    for order in ([str(other_hook), env["PYTHONPATH"]], [env["PYTHONPATH"], str(other_hook)]):
         (tmp_path / "ran.txt").unlink(missing_ok=True)
         variant = dict(env, PYTHONPATH=os.pathsep.join(order))
         proc = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=variant,
@@ -118,8 +130,36 @@ def test_two_dgcompat_hooks_on_the_path_neither_recurse_nor_install_twice(tmp_pa
         assert proc.stdout.strip() == "_Facade" and "RecursionError" not in proc.stderr
         assert len(_runs(tmp_path)) == 1
     # The launcher itself drops the other install's hook folder.
-    launched = _launch.launch_env({"PYTHONPATH": os.pathsep.join([str(other / "_startup"), "/x"])})
+    launched = _launch.launch_env({"PYTHONPATH": os.pathsep.join([str(other_hook), "/x"])})
     assert launched["PYTHONPATH"].split(os.pathsep) == [str(_launch.HOOK_DIR), "/x"]
+
+
+def _hook_rule() -> Callable[[str], bool]:
+    """The start-up hook's own ``_is_hook_dir`` (the hook cannot import dgcompat), read from its source without
+    running the hook."""
+    source = (_launch.HOOK_DIR / "sitecustomize.py").read_text()
+    fn = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "_is_hook_dir")
+    scope: dict[str, Any] = {"os": os}
+    exec(compile(ast.Module([fn], []), "sitecustomize.py", "exec"), scope)
+    rule: Callable[[str], bool] = scope["_is_hook_dir"]
+    return rule
+
+
+def test_the_hook_and_the_launcher_tell_hook_folders_alike(tmp_path: Path) -> None:
+    hook_rule = _hook_rule()
+    folders = {"this": _launch.HOOK_DIR, "other-layout": _other_install(tmp_path / "a", "_install/_startup"),
+               "earlier-layout": _other_install(tmp_path / "b", "_startup")}
+    lookalikes = {"no-package": tmp_path / "c" / "dgcompat" / "_startup",
+                  "no-_install-package": tmp_path / "d" / "dgcompat" / "_install" / "_startup",
+                  "not-dgcompat": tmp_path / "e" / "other" / "_startup"}
+    for name, folder in lookalikes.items():
+        folder.mkdir(parents=True)
+        (folder / "sitecustomize.py").write_text("")
+    (tmp_path / "d" / "dgcompat" / "__init__.py").write_text("")
+    (tmp_path / "e" / "other" / "__init__.py").write_text("")
+    for name, folder in {**folders, **lookalikes}.items():
+        expect = name in folders
+        assert _launch.is_hook_dir(folder) is expect and hook_rule(str(folder)) is expect, name
 
 
 def test_hookless_env_removes_the_install() -> None:
@@ -203,10 +243,7 @@ def _child_path(env: dict[str, str], cwd: Path) -> list[str]:
                               "other-hook-then-empty", "empty-then-other-hook", "no-empty"])
 def test_the_launcher_keeps_pythonpath_as_python_reads_it(tmp_path: Path, entries: list[str] | None) -> None:
     # Python ignores an empty PYTHONPATH and reads every empty entry of a non-empty one as the current folder.
-    other = tmp_path / "image" / "dgcompat"
-    shutil.copytree(_launch.HOOK_DIR, other / "_startup")
-    (other / "__init__.py").write_text("")
-    folders = {"a": tmp_path / "a", "b": tmp_path / "b", "other": other / "_startup"}
+    folders = {"a": tmp_path / "a", "b": tmp_path / "b", "other": _other_install(tmp_path, "_startup")}
     for f in folders.values():
         f.mkdir(exist_ok=True)
     work = tmp_path / "work"

@@ -1,4 +1,4 @@
-"""dgcompat.warmup: description, dedupe, locks, cache folders, the stand-in compiler, the CLI, and whole
+"""dgcompat.jit_warmup.warmup: description, dedupe, locks, cache folders, the stand-in compiler, the CLI, and whole
 warmups against a fake deep_gemm whose JIT runs a fake NVCC (testsupport/fake_jit)."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import dgcompat
 from dgcompat import jit_warmup as W
 from dgcompat.errors import BadArgumentError, DeepGemmUnavailableError, UnsupportedFeatureError
 from dgcompat.jit_warmup import host as H
+from dgcompat.jit_warmup import messages as M
 from dgcompat.jit_warmup import spec as S
 from dgcompat.jit_warmup.cache import lock_kernel
 from dgcompat.jit_warmup.standin import STAND_IN, read_log
@@ -334,7 +335,7 @@ SPEC = W.WarmupSpec((W.DenseGemm(256, 512), W.DenseGemm(384, 1024)), W.MPolicy.v
 def test_reference_backend_is_a_reported_no_op(clean_dgcompat: None, monkeypatch: pytest.MonkeyPatch,
                                                tmp_path: Path) -> None:
     monkeypatch.setenv("DGCOMPAT_BACKEND", "reference")
-    report = dgcompat.warmup(SPEC, cache_dir=tmp_path)
+    report = W.warmup(SPEC, cache_dir=tmp_path)
     assert (report.method, report.kernels, report.compiled, report.cached, report.workers) == ("none", 0, 0, 0, 0)
     assert report.calls == 12 and "no-op" in report.summary()
     assert list(tmp_path.iterdir()) == []  # nothing written
@@ -347,19 +348,19 @@ def test_nothing_installed_is_a_typed_error(fake_site: Callable[..., Path], monk
     if dgcompat.release().installed:
         pytest.skip("a deep_gemm is installed on this machine")
     with pytest.raises(DeepGemmUnavailableError):
-        dgcompat.warmup(SPEC, cache_dir=tmp_path)
+        W.warmup(SPEC, cache_dir=tmp_path)
 
 
 def test_warmup_argument_errors(clean_dgcompat: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DGCOMPAT_BACKEND", "reference")
     with pytest.raises(BadArgumentError):
-        dgcompat.warmup(SPEC, workers=0)
+        W.warmup(SPEC, workers=0)
     with pytest.raises(BadArgumentError):
-        dgcompat.warmup(SPEC, device=-1)
+        W.warmup(SPEC, device=-1)
     with pytest.raises(BadArgumentError):
-        dgcompat.warmup("dense 256x512")  # type: ignore[arg-type]
+        W.warmup("dense 256x512")  # type: ignore[arg-type]
     with pytest.raises(BadArgumentError, match="every M exceeds"):
-        dgcompat.warmup(W.WarmupSpec((W.GroupedGemm(4, 256, 512, "masked", max_m=8),), W.MPolicy.values([16])))
+        W.warmup(W.WarmupSpec((W.GroupedGemm(4, 256, 512, "masked", max_m=8),), W.MPolicy.values([16])))
 
 
 def test_cli_parses_and_reports(clean_dgcompat: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
@@ -398,7 +399,7 @@ SPEC_CODE = ("W.WarmupSpec((W.DenseGemm(256, 512), W.DenseGemm(384, 1024)), "
 
 @pytest.mark.slow
 def test_cold_then_warm(jit_env: dict[str, Any]) -> None:
-    cold = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    cold = W.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
     compiles = _compiles(jit_env["log"])
     # The fake picks block_m 64 / 128 / 256 by M and block_n by N: 3 kernels per shape.
     assert (cold.method, cold.calls, cold.kernels, cold.compiled, cold.cached) == ("stand-in", 12, 6, 6, 0)
@@ -408,7 +409,7 @@ def test_cold_then_warm(jit_env: dict[str, Any]) -> None:
     assert len(entries) == 6 and all((e / "kernel.cubin").exists() for e in entries)
     assert not any((W.jit_cache_dir(jit_env["cache"]) / "tmp").iterdir())  # no leftovers of identification
 
-    warm = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    warm = W.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
     assert (warm.kernels, warm.compiled, warm.cached) == (6, 0, 6)
     assert len(_compiles(jit_env["log"])) == 6
     assert "served" in _serve_all(jit_env, SPEC_CODE)
@@ -418,10 +419,10 @@ def test_cold_then_warm(jit_env: dict[str, Any]) -> None:
 @pytest.mark.slow
 def test_two_processes_share_one_cache(jit_env: dict[str, Any]) -> None:
     code = textwrap.dedent(f"""
-        import json, dgcompat
+        import json
         from dgcompat import jit_warmup as W
         if __name__ == "__main__":
-            r = dgcompat.warmup({SPEC_CODE}, cache_dir={str(jit_env['cache'])!r}, workers=1, progress=False)
+            r = W.warmup({SPEC_CODE}, cache_dir={str(jit_env['cache'])!r}, workers=1, progress=False)
             print(json.dumps([r.compiled, r.cached, list(r.compiled_ids)]))
     """)
     script = jit_env["cache"].parent / "rank.py"
@@ -442,7 +443,7 @@ def test_two_processes_share_one_cache(jit_env: dict[str, Any]) -> None:
 @pytest.mark.slow
 def test_calls_needing_two_kernels_and_bisection(jit_env: dict[str, Any]) -> None:
     spec = W.WarmupSpec((W.PagedIndexer(64, 128, 64, 1, 256), W.DenseGemm(256, 512)), W.MPolicy.changes(300))
-    report = dgcompat.warmup(spec, cache_dir=jit_env["cache"], workers=2, progress=False)
+    report = W.warmup(spec, cache_dir=jit_env["cache"], workers=2, progress=False)
     compiles = _compiles(jit_env["log"])
     assert len(compiles) == len(set(compiles)) == report.compiled
     # indexer: one logits kernel + one schedule kernel per align(B, 32) for B <= 300 (10); dense: block_m 64, 128,
@@ -458,7 +459,7 @@ def test_compiles_run_at_once_outside_the_worker_processes(jit_env: dict[str, An
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     # 6 kernels of 1.5 s each: one worker process compiling them in its calls would need 9 s.
     monkeypatch.setenv("FAKE_NVCC_SECONDS", "1.5")
-    report = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=6, processes=1, progress=False)
+    report = W.warmup(SPEC, cache_dir=jit_env["cache"], workers=6, processes=1, progress=False)
     assert (report.method, report.workers, report.processes, report.compiled, report.kernels) == (
         "stand-in", 6, 1, 6, 6)
     compiles = _compiles(jit_env["log"])
@@ -470,6 +471,36 @@ def test_compiles_run_at_once_outside_the_worker_processes(jit_env: dict[str, An
     assert report.floor_s == pytest.approx(report.nvcc_s / 6 + report.first_up_s)
     assert 0 < report.first_compile_s <= report.compile_s and "floor" in report.phases()
     assert "served" in _serve_all(jit_env, SPEC_CODE) and len(_compiles(jit_env["log"])) == 6
+
+
+def test_every_message_crosses_the_process_boundary_and_nothing_else_is_handled(tmp_path: Path) -> None:
+    """Every task and answer of the pool<->worker protocol survives the pickling a spawn queue does; a message that
+    is not one of them (the earlier string-tagged tuples) is refused, never unpacked by position."""
+    import pickle
+    import queue
+    import typing
+
+    from dgcompat.jit_warmup import pool as P
+    from dgcompat.jit_warmup.worker import Worker, WorkerConfig
+
+    samples = [M.Identify(0, "tma", (1, 2)), M.Bisect(1, "", (1, 2, 3)), M.Turn(), M.Install(0, "row", 64, "d"),
+               M.Probe(0, "row", (1,)), M.Compile(0, "row", 2, None), M.Plain(1, "", (1, 2)), M.Stop(),
+               M.Ready(0, None), M.Identified(0, 0, "tma", ((1, "d"),)), M.IdentifiedAll(1),
+               M.Installed(0, 0, "tma", 1, "d", "compiled", 0.5, "e"), M.Probed(0, 0, "tma", (1,), ((2, "e"),)),
+               M.Compiled(0, 0, "tma", 2, "d", (("d", "cached", 0.0),)), M.PlainDone(0, 1, ""), M.Unhonored(0),
+               M.CallError(0, 0, "tma", None, "rejected", "no"), M.Fatal(0, "OSError: x", "Traceback ...")]
+    protocol = {*typing.get_args(M.IdentifyTask), *typing.get_args(M.WorkTask), *typing.get_args(M.Answer)}
+    assert {type(s) for s in samples} == protocol and len(protocol) == len(samples)
+    assert all(pickle.loads(pickle.dumps(s)) == s for s in samples)
+    pool = P.Pool(S.plan_calls(SPEC), SPEC.policy, workers=1, processes=1, device=0, cache=tmp_path,
+                  scratch=tmp_path, nvcc="nvcc", verify=True, out=None, timeout_s=None)
+    st = P._State(pool, "stand-in", 1, queue.Queue(), None)
+    with pytest.raises(TypeError, match="not a worker's answer"):
+        st.handle(("ready", 0, "sm90"))  # type: ignore[arg-type]
+    cfg = WorkerConfig(0, 0, "stand-in", (), str(tmp_path), "", "", str(tmp_path / "log"), "", "nvcc")
+    worker = Worker(cfg, lambda answer: None, None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="not a work task"):
+        worker._do(("probe", 0, "tma", [1], None), blocking=False)  # type: ignore[arg-type]
 
 
 def test_compiling_starts_before_every_worker_is_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -488,13 +519,13 @@ def test_compiling_starts_before_every_worker_is_up(tmp_path: Path, monkeypatch:
     builder = ThreadPoolExecutor(4)
     st = P._State(pool, "stand-in", 3, queue.Queue(), builder)
     st.recipes = [tmp_path] * 3
-    st.handle(("ready", 0, "sm90"))
-    st.handle(("identified", 0, 0, "tma", [(2000, "a"), (65, "b")]))
+    st.handle(M.Ready(0, "sm90"))
+    st.handle(M.Identified(0, 0, "tma", ((2000, "a"), (65, "b"))))
     builder.shutdown(wait=True)
     assert st.first_up_s > 0 and st.start_s == 0  # two of the three workers are not up yet
     assert st.first_compile_s >= st.first_up_s and st.building == 2  # both kernels are compiling already
-    st.handle(("ready", 1, "sm90"))
-    st.handle(("ready", 2, "sm90"))
+    st.handle(M.Ready(1, "sm90"))
+    st.handle(M.Ready(2, "sm90"))
     assert st.start_s >= st.first_compile_s
 
 
@@ -524,35 +555,35 @@ def test_compiles_start_on_the_first_report_and_phase_two_waits_for_every_lock(t
     st = P._State(pool, "stand-in", 2, work, builder)
     st.recipes = [tmp_path, tmp_path]
     assert st.plan_classes(0, "tma") == [2, 64, 65, 300, 2000]  # M=1 and 2 share a class: 2 stands for 1
-    st.handle(("identified", 0, 0, "tma", [(2, "a"), (64, "c"), (65, "b")]))
+    st.handle(M.Identified(0, 0, "tma", ((2, "a"), (64, "c"), (65, "b"))))
     builder.shutdown(wait=True)
     assert sorted(started) == ["a", "b", "c"] and st.identified_all == 0  # compiling began before identifying ended
     st.drain_builds()
     tasks = sorted(str(work.get_nowait()) for _ in range(work.qsize()))
     # "b" is installed by its first call; the calls waiting for "a" and "c", which another process compiles (or
     # compiled), are probed
-    assert tasks == sorted([str(("install", 0, "tma", 65, "b")), str(("probe", 0, "tma", [2], None)),
-                            str(("probe", 0, "tma", [64], None))])
-    st.handle(("probed", 0, 0, "tma", [2], []))  # M=2 found "a" in the cache
-    st.handle(("probed", 0, 0, "tma", [], [(64, "c")]))  # M=64 did not find "c": left to phase 2
-    assert work.get_nowait() == ("probe", 0, "tma", [1], None)  # the representative is complete: verify its class
+    assert tasks == sorted([str(M.Install(0, "tma", 65, "b")), str(M.Probe(0, "tma", (2,))),
+                            str(M.Probe(0, "tma", (64,)))])
+    st.handle(M.Probed(0, 0, "tma", (2,), ()))  # M=2 found "a" in the cache
+    st.handle(M.Probed(0, 0, "tma", (), ((64, "c"),)))  # M=64 did not find "c": left to phase 2
+    assert work.get_nowait() == M.Probe(0, "tma", (1,))  # the representative is complete: verify its class
     assert st.parked == [(0, "tma", 64)]
     for wid in (0, 1):
-        st.handle(("identified-all", wid))
+        st.handle(M.IdentifiedAll(wid))
         st.maybe_phase2()
     assert not st.phase2  # every call identified, but the lock of "b" is still held
-    st.handle(("installed", 1, 0, "tma", 65, "b", "compiled", 0.01, None))
+    st.handle(M.Installed(1, 0, "tma", 65, "b", "compiled", 0.01, None))
     assert not st.held and (tmp_path / "dgcompat-locks" / "b.present").exists()
     assert st.entries["b"].status == "compiled" and st.entries["b"].seconds == pytest.approx(1.01)
     assert st.entries["a"].status == "cached"  # M=2 found it in the cache
     st.maybe_phase2()
     assert not st.phase2  # the verify probe of M=1 is still out
-    st.handle(("probed", 0, 0, "tma", [1], []))
+    st.handle(M.Probed(0, 0, "tma", (1,), ()))
     st.maybe_phase2()
     assert st.phase2
-    assert [work.get_nowait() for _ in range(work.qsize())] == [("compile", 0, "tma", 64, "c")]
+    assert [work.get_nowait() for _ in range(work.qsize())] == [M.Compile(0, "tma", 64, "c")]
     assert st.outstanding == 1 and not st.finished()
-    st.handle(("done", 0, "compile", 0, "tma", 64, "c", [("c", "compiled", 2.0)]))
+    st.handle(M.Compiled(0, 0, "tma", 64, "c", (("c", "compiled", 2.0),)))
     assert st.finished() and st.complete == {(0, "tma", m) for m in (1, 2, 64, 65)}
 
 
@@ -582,7 +613,7 @@ def test_the_longest_compiles_start_first(tmp_path: Path, monkeypatch: pytest.Mo
     builder = ThreadPoolExecutor(1)
     st = P._State(pool, "stand-in", 1, queue.Queue(), builder)
     st.recipes = [recipes]
-    st.handle(("identified", 0, 0, "tma", [(2, "small"), (65, "mid"), (2000, "t"), (300, "big")]))
+    st.handle(M.Identified(0, 0, "tma", ((2, "small"), (65, "mid"), (2000, "t"), (300, "big"))))
     for _ in range(200):
         time.sleep(0.01)
         st.drain_builds()
@@ -605,16 +636,19 @@ def test_identification_order_meets_every_shape_and_m_range_first(tmp_path: Path
                   nvcc="nvcc", verify=True, out=None, timeout_s=None)
     monkeypatch.setattr(P.random, "randrange", lambda n: 0)  # no rotation: the order itself is checked
     st = P._State(pool, "stand-in", 4, None, None)
-    tasks = pool._identify_tasks(4, st)
+    found = pool._identify_tasks(4, st)
+    tasks = [t for t in found if isinstance(t, M.Identify)]
+    assert tasks == found  # MPolicy.values: chunks of representatives, no bisection
     reps = sorted(st.members)
-    assert sorted((idx, form, m) for _kind, idx, form, chunk in tasks for m in chunk) == reps  # each one once
+    assert sorted((t.shape, t.form, m) for t in tasks for m in t.ms) == reps  # each one once
     planned = sorted((idx, form, m) for rep, members in st.members.items() for idx, form, m in [rep, *members])
     assert planned == sorted((pool.shapes.index(c.shape), c.form, c.m) for c in calls)  # every call in one class
     assert len(reps) < len(calls) // 2
     first = tasks[:len(pool.shapes) * 2]
-    assert sorted((idx, form) for _kind, idx, form, _chunk in first) == [
+    assert sorted((t.shape, t.form) for t in first) == [
         (i, f) for i in range(3) for f in ("row", "tma")]  # the shapes and scale forms take turns
-    for _kind, idx, form, chunk in first:  # a coarse sample of the whole range, from its largest M (large tiles)
+    for t in first:  # a coarse sample of the whole range, from its largest M (large tiles)
+        idx, form, chunk = t.shape, t.form, t.ms
         mine = sorted(m for i, f, m in reps if (i, f) == (idx, form))
         assert chunk[0] == mine[-1] and min(chunk) <= mine[len(mine) // 2] and len(chunk) < len(mine)
     assert P._spread([3, 1, 2, 4]) == [4, 2, 3, 1] and P._spread([]) == []
@@ -624,7 +658,7 @@ def test_without_a_usable_recipe_the_workers_compile(jit_env: dict[str, Any], mo
     from dgcompat.jit_warmup import build as _warmup_build
 
     monkeypatch.setattr(_warmup_build, "read_recipe", lambda folder: None)  # read by this (the calling) process
-    report = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    report = W.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
     assert (report.method, report.compiled, report.cached) == ("stand-in", 6, 0)
     assert any("compiled through deep_gemm instead: no complete recipe" in n for n in report.notes)
     compiles = _compiles(jit_env["log"])
@@ -635,11 +669,11 @@ def test_without_a_usable_recipe_the_workers_compile(jit_env: dict[str, Any], mo
 def test_markers_without_entries_are_only_a_hint(jit_env: dict[str, Any]) -> None:
     import shutil
 
-    dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    W.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
     folder = W.jit_cache_dir(jit_env["cache"])
     assert len(list((folder / "dgcompat-locks").glob("*.present"))) == 6
     shutil.rmtree(folder / "cache")  # the entries are gone, the markers stay
-    again = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False, fresh=True)
+    again = W.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False, fresh=True)
     assert (again.compiled, again.cached) == (6, 0)
     assert len(list((folder / "cache").iterdir())) == 6
     compiles = _compiles(jit_env["log"])
@@ -648,11 +682,11 @@ def test_markers_without_entries_are_only_a_hint(jit_env: dict[str, Any]) -> Non
 
 @pytest.mark.slow
 def test_a_warm_cache_without_markers_compiles_nothing(jit_env: dict[str, Any]) -> None:
-    dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    W.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
     folder = W.jit_cache_dir(jit_env["cache"])
     for marker in (folder / "dgcompat-locks").glob("*.present"):
         marker.unlink()  # e.g. a cache that serving filled
-    again = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False, fresh=True)
+    again = W.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False, fresh=True)
     assert (again.compiled, again.cached) == (0, 6)
     assert len(_compiles(jit_env["log"])) == 6  # no NVCC run for a kernel whose entry was there
 
@@ -660,14 +694,14 @@ def test_a_warm_cache_without_markers_compiles_nothing(jit_env: dict[str, Any]) 
 def test_unsupported_shape_is_a_typed_error(jit_env: dict[str, Any]) -> None:
     spec = W.WarmupSpec((W.DenseGemm(256, 512), W.DenseGemm(200, 512)), W.MPolicy.values([1, 2]))
     with pytest.raises(UnsupportedFeatureError) as info:
-        dgcompat.warmup(spec, cache_dir=jit_env["cache"], workers=1, progress=False)
+        W.warmup(spec, cache_dir=jit_env["cache"], workers=1, progress=False)
     assert "N=200" in str(info.value) and "n % 64" in str(info.value)
 
 
 @pytest.mark.slow
 def test_nvrtc_falls_back_to_real_calls(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DG_JIT_USE_NVRTC", "1")
-    report = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    report = W.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
     assert report.method == "calls" and any("NVRTC" in n for n in report.notes)
     assert report.compiled == len(_compiles(jit_env["log"])) == 6  # one shape per worker: no kernel twice here
 
@@ -675,7 +709,7 @@ def test_nvrtc_falls_back_to_real_calls(jit_env: dict[str, Any], monkeypatch: py
 @pytest.mark.slow
 def test_a_jit_ignoring_the_stand_in_falls_back(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_FIXED_NVCC", jit_env["env"]["DG_JIT_NVCC_COMPILER"])
-    report = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=1, progress=False)
+    report = W.warmup(SPEC, cache_dir=jit_env["cache"], workers=1, progress=False)
     assert report.method == "calls"
     assert any("does not build kernels through DG_JIT_NVCC_COMPILER" in n for n in report.notes)
     assert report.compiled == 6  # counted as new cache entries
@@ -684,19 +718,19 @@ def test_a_jit_ignoring_the_stand_in_falls_back(jit_env: dict[str, Any], monkeyp
 @pytest.mark.slow
 def test_a_recorded_warmup_returns_at_once(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(H, "nvidia_smi", lambda query, device: "NVIDIA H200, 9.0")  # the record needs a GPU model
-    cold = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    cold = W.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
     assert cold.method == "stand-in" and cold.compiled == 6
-    again = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    again = W.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
     assert (again.method, again.kernels, again.compiled, again.cached, again.workers) == ("record", 6, 0, 6, 0)
     other = W.WarmupSpec(SPEC.shapes, W.MPolicy.values([1, 2, 64, 65, 300]), scales=("tma",))  # another: no record
-    assert dgcompat.warmup(other, cache_dir=jit_env["cache"], workers=1, progress=False).method == "stand-in"
+    assert W.warmup(other, cache_dir=jit_env["cache"], workers=1, progress=False).method == "stand-in"
     folder = W.jit_cache_dir(jit_env["cache"])
     import shutil
 
     shutil.rmtree(sorted((folder / "cache").iterdir())[0])  # an entry vanished: the record no longer holds
-    redo = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    redo = W.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
     assert (redo.method, redo.compiled, redo.cached) == ("stand-in", 1, 5)
-    assert dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=1, progress=False, fresh=True).method == "stand-in"
+    assert W.warmup(SPEC, cache_dir=jit_env["cache"], workers=1, progress=False, fresh=True).method == "stand-in"
     assert len(_compiles(jit_env["log"])) == 7
 
 
@@ -704,10 +738,10 @@ def test_a_recorded_warmup_returns_at_once(jit_env: dict[str, Any], monkeypatch:
 def test_the_calling_process_loads_neither_torch_nor_deep_gemm(jit_env: dict[str, Any]) -> None:
     code = textwrap.dedent(f"""
         import json, sys
-        import dgcompat
+        from dgcompat.jit_warmup import DenseGemm, MPolicy, WarmupSpec, warmup
         if __name__ == "__main__":
-            spec = dgcompat.WarmupSpec((dgcompat.DenseGemm(256, 512),), dgcompat.MPolicy.values([1, 100]))
-            r = dgcompat.warmup(spec, cache_dir={str(jit_env['cache'])!r}, workers=1, progress=False)
+            spec = WarmupSpec((DenseGemm(256, 512),), MPolicy.values([1, 100]))
+            r = warmup(spec, cache_dir={str(jit_env['cache'])!r}, workers=1, progress=False)
             print(json.dumps([r.compiled, "torch" in sys.modules, "deep_gemm" in sys.modules]))
     """)
     script = jit_env["cache"].parent / "parent.py"
@@ -725,7 +759,7 @@ def test_a_jit_that_deletes_its_failed_build_folder(jit_env: dict[str, Any], mon
     # included, before the stand-in's refusal reaches the worker: the digests must not depend on reading it then.
     monkeypatch.setenv("FAKE_JIT_LAYOUT", "deep_jit")
     jit_env["env"]["FAKE_JIT_LAYOUT"] = "deep_jit"  # the serving process too
-    cold = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    cold = W.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
     compiles = _compiles(jit_env["log"])
     assert (cold.method, cold.calls, cold.kernels, cold.compiled, cold.cached) == ("stand-in", 12, 6, 6, 0)
     assert len(compiles) == 6 and len(set(compiles)) == 6

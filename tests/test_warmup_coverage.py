@@ -1,6 +1,7 @@
-"""Zero compiles at serve time: after dgcompat.warmup, a process making the described calls the way engines make
-them (every scale form, the layout helpers, MoE, both indexers) compiles nothing; the M policy, the scale forms,
-the M classes, the presets and ``dgcompat warmup --check``. Against the fake JIT of testsupport/fake_jit."""
+"""Zero compiles at serve time: after dgcompat.jit_warmup.warmup, a process making the described calls the way
+engines make them (every scale form, the layout helpers, MoE, both indexers) compiles nothing; the M policy, the
+scale forms, the M classes, the presets and ``dgcompat warmup --check``. Against the fake JIT of
+testsupport/fake_jit."""
 
 from __future__ import annotations
 
@@ -117,7 +118,7 @@ def test_presets_take_the_bound_from_the_command_line() -> None:
 @pytest.mark.slow
 def test_every_call_form_engines_use_is_warm(jit_env: dict[str, Any]) -> None:
     shapes = (W.DenseGemm(256, 512), W.GroupedGemm(4, 256, 512), W.GroupedGemm(4, 256, 512, "masked", max_m=64))
-    report = dgcompat.warmup(W.WarmupSpec(shapes, max_tokens=300), cache_dir=jit_env["cache"], workers=2,
+    report = W.warmup(W.WarmupSpec(shapes, max_tokens=300), cache_dir=jit_env["cache"], workers=2,
                              progress=False)
     assert report.method == "stand-in" and report.forms == ("tma", "row")
     assert report.verified == report.calls and report.identified < report.calls // 4
@@ -137,7 +138,7 @@ def test_the_indexer_is_warm_for_every_batch_bucket(jit_env: dict[str, Any]) -> 
     spec = W.WarmupSpec((W.PagedIndexer(64, 128, 64, 1, 256, max_batch=100), W.PagedIndexer(64, 128, 64, 2, 256,
                                                                                                max_batch=100),
                          W.RaggedIndexer(64, 128)), max_tokens=500)
-    report = dgcompat.warmup(spec, cache_dir=jit_env["cache"], workers=2, progress=False)
+    report = W.warmup(spec, cache_dir=jit_env["cache"], workers=2, progress=False)
     # one schedule kernel per batch rounded up to 32 (32, 64, 96, 128), one paged logits kernel per next_n,
     # one ragged logits kernel
     assert report.compiled == 4 + 2 + 1 == len(compiles(jit_env["log"]))
@@ -153,7 +154,7 @@ def test_the_indexer_is_warm_for_every_batch_bucket(jit_env: dict[str, Any]) -> 
 def test_identification_is_per_m_class_and_finds_what_every_call_needs(jit_env: dict[str, Any],
                                                                       tmp_path: Path) -> None:
     spec = W.WarmupSpec((W.DenseGemm(256, 512), W.DenseGemm(384, 1024)), max_tokens=2048, scales=("tma",))
-    report = dgcompat.warmup(spec, cache_dir=jit_env["cache"], workers=2, progress=False)
+    report = W.warmup(spec, cache_dir=jit_env["cache"], workers=2, progress=False)
     # the SM90 classes of sgl-deep-gemm 0.1.x: 1-16, 17-32 and 32 classes of 64 per shape
     assert (report.calls, report.identified, report.verified) == (2 * 2048, 2 * 34, 2 * 2048)
     assert report.verify_kernels == 0 and report.compiled == 6
@@ -172,7 +173,7 @@ def test_a_class_coarser_than_the_release_is_caught_by_the_verify_pass(jit_env: 
     one = C.Rule("one class (wrong on purpose)", lambda m: 0, lambda m: 0, lambda m: 0, lambda m: 0, False)
     monkeypatch.setattr(entry, "rule_for", lambda *args: one)
     spec = W.WarmupSpec((W.DenseGemm(256, 512),), max_tokens=2000, scales=("tma",))
-    report = dgcompat.warmup(spec, cache_dir=jit_env["cache"], workers=2, progress=False)
+    report = W.warmup(spec, cache_dir=jit_env["cache"], workers=2, progress=False)
     assert report.identified == 1 and report.compiled == 3  # block_m 64, 128 and 256
     assert report.verify_kernels == 2 and any("only by the verify pass" in n for n in report.notes)
     before = len(compiles(jit_env["log"]))
@@ -246,7 +247,7 @@ def test_a_layout_helper_the_release_lacks_is_skipped(jit_env: dict[str, Any]) -
     files["deep_gemm/__init__.py"] = str(files["deep_gemm/__init__.py"]) + "\ndel transform_sf_into_required_layout\n"
     write_dist(site, "sgl-deep-gemm", "0.1.4", files)  # the same folder, rewritten
     dgcompat.reset()
-    report = dgcompat.warmup(W.WarmupSpec((W.DenseGemm(256, 512),), max_tokens=100), cache_dir=jit_env["cache"],
+    report = W.warmup(W.WarmupSpec((W.DenseGemm(256, 512),), max_tokens=100), cache_dir=jit_env["cache"],
                              workers=2, progress=False)
     assert report.method == "stand-in" and report.verified == report.calls == 200
     assert report.compiled == 3  # block_m 64 and 128, and the transpose the GEMM and get_mn_major_... need

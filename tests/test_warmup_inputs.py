@@ -1,5 +1,5 @@
-"""dgcompat.warmup and ``dgcompat warmup``: bad input is a typed error or a usage error naming the option, and
-the folder warmup fills is the one a serving process reads."""
+"""dgcompat.jit_warmup.warmup and ``dgcompat warmup``: bad input is a typed error or a usage error naming the
+option, and the folder warmup fills is the one a serving process reads."""
 
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def test_bad_arguments_of_the_api_are_typed_errors(kwargs: dict[str, Any], argum
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DGCOMPAT_BACKEND", "reference")
     with pytest.raises(BadArgumentError) as info:
-        dgcompat.warmup(SPEC, **kwargs)
+        W.warmup(SPEC, **kwargs)
     assert info.value.argument == argument
 
 
@@ -105,7 +105,7 @@ def test_a_file_as_cache_dir_of_the_api_is_a_typed_error(tmp_path: Path, clean_d
     monkeypatch.setenv("DGCOMPAT_BACKEND", "reference")
     (tmp_path / "f").write_text("")
     with pytest.raises(BadArgumentError) as info:
-        dgcompat.warmup(SPEC, cache_dir=tmp_path / "f")
+        W.warmup(SPEC, cache_dir=tmp_path / "f")
     assert info.value.argument == "cache_dir" and "is a file" in str(info.value)
 
 
@@ -119,7 +119,7 @@ def test_an_unwritable_cache_folder_is_a_typed_error(tmp_path: Path, clean_dgcom
         monkeypatch.setattr(os, "access", lambda path, mode, *a, **kw: False if Path(path) == locked
                             else real_access(path, mode, *a, **kw))
     with pytest.raises(BadArgumentError) as info:
-        dgcompat.warmup(SPEC, cache_dir=locked / "cache")
+        W.warmup(SPEC, cache_dir=locked / "cache")
     assert info.value.argument == "cache_dir" and "not writable" in str(info.value)
 
 
@@ -139,7 +139,7 @@ def test_print_cache_dir_is_the_folder_deep_gemm_reads_and_is_idempotent(tmp_pat
 @pytest.mark.slow
 def test_a_server_with_the_same_dg_jit_cache_dir_finds_the_kernels(jit_env: dict[str, Any]) -> None:
     root = jit_env["cache"]
-    report = dgcompat.warmup(SPEC, cache_dir=root, workers=2, progress=False)
+    report = W.warmup(SPEC, cache_dir=root, workers=2, progress=False)
     assert report.compiled == 3 and Path(report.cache_dir) == root  # block_m 64, 128; the row-major scales' transpose
     assert len(list((root / "cache").iterdir())) == 3  # in the folder itself, not one level down
     code = textwrap.dedent(f"""
@@ -161,13 +161,13 @@ def test_a_server_with_the_same_dg_jit_cache_dir_finds_the_kernels(jit_env: dict
 @pytest.mark.slow
 def test_a_record_does_not_answer_for_a_moved_install(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(H, "nvidia_smi", lambda query, device: "NVIDIA H200, 9.0")  # the record needs a GPU model
-    assert dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False).method == "stand-in"
-    assert dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False).method == "record"
+    assert W.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False).method == "stand-in"
+    assert W.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False).method == "record"
     moved = jit_env["site"].parent / "moved-site"
     shutil.copytree(jit_env["site"], moved)
     monkeypatch.syspath_prepend(str(moved))
     dgcompat.reset()
     assert dgcompat.release().location is not None and str(moved) in str(dgcompat.release().location)
-    again = dgcompat.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
+    again = W.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
     assert again.method == "stand-in"  # the record was made for the install at the old path
     assert "served" in serve_all(jit_env, SPEC_CODE)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dgcompat_conformance import layout
+from testsupport import layout
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNTIME = ROOT / "dgcompat"

@@ -46,12 +46,11 @@ def compiles(log: Path) -> list[str]:
 def serve_all(jit: dict[str, Any], spec_code: str) -> str:
     """Make every call of the spec in a fresh process on the warm cache; return its stdout."""
     code = textwrap.dedent(f"""
-        import dgcompat
         from dgcompat import jit_warmup as W
         from dgcompat.jit_warmup.calls import Runner
         from dgcompat.jit_warmup.spec import plan_calls
         from dgcompat.table import arch_family, current_arch
-        dgcompat.use_jit_cache_dir({str(jit['cache'])!r})
+        W.use_jit_cache_dir({str(jit['cache'])!r})
         spec = {spec_code}
         r = Runner(0)
         for c in plan_calls(spec, family=arch_family(current_arch())):

@@ -29,16 +29,16 @@ class EnvVar(NamedTuple):
     meaning: str
     """What the value does (or why it is refused)."""
     read_by: str
-    """Who reads it (:attr:`dgcompat._env.Variable.read_by`), ``"-"`` for a retired or unknown one."""
+    """Who reads it (:attr:`dgcompat.env.Variable.read_by`), ``"-"`` for a retired or unknown one."""
     effect: str
     """What it does (``"-"`` for a retired or unknown one)."""
 
 
 def environment_report() -> list[EnvVar]:
-    """Every variable of the runtime's one list (:data:`dgcompat._env.VARIABLES`, each once, set or not),
+    """Every variable of the runtime's one list (:data:`dgcompat.env.VARIABLES`, each once, set or not),
     then the retired ones that are set, then any other ``DGCOMPAT_*`` variable set here (misspelt?).
 
-    Variables dgcompat sets for its own children (:data:`dgcompat._env.INTERNAL_PREFIXES`) are left out.
+    Variables dgcompat sets for its own children (:data:`dgcompat.env.INTERNAL_PREFIXES`) are left out.
     """
     from dgcompat import _tooling
 

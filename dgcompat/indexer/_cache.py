@@ -5,7 +5,7 @@ from __future__ import annotations
 import weakref
 from typing import Any, Callable
 
-from .. import _env
+from .. import env
 from ._state import STATE
 
 __all__ = ["CACHE_BYTES", "nbytes", "cached", "drop"]
@@ -26,7 +26,7 @@ def cached(key: tuple[Any, ...], roots: tuple[Any, ...], make: Callable[[], tupl
         STATE.derived[key] = STATE.derived.pop(key)  # most recently used last
         return tuple(hit[1])
     value = make()
-    if _env.debug():
+    if env.debug():
         return value
     drop(key)
     size = nbytes(*value)

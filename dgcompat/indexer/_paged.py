@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import _env
+from .. import env
 from .._calls import UpstreamCall
 from .._checks import bad, tensor, translate
 from ..knobs import get_num_sms
@@ -58,7 +58,7 @@ def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num
             raise bad(fn, "context_lens", "(rows,) or (rows, 1) lengths with indices=", context_lens)
         check_indices(fn, indices, context_lens.shape[0], context_lens.device)
         n = 1
-    if _env.debug() and context_lens.numel():
+    if env.debug() and context_lens.numel():
         low = int(context_lens.min())
         if low < 1:
             raise bad(fn, "context_lens", "lengths >= 1 (the kernels require it)", f"a minimum of {low}")

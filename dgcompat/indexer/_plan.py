@@ -27,7 +27,7 @@ from __future__ import annotations
 import weakref
 from typing import Any, Callable
 
-from .. import _env
+from .. import env
 from .._checks import release_label
 from ..errors import ScheduleMismatchError
 from ..knobs import get_num_sms
@@ -74,7 +74,7 @@ def make_plan(q: Any, q_sf: Any, kv_cache: Any, weights: Any, lens: Any, block_t
     # for a KV-multicast launch, which dgcompat does not make: next_n 4 is split on SM90). An engine's schedule
     # with another slot count (vLLM passes num_sms // 2 for next_n 4) is replaced by one built for the launch.
     num_sms = get_num_sms()
-    debug = _env.debug()
+    debug = env.debug()
     if lens.dim() == 1 or lens.shape[1] > 1:
         STATE.hints[hint_key(lens)] = (n, per_row)
 
@@ -252,6 +252,6 @@ def lookup_plan(q: Any, q_sf: Any, kv_cache: Any, weights: Any, lens: Any, block
     """A new plan for this call (checked in full), kept as the repeat call's plan unless ``q_sf`` is given (scaled
     queries are planned on every call: the repeat check does not cover the scale tensor)."""
     p = make_plan(q, q_sf, kv_cache, weights, lens, block_table, schedule, max_len, clean, indices, dtype)
-    if not _env.debug() and q_sf is None:
+    if not env.debug() and q_sf is None:
         STATE.last = p
     return p

@@ -31,6 +31,11 @@ finds them.
 Nothing here runs at import. The calling process never imports torch or deep_gemm and creates no
 CUDA context (it only runs NVCC): the workers are started with the ``spawn`` method.
 
+A package beside the facade: engines import it themselves (``from dgcompat.jit_warmup import warmup,
+WarmupSpec, ...``; ``import dgcompat`` never loads it), and it uses the runtime only through public
+names, as an engine does (the stable functions, :mod:`dgcompat.detection`, :mod:`dgcompat.table`,
+:mod:`dgcompat.env`, :mod:`dgcompat.errors`).
+
 The package, one job per module: ``spec`` (the description: shapes, M policies, scale forms, the calls),
 ``presets`` (named workloads), ``classes`` (the M classes), ``options`` (argument checks), ``report``
 (the report, its entries, the error), ``host`` (cores, GPU facts through ``nvidia-smi``, NVCC, worker

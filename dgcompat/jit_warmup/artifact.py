@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._version import __version__
+from .. import __version__
 from ..detection import release
 from ..errors import BadArgumentError, DeepGemmUnavailableError
 from . import record

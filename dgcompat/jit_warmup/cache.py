@@ -8,7 +8,7 @@ import importlib.metadata as md
 import os
 from pathlib import Path
 
-from .. import _env
+from .. import env
 from ..detection import release
 from ..errors import BadArgumentError
 
@@ -35,7 +35,7 @@ def cache_root(*, isolate: bool = False) -> Path:
     With ``isolate`` (a folder per release under a root): ``DGCOMPAT_JIT_CACHE_ROOT`` first (the root
     :func:`use_jit_cache_dir` remembers), then ``DG_JIT_CACHE_DIR``, then ``~/.deep_gemm``.
     """
-    root = _env.folder("DGCOMPAT_JIT_CACHE_ROOT") if isolate else None
+    root = env.folder("DGCOMPAT_JIT_CACHE_ROOT") if isolate else None
     value = os.environ.get("DG_JIT_CACHE_DIR", "").strip()
     return root or (Path(value).expanduser() if value else Path.home() / ".deep_gemm")
 
@@ -89,7 +89,7 @@ def checked_folder(folder: Path, fn: str, argument: str, *, write: bool = True) 
     """``folder`` if it is a folder this process can write (with ``write=False``: read), or one it can create;
     else a :class:`~dgcompat.errors.BadArgumentError` naming ``argument`` of ``fn`` and what is in the way. A
     read-only folder passes ``write=False``: serving, the check and ``--print-cache-dir`` only read it."""
-    problem = _env.folder_problem(folder, write=write)
+    problem = env.folder_problem(folder, write=write)
     if problem is not None:
         raise BadArgumentError(fn, argument, f"a folder for the JIT cache this process can {'write' if write else 'read'}"
                                " (created if missing)", f"{folder}: {problem}")

@@ -22,8 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from .. import _backend
-from ..detection import release
+from ..detection import backend_name, release
 from ..errors import BadArgumentError, DeepGemmUnavailableError
 from . import host, lifetime, relocate
 from .cache import snapshot
@@ -114,7 +113,7 @@ def check(spec: WarmupSpec, *, cache_dir: str | os.PathLike[str] | None = None, 
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise BadArgumentError("check", "seed", "an int", repr(seed))
     folder = cache_folder("check", cache_dir, isolate, write=False)  # a read-only folder is checked as it is
-    backend = _backend.backend_name()
+    backend = backend_name()
     if backend == "reference":
         return CheckReport("reference", str(folder), 0, 0, seconds=time.perf_counter() - t0,
                            notes=("the reference backend compiles nothing: nothing to check",))

@@ -7,8 +7,7 @@ import sys
 import time
 from typing import Literal
 
-from .. import _backend
-from ..detection import release
+from ..detection import backend_name, release
 from ..errors import BadArgumentError, DeepGemmUnavailableError
 from . import host, lifetime, record, relocate, storage
 from .classes import classes, rule_for
@@ -65,7 +64,7 @@ def warmup(spec: WarmupSpec, *, workers: int | None = None, device: int = 0,
         raise BadArgumentError("warmup", "spec", "at least one call", "none: every M exceeds its shape's bound")
     policy = spec.policy
     forms = tuple(dict.fromkeys(c.form for c in calls if c.form))
-    backend = _backend.backend_name()
+    backend = backend_name()
     if backend == "reference":
         cache_folder("warmup", cache_dir, isolate)
         return WarmupReport("reference", "none", str(folder), 0, len(calls), 0, 0, 0,

@@ -4,29 +4,29 @@ verifies every call, collects counts.
 The calls of each shape and scale form fall into M classes (:mod:`dgcompat.jit_warmup.classes`); one call
 per class (its representative) is identified, the others wait for it.
 
-Protocol (queues of plain tuples; :mod:`dgcompat.jit_warmup.worker` is the worker side):
+The protocol (:mod:`dgcompat.jit_warmup.messages`, one dataclass per message, one handler each here and in
+:mod:`dgcompat.jit_warmup.worker`):
 
-1. Identification (stand-in method), with the link of each worker at an empty cache: chunks
-   ``("identify", shape, form, [m, ...])`` of representatives (or one ``("bisect", shape, form,
-   candidates)`` per (shape, form) for :meth:`MPolicy.changes`) on the identify queue, then one ``"turn"``
-   per worker. Answers: ``("identified", wid, shape, form, [(m, digest), ...])``. The first call met for a
-   digest starts its compile on a parent thread (:mod:`dgcompat.jit_warmup.build`), ``workers`` at a time,
-   heavy kernels first; the parent holds the kernel's lock from then until it is installed.
+1. Identification (stand-in method), with the link of each worker at an empty cache: chunks of
+   representatives (:class:`~.messages.Identify`, or one :class:`~.messages.Bisect` per (shape, form) for
+   :meth:`MPolicy.changes`) on the identify queue, then one :class:`~.messages.Turn` per worker. The first
+   call met for a digest (:class:`~.messages.Identified`) starts its compile on a parent thread
+   (:mod:`dgcompat.jit_warmup.build`), ``workers`` at a time, heavy kernels first; the parent holds the
+   kernel's lock from then until it is installed.
 2. After its turn a worker takes work from the work queue, against the shared cache:
-   ``("install", shape, form, m, digest)`` once the parent built a kernel: the call puts it in place
-   through deep_gemm; the answer ``("installed", ..., status, seconds, next)`` names the next kernel the
-   call misses, if any, which is handled like a new digest. ``("probe", shape, form, [m, ...], None)``:
-   the calls run against the shared cache; the answer ``("probed", wid, shape, form, ok, [(m, digest),
-   ...])`` lists the calls that found every kernel and the first kernel each other one misses. A call
-   waiting for a kernel is probed again once the kernel is installed. When a representative is complete
-   (every kernel it needs is in place), the other calls of its class are probed: the verify pass, which
-   runs every call of the description against the folder and finds whatever the classes missed.
+   :class:`~.messages.Install` once the parent built a kernel: the call puts it in place through deep_gemm;
+   the answer (:class:`~.messages.Installed`) names the next kernel the call misses, if any, which is handled
+   like a new digest. :class:`~.messages.Probe`: the calls run against the shared cache; the answer
+   (:class:`~.messages.Probed`) lists the calls that found every kernel and the first kernel each other one
+   misses. A call waiting for a kernel is probed again once the kernel is installed. When a representative
+   is complete (every kernel it needs is in place), the other calls of its class are probed: the verify
+   pass, which runs every call of the description against the folder and finds whatever the classes missed.
 3. Phase 2, once nothing is being identified, built or installed (the parent holds no lock, so workers
-   may wait on other processes' locks without a deadlock): ``("compile", shape, form, m, digest)`` for
-   each call whose kernel another process held, whose recipe could not be built outside deep_gemm, or
-   that missed a kernel in phase 2; the worker compiles through deep_gemm under the kernel's lock.
-   Answers: ``("done", ...)`` with the kernels met. With the calls method, ``("plain", shape, form, [m,
-   ...], None)`` per (shape, form). ``None`` stops a worker.
+   may wait on other processes' locks without a deadlock): :class:`~.messages.Compile` for each call whose
+   kernel another process held, whose recipe could not be built outside deep_gemm, or that missed a kernel
+   in phase 2; the worker compiles through deep_gemm under the kernel's lock and answers
+   :class:`~.messages.Compiled` with the kernels met. With the calls method, one :class:`~.messages.Plain`
+   per (shape, form) (answered by :class:`~.messages.PlainDone`). :class:`~.messages.Stop` stops a worker.
 """
 
 from __future__ import annotations
@@ -52,6 +52,29 @@ from .build import Outcome, cancel_all, prepare_build
 from .build import reset as reset_builds
 from .cache import count_entries, mark_present, source_index
 from .classes import GUESS, Rule, classes
+from .messages import (
+    WORK_ANSWERS,
+    Answer,
+    Bisect,
+    CallError,
+    Compile,
+    Compiled,
+    Fatal,
+    Identified,
+    IdentifiedAll,
+    Identify,
+    Install,
+    Installed,
+    Plain,
+    PlainDone,
+    Probe,
+    Probed,
+    Ready,
+    Stop,
+    Turn,
+    Unhonored,
+    WorkTask,
+)
 from .report import KernelEntry, WarmupError
 from .spec import Call, DenseGemm, GroupedGemm, MPolicy, Shape, ms_for
 from .standin import STAND_IN
@@ -239,17 +262,17 @@ class Pool:
                 for task in self._identify_tasks(n, state):
                     identify_q.put(task)
                 for _ in procs:
-                    identify_q.put("turn")
+                    identify_q.put(Turn())
             else:
                 for idx in range(len(self.shapes)):
                     for form in self.forms[idx]:
-                        state.send(("plain", idx, form, self.ms[idx], None))
+                        state.send(Plain(idx, form, tuple(self.ms[idx])))
                 state.identified_all = n
                 state.phase2 = True
             self._loop(state, procs, result_q)
             state.compile_s = state.compile_s or state.now()  # the calls method compiles until its last task
             for _ in procs:
-                work_q.put(None)
+                work_q.put(Stop())
             for p in procs:
                 p.join(timeout=60)
             ok = True
@@ -289,12 +312,12 @@ class Pool:
         result.first_compile_s = state.first_compile_s
         return result
 
-    def _identify_tasks(self, n: int, st: _State) -> list[tuple[str, int, str, list[int]]]:
-        tasks: list[tuple[str, int, str, list[int]]] = []
+    def _identify_tasks(self, n: int, st: _State) -> list[Identify | Bisect]:
+        tasks: list[Identify | Bisect] = []
         if self.policy.kind == "changes":
             for idx, shape in enumerate(self.shapes):
                 for form in self.forms[idx]:
-                    tasks.append(("bisect", idx, form, ms_for(shape, range(1, self.policy.max_m + 1))))
+                    tasks.append(Bisect(idx, form, tuple(ms_for(shape, range(1, self.policy.max_m + 1)))))
             return tasks
         # Small chunks: a digest reaches the parent, and its compile starts, soon after it is found. The
         # representatives of each (shape, scale form) go coarse to fine (:func:`_spread`) and the (shape, form)
@@ -304,10 +327,10 @@ class Pool:
         reps = {(idx, form): st.plan_classes(idx, form) for idx in range(len(self.shapes)) for form in self.forms[idx]}
         total = sum(len(r) for r in reps.values())
         size = max(2, min(16, total // (n * 4) or 1))
-        per_shape: list[list[tuple[str, int, str, list[int]]]] = []
+        per_shape: list[list[Identify | Bisect]] = []
         for (idx, form), rep_ms in reps.items():
             ms = _spread(rep_ms)
-            per_shape.append([("identify", idx, form, ms[i:i + size]) for i in range(0, len(ms), size)])
+            per_shape.append([Identify(idx, form, tuple(ms[i:i + size])) for i in range(0, len(ms), size)])
         # Each turn starts at the same random shape: ranks warming one cache together then claim different
         # kernels first, and still every rank's first chunks are the coarse ones.
         k = random.randrange(len(per_shape)) if per_shape else 0
@@ -402,7 +425,7 @@ class _State:
         self._arrivals = 0
         self._flags_checked = False
         self.members: dict[CallKey, list[CallKey]] = {}  # representative -> the other calls of its class
-        self.probes: deque[tuple[Any, ...]] = deque()  # probe tasks not sent yet
+        self.probes: deque[Probe] = deque()  # probe tasks not sent yet
         self.probing = 0  # probe tasks sent and not answered
         self.families: set[str | None] = set()  # the GPU families the workers saw
         self.planned: set[CallKey] = set()
@@ -445,7 +468,7 @@ class _State:
                 f"compiling) | {self.identified} calls identified, {len(self.complete)}/{total} verified | "
                 f"{self.outstanding} tasks left | {self.now():.1f} s")
 
-    def send(self, task: tuple[Any, ...]) -> None:
+    def send(self, task: WorkTask) -> None:
         self.work_q.put(task)
         self.outstanding += 1
 
@@ -456,7 +479,7 @@ class _State:
             groups.setdefault((idx, form), []).append(m)
         for (idx, form), ms in groups.items():
             for i in range(0, len(ms), PROBE_CHUNK):
-                self.probes.append(("probe", idx, form, ms[i:i + PROBE_CHUNK], None))
+                self.probes.append(Probe(idx, form, tuple(ms[i:i + PROBE_CHUNK])))
         self.pump_probes()
 
     def pump_probes(self) -> None:
@@ -570,7 +593,7 @@ class _State:
                 self.build_s[out.identity] = out.seconds
                 self.kstate[out.identity] = "installing"
                 self._check_flags(out.identity)
-                self.send(("install", call[0], call[1], call[2], out.identity))
+                self.send(Install(call[0], call[1], call[2], out.identity))
             elif out.kind == "elsewhere":
                 self.kstate[out.identity] = "elsewhere"
                 self.probe([call, *self.waiters.pop(out.identity, [])])
@@ -638,7 +661,7 @@ class _State:
         if members and self.pool.verify:
             if self.phase2:
                 for c in members:
-                    self.send(("compile", c[0], c[1], c[2], None))
+                    self.send(Compile(c[0], c[1], c[2], None))
             else:
                 self.probe(members)
 
@@ -656,102 +679,113 @@ class _State:
         parked, self.parked = self.parked, []
         for c in dict.fromkeys(parked):
             if c not in self.complete:
-                self.send(("compile", c[0], c[1], c[2], self.ids.get(c)))
+                self.send(Compile(c[0], c[1], c[2], self.ids.get(c)))
 
     # -- worker messages ------------------------------------------------------------------------------
-    def handle(self, msg: tuple[Any, ...]) -> None:
-        kind = msg[0]
-        if kind in ("installed", "probed", "done"):
+    def handle(self, msg: Answer) -> None:
+        """One answer of a worker, to its handler."""
+        if isinstance(msg, WORK_ANSWERS):
             self.answers += 1
-        if kind == "ready":
-            self.families.add(msg[2])
-            self.ready += 1
-            if self.ready == 1:
-                self.first_up_s = self.now()
-            if self.ready == self.n:
-                self.start_s = self.now()
-            return
-        if kind == "identified":
-            _, wid, idx, form, found = msg
-            for m, digest in found:
-                call: CallKey = (idx, form, m)
-                self.identified += 1
-                self.ids[call] = digest
-                if self.pool.policy.kind == "changes":
-                    self.members.setdefault(call, [])
-                    self.planned.add(call)
-                self.need(call, digest, wid, probed=False)
-            return
-        if kind == "identified-all":
-            self.identified_all += 1
-            if self.identified_all == self.n:
-                self.identify_s = self.now()
-            return
-        if kind == "installed":
-            _, wid, idx, form, m, digest, status, seconds, nxt = msg
             self.outstanding -= 1
-            call = (idx, form, m)
-            if status == "compiled":
-                seconds += self.build_s.get(digest, 0.0)
-            self.entries[digest] = KernelEntry(digest, status, self._label(call), round(seconds, 3))
-            self.kstate[digest] = "present"
-            self._release(digest, True)
-            self.compile_s = max(self.compile_s, self.now())
-            waiting = self.waiters.pop(digest, [])
-            if waiting:
-                self.probe(waiting)
-            if nxt is None:
-                self.waiting_on.pop(call, None)
-                self.done(call)
-            else:
-                self.need(call, nxt, wid, probed=True)
-            return
-        if kind == "probed":
-            _, wid, idx, form, ok, missing = msg
-            self.outstanding -= 1
-            self.probing -= 1
-            for m in ok:
-                self.done((idx, form, m))
-            for m, digest in missing:
-                self.need((idx, form, m), digest, wid, probed=True)
-            self.pump_probes()
-            return
-        if kind == "done":
-            _, _wid, task, idx, form, m, expect, met = msg
-            self.outstanding -= 1
-            if task == "plain":
-                return
-            call = (idx, form, m)
-            for digest, status, seconds in met:
-                old = self.entries.get(digest)
-                if old is None or (status == "compiled" and old.status != "compiled"):
-                    self.entries[digest] = KernelEntry(digest, status, self._label(call), round(seconds, 3))
-                self.kstate[digest] = "present"
-                if self._is_member(call) and old is None and status == "compiled":
-                    self.verify_found.add(digest)
+        match msg:
+            case Ready():
+                self._on_ready(msg)
+            case Identified():
+                self._on_identified(msg)
+            case IdentifiedAll():
+                self._on_identified_all(msg)
+            case Installed():
+                self._on_installed(msg)
+            case Probed():
+                self._on_probed(msg)
+            case Compiled():
+                self._on_compiled(msg)
+            case PlainDone():
+                pass  # the calls method: the call is made; nothing is tracked per call
+            case Unhonored():
+                raise _Fallback("a call finished in an empty cache without running the compiler program "
+                                "(this release does not build kernels through DG_JIT_NVCC_COMPILER)")
+            case CallError():
+                self._on_call_error(msg)
+            case Fatal():
+                self._on_fatal(msg)
+            case _:
+                raise TypeError(f"not a worker's answer: {msg!r}")
+
+    def _on_ready(self, msg: Ready) -> None:
+        self.families.add(msg.family)
+        self.ready += 1
+        if self.ready == 1:
+            self.first_up_s = self.now()
+        if self.ready == self.n:
+            self.start_s = self.now()
+
+    def _on_identified(self, msg: Identified) -> None:
+        for m, digest in msg.found:
+            call: CallKey = (msg.shape, msg.form, m)
+            self.identified += 1
+            self.ids[call] = digest
+            if self.pool.policy.kind == "changes":
+                self.members.setdefault(call, [])
+                self.planned.add(call)
+            self.need(call, digest, msg.wid, probed=False)
+
+    def _on_identified_all(self, msg: IdentifiedAll) -> None:
+        self.identified_all += 1
+        if self.identified_all == self.n:
+            self.identify_s = self.now()
+
+    def _on_installed(self, msg: Installed) -> None:
+        call = (msg.shape, msg.form, msg.m)
+        seconds = msg.seconds + (self.build_s.get(msg.digest, 0.0) if msg.status == "compiled" else 0.0)
+        self.entries[msg.digest] = KernelEntry(msg.digest, msg.status, self._label(call), round(seconds, 3))
+        self.kstate[msg.digest] = "present"
+        self._release(msg.digest, True)
+        self.compile_s = max(self.compile_s, self.now())
+        waiting = self.waiters.pop(msg.digest, [])
+        if waiting:
+            self.probe(waiting)
+        if msg.next is None:
             self.waiting_on.pop(call, None)
             self.done(call)
-            return
-        if kind == "unhonored":
-            raise _Fallback("a call finished in an empty cache without running the compiler program "
-                            "(this release does not build kernels through DG_JIT_NVCC_COMPILER)")
-        if kind == "call-error":
-            _, _wid, idx, form, m, why, text = msg
-            full = storage.from_text(text, self.pool.folders)
-            if full is not None:  # deep_gemm or NVCC ran out of room: not the release's fault
-                raise full
-            shape = self.pool.shapes[idx]
-            where = f"{shape.label}" + (f" at M={m}" if isinstance(m, int) else "") + (
-                f" (scales {form})" if form else "")
-            if why == "rejected":
-                raise UnsupportedFeatureError("warmup", where, release().label, hint=text)
-            raise WarmupError(f"warmup(): {where}: {why}: {text}")
-        if kind == "fatal":
-            _, wid, text, tb = msg
-            full = storage.from_text(text, self.pool.folders)
-            if full is not None:
-                raise full
-            if self.method == "stand-in" and self.identified_all < self.n and not self.answers:
-                raise _Fallback(f"worker {wid} failed while identifying: {text}")
-            raise WarmupError(f"warmup(): worker {wid} failed: {text}\n{tb}")
+        else:
+            self.need(call, msg.next, msg.wid, probed=True)
 
+    def _on_probed(self, msg: Probed) -> None:
+        self.probing -= 1
+        for m in msg.ok:
+            self.done((msg.shape, msg.form, m))
+        for m, digest in msg.missing:
+            self.need((msg.shape, msg.form, m), digest, msg.wid, probed=True)
+        self.pump_probes()
+
+    def _on_compiled(self, msg: Compiled) -> None:
+        call = (msg.shape, msg.form, msg.m)
+        for digest, status, seconds in msg.met:
+            old = self.entries.get(digest)
+            if old is None or (status == "compiled" and old.status != "compiled"):
+                self.entries[digest] = KernelEntry(digest, status, self._label(call), round(seconds, 3))
+            self.kstate[digest] = "present"
+            if self._is_member(call) and old is None and status == "compiled":
+                self.verify_found.add(digest)
+        self.waiting_on.pop(call, None)
+        self.done(call)
+
+    def _on_call_error(self, msg: CallError) -> None:
+        full = storage.from_text(msg.text, self.pool.folders)
+        if full is not None:  # deep_gemm or NVCC ran out of room: not the release's fault
+            raise full
+        shape = self.pool.shapes[msg.shape]
+        where = f"{shape.label}" + (f" at M={msg.m}" if msg.m is not None else "") + (
+            f" (scales {msg.form})" if msg.form else "")
+        if msg.why == "rejected":
+            raise UnsupportedFeatureError("warmup", where, release().label, hint=msg.text)
+        raise WarmupError(f"warmup(): {where}: {msg.why}: {msg.text}")
+
+    def _on_fatal(self, msg: Fatal) -> None:
+        full = storage.from_text(msg.text, self.pool.folders)
+        if full is not None:
+            raise full
+        if self.method == "stand-in" and self.identified_all < self.n and not self.answers:
+            raise _Fallback(f"worker {msg.wid} failed while identifying: {msg.text}")
+        raise WarmupError(f"warmup(): worker {msg.wid} failed: {msg.text}\n{msg.traceback}")

@@ -35,6 +35,30 @@ from ..knobs import compile_mode
 from . import lifetime
 from .cache import lock_kernel, mark_present
 from .calls import Runner
+from .messages import (
+    Answer,
+    Bisect,
+    CallError,
+    Compile,
+    Compiled,
+    Fatal,
+    Identified,
+    IdentifiedAll,
+    Identify,
+    IdentifyTask,
+    Install,
+    Installed,
+    Plain,
+    PlainDone,
+    Probe,
+    Probed,
+    Ready,
+    Status,
+    Stop,
+    Turn,
+    Unhonored,
+    WorkTask,
+)
 from .spec import MPolicy, Shape
 from .standin import Record, keep_recipe, read_log
 
@@ -68,14 +92,14 @@ class CompileFailed(RuntimeError):
     """NVCC ran for the kernel and the call still failed."""
 
 
-class Unhonored(Exception):
+class NotHonored(Exception):
     """A call finished in an empty cache without asking the stand-in: this release does not use it."""
 
 
 class Worker:
     """The calls of one worker process, made through ``runner`` (:class:`~dgcompat.jit_warmup.calls.Runner`)."""
 
-    def __init__(self, cfg: WorkerConfig, put: Callable[[tuple[Any, ...]], None], runner: Runner) -> None:
+    def __init__(self, cfg: WorkerConfig, put: Callable[[Answer], None], runner: Runner) -> None:
         self.cfg = cfg
         self.put = put
         self.log = Path(cfg.log)
@@ -132,7 +156,7 @@ class Worker:
         if records:
             return records[0].identity
         if error is None:
-            raise Unhonored()
+            raise NotHonored()
         raise error
 
     def probe(self, shape: Shape, m: int, form: str) -> str | None:
@@ -144,14 +168,14 @@ class Worker:
             return records[0].identity
         raise error
 
-    def install(self, shape: Shape, m: int, form: str, identity: str) -> tuple[str, float, str | None]:
+    def install(self, shape: Shape, m: int, form: str, identity: str) -> tuple[Status, float, str | None]:
         """Make the call put the kernel ``identity``, which the parent compiled and holds the lock for, into
         the shared cache. Returns its status (``compiled``: installed or compiled here, ``cached``: the cache
         had it), the seconds and the next kernel the call misses (None: the call is complete)."""
         t0 = time.perf_counter()
         error, records = self._attempt(shape, m, form, f"install:{identity}")
         mine = [r.action for r in records if r.identity == identity]
-        status = "compiled" if "installed" in mine or "compiled" in mine else "cached"
+        status: Status = "compiled" if "installed" in mine or "compiled" in mine else "cached"
         seconds = time.perf_counter() - t0
         if error is None:
             return status, seconds, None
@@ -163,13 +187,13 @@ class Worker:
         raise error
 
     def warm(self, shape: Shape, m: int, form: str, expect: str | None, *,
-             blocking: bool) -> list[tuple[str, str, float]]:
+             blocking: bool) -> list[tuple[str, Status, float]]:
         """Make the call succeed against the shared cache, compiling each missing kernel under its lock.
 
         Returns ``(digest, "compiled" | "cached", seconds)`` for the kernels met; ``expect`` (the call's
         identified first kernel) is reported as cached when the cache already had it.
         """
-        met: list[tuple[str, str, float]] = []
+        met: list[tuple[str, Status, float]] = []
         error, records = self._attempt(shape, m, form, "identify")
         if error is None:
             return [(expect, "cached", 0.0)] if expect else []
@@ -205,38 +229,46 @@ class Worker:
     def identify_phase(self, tasks: Any) -> bool:
         """Identify tasks until the turn; False if this worker stopped on an error it reported."""
         while True:
-            task = tasks.get()
-            if task == "turn":
-                _point(Path(self.cfg.link), Path(self.cfg.cache))
-                shutil.rmtree(Path(self.cfg.empty) / "tmp", ignore_errors=True)
-                self.put(("identified-all", self.cfg.wid))
+            task: IdentifyTask = tasks.get()
+            if isinstance(task, Turn):
+                self._on_turn()
                 return True
-            kind, idx, form, ms = task
-            shape = self.cfg.shapes[idx]
+            if not isinstance(task, (Identify, Bisect)):
+                raise TypeError(f"not an identify task: {task!r}")
             try:
-                if kind == "bisect":
-                    self.put(("identified", self.cfg.wid, idx, form, self._bisect(shape, form, ms)))
-                    continue
-                # Each call is reported as it is identified: a new kernel's compile starts at once.
-                for m in ms:
-                    digest = _at(m, lambda: self.identify(shape, m, form))
-                    self.put(("identified", self.cfg.wid, idx, form, [(m, digest)]))
-            except Unhonored:
-                self.put(("unhonored", self.cfg.wid))
+                match task:
+                    case Identify():
+                        self._on_identify(task)
+                    case Bisect():
+                        self._on_bisect(task)
+            except NotHonored:
+                self.put(Unhonored(self.cfg.wid))
                 return False
             except Exception as exc:
-                self.put(("call-error", self.cfg.wid, idx, form, _failed_m(exc), _kind(exc), str(exc)))
+                self.put(CallError(self.cfg.wid, task.shape, task.form, _failed_m(exc), _kind(exc), str(exc)))
                 return False
 
-    def _bisect(self, shape: Shape, form: str, candidates: list[int]) -> list[tuple[int, str]]:
-        """Identify a grid of ``candidates``, then bisect between neighbours needing different kernels."""
+    def _on_turn(self) -> None:
+        _point(Path(self.cfg.link), Path(self.cfg.cache))
+        shutil.rmtree(Path(self.cfg.empty) / "tmp", ignore_errors=True)
+        self.put(IdentifiedAll(self.cfg.wid))
+
+    def _on_identify(self, task: Identify) -> None:
+        shape = self.cfg.shapes[task.shape]
+        for m in task.ms:  # each call is reported as it is identified: a new kernel's compile starts at once
+            digest = _at(m, lambda: self.identify(shape, m, task.form))
+            self.put(Identified(self.cfg.wid, task.shape, task.form, ((m, digest),)))
+
+    def _on_bisect(self, task: Bisect) -> None:
+        """Identify a grid of the candidates, then bisect between neighbours needing different kernels."""
+        shape, candidates = self.cfg.shapes[task.shape], task.candidates
         grid = set(MPolicy.changes(candidates[-1]).grid())
         pos = sorted({i for i, m in enumerate(candidates) if m in grid} | {0, len(candidates) - 1})
         ids: dict[int, str] = {}
 
         def ident(i: int) -> str:
             if i not in ids:
-                ids[i] = _at(candidates[i], lambda: self.identify(shape, candidates[i], form))
+                ids[i] = _at(candidates[i], lambda: self.identify(shape, candidates[i], task.form))
             return ids[i]
 
         stack = [(a, b) for a, b in zip(pos, pos[1:])]
@@ -249,58 +281,74 @@ class Worker:
             mid = (a + b) // 2
             ident(mid)
             stack += [(a, mid), (mid, b)]
-        return [(candidates[i], ident(i)) for i in sorted(ids)]
+        found = tuple((candidates[i], ident(i)) for i in sorted(ids))
+        self.put(Identified(self.cfg.wid, task.shape, task.form, found))
 
     def work_phase(self, tasks: Any) -> None:
-        deferred: list[tuple[Any, ...]] = []
+        """Work tasks until :class:`Stop`; a compile whose kernel another process holds is deferred, then made
+        blocking once the queue is empty."""
+        deferred: list[WorkTask] = []
         while True:
             try:
-                task = tasks.get(block=not deferred, timeout=None if not deferred else 0.05)
+                task: WorkTask = tasks.get(block=not deferred, timeout=None if not deferred else 0.05)
             except Empty:
-                task = deferred.pop(0)
-                self._do(task, blocking=True)
+                self._do(deferred.pop(0), blocking=True)
                 continue
-            if task is None:
+            if isinstance(task, Stop):
                 for t in deferred:
                     self._do(t, blocking=True)
                 return
             if not self._do(task, blocking=False):
                 deferred.append(task)
 
-    def _do(self, task: tuple[Any, ...], *, blocking: bool) -> bool:
-        kind, idx, form, m, expect = task
-        shape = self.cfg.shapes[idx]
-        wid = self.cfg.wid
+    def _do(self, task: WorkTask, *, blocking: bool) -> bool:
+        """Do ``task`` and send its answer (or the call's error); False if its kernel is busy (retry later)."""
+        if not isinstance(task, (Probe, Install, Compile, Plain)):
+            raise TypeError(f"not a work task: {task!r}")
         try:
-            if kind == "probe":
-                ok: list[int] = []
-                missing: list[tuple[int, str]] = []
-                for one in m:
-                    found = _at(one, lambda: self.probe(shape, one, form))
-                    if found is None:
-                        ok.append(one)
-                    else:
-                        missing.append((one, found))
-                self.put(("probed", wid, idx, form, ok, missing))
-                return True
-            if kind == "install":
-                status, seconds, nxt = self.install(shape, m, form, expect)
-                self.put(("installed", wid, idx, form, m, expect, status, seconds, nxt))
-                return True
-            if kind == "plain":
-                for one in m:
-                    _at(one, lambda: self.runner.run(shape, one, form))
-                met: list[tuple[str, str, float]] = []
-            else:
-                met = self.warm(shape, m, form, expect, blocking=blocking)
+            match task:
+                case Probe():
+                    answer: Answer = self._on_probe(task)
+                case Install():
+                    answer = self._on_install(task)
+                case Compile():
+                    answer = self._on_compile(task, blocking=blocking)
+                case Plain():
+                    answer = self._on_plain(task)
         except Busy:
             return False
         except Exception as exc:
-            self.put(("call-error", wid, idx, form, _failed_m(exc, m if isinstance(m, int) else None), _kind(exc),
-                      str(exc)))
+            m = task.m if isinstance(task, (Install, Compile)) else None
+            self.put(CallError(self.cfg.wid, task.shape, task.form, _failed_m(exc, m), _kind(exc), str(exc)))
             return True
-        self.put(("done", wid, kind, idx, form, m, expect, met))
+        self.put(answer)
         return True
+
+    def _on_probe(self, task: Probe) -> Probed:
+        shape = self.cfg.shapes[task.shape]
+        ok: list[int] = []
+        missing: list[tuple[int, str]] = []
+        for one in task.ms:
+            found = _at(one, lambda: self.probe(shape, one, task.form))
+            if found is None:
+                ok.append(one)
+            else:
+                missing.append((one, found))
+        return Probed(self.cfg.wid, task.shape, task.form, tuple(ok), tuple(missing))
+
+    def _on_install(self, task: Install) -> Installed:
+        status, seconds, nxt = self.install(self.cfg.shapes[task.shape], task.m, task.form, task.digest)
+        return Installed(self.cfg.wid, task.shape, task.form, task.m, task.digest, status, seconds, nxt)
+
+    def _on_compile(self, task: Compile, *, blocking: bool) -> Compiled:
+        met = self.warm(self.cfg.shapes[task.shape], task.m, task.form, task.expect, blocking=blocking)
+        return Compiled(self.cfg.wid, task.shape, task.form, task.m, task.expect, tuple(met))
+
+    def _on_plain(self, task: Plain) -> PlainDone:
+        shape = self.cfg.shapes[task.shape]
+        for one in task.ms:
+            _at(one, lambda: self.runner.run(shape, one, task.form))
+        return PlainDone(self.cfg.wid, task.shape, task.form)
 
 
 class _AtM(Exception):
@@ -314,7 +362,7 @@ def _at(m: int, fn: Callable[[], Any]) -> Any:
     """``fn()``, its failure tagged with the M it was for."""
     try:
         return fn()
-    except (Unhonored, Busy):
+    except (NotHonored, Busy):
         raise
     except Exception as exc:
         raise _AtM(m, exc) from exc
@@ -383,12 +431,12 @@ def main(cfg: WorkerConfig, identify_q: Any, work_q: Any, result_q: Any) -> None
         worker = Worker(cfg, result_q.put, runner)
         # Where the release has a compile mode (the bundled copies), calls build kernels without launching them.
         with compile_mode(1):
-            result_q.put(("ready", cfg.wid, runner.family))
+            result_q.put(Ready(cfg.wid, runner.family))
             if cfg.method == "stand-in" and not worker.identify_phase(identify_q):
                 return
             worker.work_phase(work_q)
     except BaseException as exc:  # report, then die: the parent decides what the failure means
-        result_q.put(("fatal", cfg.wid, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        result_q.put(Fatal(cfg.wid, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
         raise SystemExit(1) from None
     # Every answer is sent and every entry renamed into place: leave without tearing down torch and the
     # CUDA context at interpreter exit (about a second the parent would otherwise wait for).

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._forward import lookup
+from .._install.forward import lookup
 from . import layout, math
 from .layout import (
     get_col_major_tma_aligned_tensor,

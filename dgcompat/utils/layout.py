@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._forward import lookup
+from .._install.forward import lookup
 from ..knobs import get_mk_alignment_for_contiguous_layout
 from ..scales import (
     get_mn_major_tma_aligned_packed_ue8m0_tensor,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._forward import lookup
+from .._install.forward import lookup
 from .._math import align, ceil_div
 
 __all__ = ["align", "ceil_div"]

@@ -1327,12 +1327,11 @@ _WARMUP_MAX_TOKENS = 256
        "(sampled calls in a fresh process against that folder) compiles nothing", metric=EXACT_METRIC, tolerance=0,
        timeout=300.0)
 def _warmup_zero_compiles(c: Checks) -> None:
-    import dgcompat
-    from dgcompat.jit_warmup import DenseGemm, WarmupSpec
+    from dgcompat.jit_warmup import DenseGemm, WarmupSpec, warmup
     from dgcompat.jit_warmup.check import check
 
     spec = WarmupSpec((DenseGemm(GEMM_N, GEMM_K),), max_tokens=_WARMUP_MAX_TOKENS)
-    report = dgcompat.warmup(spec, workers=4, processes=2, progress=False)  # the folder DG_JIT_CACHE_DIR names
+    report = warmup(spec, workers=4, processes=2, progress=False)  # the folder DG_JIT_CACHE_DIR names
     if report.method == "none":  # the reference backend (the cases' CPU dry run)
         c.exact("reference backend: nothing to compile", report.kernels == 0, report.summary())
         return

@@ -50,7 +50,7 @@ class VendoredFacts:
     """What a vendored copy is, read from the engine wheel (its folder alone does not say it all)."""
 
     deep_gemm: str  # the copy's __version__
-    torch_minimum: str  # from its stable-ABI imports (dgcompat._torch_abi)
+    torch_minimum: str  # from its stable-ABI imports (dgcompat.detection._torch_abi)
     built_for: str  # the torch the engine wheel pins (Requires-Dist), i.e. what the copy was built against
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable
 
-from . import _backend, _binding, _device, detection, table
-from ._params import parameter_names
-from ._surface import DEEP_GEMM_MODULES, NAMES, SUBMODULES
+from .. import _backend, _binding, _device, detection, table
+from .._params import parameter_names
+from .._surface import DEEP_GEMM_MODULES, NAMES, SUBMODULES
 
 __all__ = ["resolve", "passthrough_names", "reset"]
 

@@ -4,7 +4,7 @@ The command is executed (``exec``, same process id, signals and exit status pass
 through) with two environment variables set:
 
 * ``PYTHONPATH`` gains, in front, the folder of dgcompat's start-up hook
-  (``dgcompat/_startup/sitecustomize.py``); every other entry stays as it was, empty ones included
+  (``dgcompat/_install/_startup/sitecustomize.py``); every other entry stays as it was, empty ones included
   (Python reads an empty entry as the current folder, so a launch script that imports the
   deployment's own module from the working folder finds it under the launcher as without it);
 * ``DGCOMPAT_INSTALL=1``, which that hook honours by calling
@@ -17,7 +17,7 @@ instead, for service files and container images. The hook does nothing in interp
 with ``-S``, ``-I`` or ``-E`` (they skip ``sitecustomize`` or ``PYTHONPATH``).
 
 Before anything runs, every ``DGCOMPAT_*`` variable whose value the hook or the runtime would refuse
-is checked (:data:`dgcompat._env.VARIABLES`): an unknown value is a usage error (exit 2) naming it,
+is checked (:data:`dgcompat.env.VARIABLES`): an unknown value is a usage error (exit 2) naming it,
 so an engine never starts silently without the install. So is an option before the command
 that the launcher does not know (``--print-envv``): it is named, never executed. Start-up hooks of other dgcompat installs on ``PYTHONPATH`` (a virtualenv inside an image
 that has one) are replaced by this one; tools that start children which must not get the install
@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ._env import env_report
+from ..env import env_report
 
 __all__ = ["HOOK_DIR", "is_hook_dir", "launch_env", "hookless_env", "main"]
 
@@ -43,11 +43,16 @@ _USAGE = "usage: python -m dgcompat run [--print-env] [--] COMMAND [ARG...]\n"
 
 
 def is_hook_dir(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is the start-up hook folder of a dgcompat install (``.../dgcompat/_startup``), this one's
-    or another's. The hook itself applies the same rule when it looks for the ``sitecustomize`` it shadows."""
+    """Whether ``path`` is the start-up hook folder of a dgcompat install, this one's or another's: a ``_startup``
+    folder holding ``sitecustomize.py`` in the package ``dgcompat/_install/`` (this layout) or ``dgcompat/`` (the
+    earlier layout, which an image may still carry). The hook itself applies the same rule when it looks
+    for the ``sitecustomize`` it shadows."""
     folder = Path(path)
-    return (folder.name == "_startup" and folder.parent.name == "dgcompat" and (folder / "sitecustomize.py").is_file()
-            and (folder.parent / "__init__.py").is_file())
+    if folder.name != "_startup" or not (folder / "sitecustomize.py").is_file():
+        return False
+    package = folder.parent.parent if folder.parent.name == "_install" else folder.parent
+    return (package.name == "dgcompat" and (package / "__init__.py").is_file()
+            and (package == folder.parent or (folder.parent / "__init__.py").is_file()))
 
 
 def _without_hooks(pythonpath: str) -> list[str]:

@@ -1,4 +1,8 @@
-"""The two wings at a glance: lines, modules, import floors and the runtime's layers (``python -m dgcompat_conformance.layout``).
+"""The import scanner: the two wings at a glance, lines, modules, import floors and the runtime's layer graph
+(``python -m testsupport.layout``).
+
+Tests and docs read it (``tests/test_layers.py`` with the layer map of :mod:`testsupport.layers`,
+``tests/test_wings.py``); nothing installed does, so it lives in the checkout's test support, not in the wheel.
 
 An import floor is the length of the longest chain of intra-project imports ``a -> b -> c`` a
 module's top-level code sets off (counted in modules, the first one included). Modules that import
@@ -7,7 +11,7 @@ each other (a cycle) count as one floor and are listed. Everything is read from 
 
 The layers count **every** import form (:func:`import_edges`): top-level, inside functions, string
 imports (``importlib.import_module("dgcompat.x")``) and the computed imports of the modules that
-declare the table they import from (:data:`COMPUTED`). The runtime's layer graph must have no
+declare the table they import from (:func:`runtime_tables`). The runtime's layer graph must have no
 cycle, and its depth (the longest chain) is printed.
 """
 
@@ -18,11 +22,18 @@ import functools
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import AbstractSet, Mapping
 
-__all__ = ["Wing", "Edge", "wings", "module_imports", "import_edges", "read_wing", "runtime_layers", "COMPUTED",
-           "LAZY_DEPENDENCIES", "render"]
+__all__ = ["Wing", "Edge", "wings", "module_imports", "import_edges", "read_wing", "runtime_layers", "runtime_tables",
+           "parsed", "NOT_IMPORTED", "LAZY_DEPENDENCIES", "ROOT", "render"]
 
-_HERE = Path(__file__).resolve().parent
+#: The checkout (this package's parent folder): the runtime is ``ROOT/dgcompat``, the certification wing
+#: ``ROOT/conformance/dgcompat_conformance``.
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Runtime modules that are executed, never imported: the command launcher (``python -m dgcompat``) and the
+#: start-up hook (run by ``site`` as ``sitecustomize``). They are not nodes of the import graph.
+NOT_IMPORTED = ("dgcompat.__main__", "dgcompat._install._startup.sitecustomize")
 
 
 @dataclass
@@ -98,7 +109,7 @@ def _parsed_at(path: Path, mtime_ns: int, size: int) -> ast.Module:
     return ast.parse(path.read_text("utf-8"), str(path))
 
 
-def _parsed(path: Path) -> ast.Module:
+def parsed(path: Path) -> ast.Module:
     """The syntax tree of ``path``, parsed once per version of the file (the checks walk every module many times)."""
     st = path.stat()
     return _parsed_at(path, st.st_mtime_ns, st.st_size)
@@ -106,7 +117,7 @@ def _parsed(path: Path) -> ast.Module:
 
 def module_imports(path: Path, name: str, known: set[str], *, top_level_only: bool = True) -> set[str]:
     """The project modules (of ``known``) that module ``name`` at ``path`` imports."""
-    tree = _parsed(path)
+    tree = parsed(path)
     nodes = _top_level(tree) if top_level_only else [n for n in ast.walk(tree)
                                                        if isinstance(n, (ast.Import, ast.ImportFrom))]
     is_pkg = path.name == "__init__.py"
@@ -127,38 +138,51 @@ class Edge:
 LAZY_DEPENDENCIES = frozenset({"torch", "pynvml", "deep_gemm", "tvm_ffi"})
 
 
-def _runtime_tables() -> dict[str, tuple[str, ...]]:
-    """Module -> the runtime modules its computed imports may load (from the runtime's name table)."""
+@functools.lru_cache(maxsize=1)
+def runtime_tables() -> dict[str, tuple[str, ...]]:
+    """The runtime modules whose ``import_module`` takes a computed name -> the runtime modules it may load
+    (read from the runtime's name table, through its tooling interface)."""
     from dgcompat import _tooling as surface
 
     deep_gemm = tuple(f"dgcompat.{m}" for m in surface.DEEP_GEMM_MODULES)
     return {
         # The facade's lazy attributes: every module of the name table and the public submodules.
         "dgcompat": tuple(dict.fromkeys(f"dgcompat.{m}" for m in (*surface.NAMES.values(), *surface.SUBMODULES,
-                                                                  "_forward"))),
+                                                                  "_install.forward"))),
         "dgcompat._install": (*deep_gemm, "dgcompat.utils"),  # the names it serves as deep_gemm's
-        "dgcompat._facade": deep_gemm,   # resolve(): the deep_gemm names only
-        "dgcompat._tooling": tuple(f"dgcompat.{m}" for m in ("gemm", "moe", "indexer", "scales", "knobs")),
+        "dgcompat._install.resolve": deep_gemm,  # resolve(): the deep_gemm names only
+        "dgcompat._tooling": tuple(f"dgcompat.{m}" for m in surface.ADAPTERS),  # all_calls()
         "dgcompat._backend": (),  # deep_gemm's own modules by name (the real package, a vendored copy), no dgcompat one
     }
 
 
-#: Modules whose ``import_module`` takes a computed name, and what it may load (see :func:`_runtime_tables`).
-COMPUTED: dict[str, tuple[str, ...]] = {}
-
-
-def _resolve(name: str, known: set[str]) -> str | None:
+def _resolve(name: str, known: AbstractSet[str]) -> str | None:
     while name and name not in known:
         name = name.rpartition(".")[0]
     return name or None
 
 
-def import_edges(path: Path, name: str, known: set[str]) -> list[Edge]:
-    """Every import of a project module (of ``known``) that module ``name`` at ``path`` makes, in any form."""
-    tree = _parsed(path)
+def import_edges(path: Path, name: str, known: set[str],
+                 tables: Mapping[str, tuple[str, ...]] | None = None) -> list[Edge]:
+    """Every import of a project module (of ``known``) that module ``name`` at ``path`` makes, in any form.
+
+    ``tables``: module -> what its computed imports may load (default: :func:`runtime_tables`); a computed
+    import in a module that declares no table is the edge ``<undeclared computed import>``. Found once per
+    version of the file and question (the checks ask about every module many times).
+    """
+    table = (runtime_tables() if tables is None else tables).get(name)
+    st = path.stat()
+    return list(_edges_at(path, st.st_mtime_ns, st.st_size, name, frozenset(known), table))
+
+
+@functools.lru_cache(maxsize=4096)
+def _edges_at(path: Path, mtime_ns: int, size: int, name: str, known: frozenset[str],
+              table: tuple[str, ...] | None) -> tuple[Edge, ...]:
+    """:func:`import_edges` of one version of a file; ``table``: what its computed imports may load (None: none
+    declared)."""
+    tree = parsed(path)
     top = {id(n) for n in _top_level(tree)}
     is_pkg = path.name == "__init__.py"
-    tables = COMPUTED or _runtime_tables()
     edges: list[Edge] = []
 
     def add(target: str | None, kind: str, line: int) -> None:
@@ -183,16 +207,16 @@ def import_edges(path: Path, name: str, known: set[str]) -> list[Edge]:
             arg = node.args[0]
             if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
                 add(_resolve(arg.value, known), "string", node.lineno)
-            elif name in tables:
-                for target in tables[name]:
+            elif table is not None:
+                for target in table:
                     add(_resolve(target, known), "computed", node.lineno)
             elif name.split(".")[0] in {k.split(".")[0] for k in known}:
                 # A computed name in a module that declares no table: unknown, reported as such.
                 edges.append(Edge("<undeclared computed import>", "computed", node.lineno))
-    return edges
+    return tuple(edges)
 
 
-def _targets(node: ast.Import | ast.ImportFrom, name: str, is_pkg: bool, known: set[str]) -> list[str]:
+def _targets(node: ast.Import | ast.ImportFrom, name: str, is_pkg: bool, known: AbstractSet[str]) -> list[str]:
     if isinstance(node, ast.Import):
         return [t for t in (_resolve(a.name, known) for a in node.names) if t]
     if node.level:
@@ -211,18 +235,18 @@ def _targets(node: ast.Import | ast.ImportFrom, name: str, is_pkg: bool, known: 
     return out
 
 
-def runtime_layers(runtime: Wing) -> tuple[dict[str, list[Edge]], list[list[str]], int, list[str]]:
+def runtime_layers(runtime: Wing, tables: Mapping[str, tuple[str, ...]] | None = None,
+                   ) -> tuple[dict[str, list[Edge]], list[list[str]], int, list[str]]:
     """The runtime's graph counting every import form: (edges per module, cycles, depth, the longest chain).
 
-    ``__main__`` (the command launcher, executed and never imported) and the start-up hook
-    (``_startup/sitecustomize.py``, run by ``site`` as ``sitecustomize``) are not modules of the graph.
+    The modules of :data:`NOT_IMPORTED` are not nodes of the graph.
     """
     known = set(runtime.modules)
     graph: dict[str, list[Edge]] = {}
     for module, path in runtime.modules.items():
-        if module in ("dgcompat.__main__", "dgcompat._startup.sitecustomize"):
+        if module in NOT_IMPORTED:
             continue
-        graph[module] = [e for e in import_edges(path, module, known) if e.target in known]
+        graph[module] = [e for e in import_edges(path, module, known, tables) if e.target in known]
     simple = {m: {e.target for e in es} for m, es in graph.items()}
     comp = _components(simple)
     groups: dict[int, list[str]] = {}
@@ -243,15 +267,11 @@ def read_wing(name: str, root: Path, package: str) -> Wing:
     return wing
 
 
-def wings() -> tuple[Wing, Wing]:
-    """(the runtime ``dgcompat``, the certification wing ``dgcompat_conformance``), their imports resolved."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("dgcompat")
-    if spec is None or spec.origin is None:
-        raise RuntimeError("dgcompat is not importable")
-    runtime = read_wing("runtime", Path(spec.origin).resolve().parent.parent, "dgcompat")
-    tooling = read_wing("certification", _HERE.parent, "dgcompat_conformance")
+def wings(root: Path = ROOT) -> tuple[Wing, Wing]:
+    """(the runtime ``dgcompat``, the certification wing ``dgcompat_conformance``) of the checkout ``root``, their
+    imports resolved."""
+    runtime = read_wing("runtime", root, "dgcompat")
+    tooling = read_wing("certification", root / "conformance", "dgcompat_conformance")
     known = set(runtime.modules) | set(tooling.modules)
     for wing in (runtime, tooling):
         wing.imports = {m: module_imports(p, m, known) for m, p in wing.modules.items()}

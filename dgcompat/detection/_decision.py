@@ -1,151 +1,44 @@
-"""Which deep_gemm is installed, read from files on disk without importing it.
+"""The decision: which deep_gemm copy is the one, who owns it, which release it is, what it needs; and the
+answer, :class:`Release`, computed once per process by :func:`release`.
 
-Importing deep_gemm has side effects (a CUDA-toolkit lookup that asserts, native init, ``atexit``
-hooks), so :func:`release` never imports deep_gemm, torch, an engine or anything CUDA. It finds
-each copy of the package with :func:`importlib.util.find_spec` on top-level names only (which
-executes nothing), establishes who owns it and which release it is, and reads the native
-library's dynamic symbols (:mod:`dgcompat._elf`) for the binding era and the torch it needs.
-
-Copies, in the order ``DGCOMPAT_BACKEND=auto`` prefers them (the order vLLM itself uses):
-
-1. an importable ``deep_gemm``: owned by ``sgl-deep-gemm``, by a kernel wheel that bundles it
-   (``sgl-kernel`` / ``sglang-kernel``), by an upstream DeepGEMM build (``deep-gemm`` /
-   ``deepgemm``), or by nothing (a copied tree);
-2. vLLM's vendored copy ``vllm.third_party.deep_gemm`` (owned by the ``vllm`` distribution);
-3. TensorRT-LLM's ``tensorrt_llm.deep_gemm`` (owned by ``tensorrt-llm``).
-
-``DGCOMPAT_BACKEND=vllm`` or ``=tensorrt-llm`` selects a vendored copy even when a ``deep_gemm``
-is importable; ``=deep_gemm`` only considers the importable one.
-
-The release id comes from distribution metadata. ``deep_gemm.__version__`` is not one for
-sgl-deep-gemm (it lags ``.postN``; the bundled copies carry none), so an sgl-deep-gemm layer
-without its metadata is refused rather than guessed. Upstream DeepGEMM's ``__version__`` is its
-release (``'2.8.1'``), so a vendored or copied upstream tree is identified from it, and
-:attr:`Release.version_source` says so. An install that cannot be identified is never planned
-as another release: :attr:`Release.refusal` says why, and the first stable call raises
-:class:`~dgcompat.errors.UnidentifiedBuildError`.
-
-The answer is computed once per process and cached; tests call :func:`reset` (or
-``release.cache_clear()``) after changing ``sys.path``.
+Finding the copies asks the meta-path finders for top-level names only (nothing of a package runs);
+identifying one reads its metadata (:mod:`._distinfo`), its native library (:mod:`._native`) and its
+Python source's signatures (:mod:`dgcompat._pysurface`), and weighs them against the registries
+(:mod:`._known`). See :mod:`dgcompat.detection` for the rules.
 """
 
 from __future__ import annotations
 
-import base64
 import functools
-import hashlib
 import importlib.machinery
 import importlib.metadata as md
-import importlib.util
-import json
 import re
 import sys
-import urllib.parse
 import zipimport
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
-from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
-from . import _elf, _env, _pysurface, _torch_abi
-
-__all__ = ["Release", "KernelWheel", "release", "reset", "KNOWN_SGL_DEEP_GEMM", "EXPECTED_TORCH", "VENDORED"]
-
-SGL_DEEP_GEMM = "sgl-deep-gemm"
-UPSTREAM = "deep-gemm"
-KERNEL_WHEELS = ("sglang-kernel", "sgl-kernel")
-UPSTREAM_NAMES = ("deep-gemm", "deepgemm")
-
-#: Engines that vendor a deep_gemm copy: (``DGCOMPAT_BACKEND`` value, one of :data:`dgcompat._env.BACKENDS`, owning distribution,
-#: top-level package, folder of the copy inside it, import name of the copy).
-VENDORED: tuple[tuple[str, str, str, str, str], ...] = (
-    ("vllm", "vllm", "vllm", "third_party/deep_gemm", "vllm.third_party.deep_gemm"),
-    ("tensorrt-llm", "tensorrt-llm", "tensorrt_llm", "deep_gemm", "tensorrt_llm.deep_gemm"),
+from .. import _pysurface, env
+from ._distinfo import DistInfo, editable_project, infos_in, read_text, version_or_none
+from ._known import (
+    KERNEL_FLOOR_WITH_SGL_DEEP_GEMM,
+    KERNEL_WHEELS,
+    KNOWN_SGL_DEEP_GEMM,
+    KNOWN_SURFACES,
+    KNOWN_UPSTREAM,
+    SGL_DEEP_GEMM,
+    SIGNATURE_NAMES,
+    UPSTREAM,
+    UPSTREAM_NAMES,
+    VENDORED,
+    expected_torch,
 )
+from ._native import TorchNeed, installed_torch, native, torch_check, torch_need
 
-
-#: Every published sgl-deep-gemm release; a newer one is "unknown" and handled by probes.
-KNOWN_SGL_DEEP_GEMM: tuple[str, ...] = (
-    "0.0.1", "0.1.0", "0.1.1", "0.1.2", "0.1.3", "0.1.4", "0.1.4.post1", "0.1.5", "0.1.5.post1",
-    "0.1.5.post2", "0.1.5.post3", "0.1.6", "0.1.7", "0.2.0", "0.2.1", "0.2.1.post1", "0.2.2",
-    "0.2.3", "0.2.3.post1", "0.2.3.post2", "0.2.5",
-)
-
-#: Upstream DeepGEMM releases dgcompat has capability rows for (table.py); others are probed.
-KNOWN_UPSTREAM: tuple[str, ...] = ("2.6.1", "2.8.1")
-
-#: The functions whose Python signatures detection reads from a build's source (:mod:`dgcompat._pysurface`):
-#: every deep_gemm function dgcompat calls (a test holds this list against the adapters' declared calls), the
-#: indexer's first (the capability table's signature rows ask about their parameters). Their digest is the
-#: build's surface id (:attr:`Release.surface`), the part of a build's fingerprint detection can read cheaply.
-SIGNATURE_NAMES: tuple[str, ...] = (
-    "fp8_fp4_mqa_logits", "fp8_fp4_paged_mqa_logits", "fp8_mqa_logits", "fp8_paged_mqa_logits",
-    "get_paged_mqa_logits_metadata",
-    "fp8_gemm_nt", "fp8_fp4_gemm_nt", "bf16_gemm_nt", "m_grouped_fp8_gemm_nt_contiguous",
-    "m_grouped_fp8_fp4_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked", "m_grouped_fp8_fp4_gemm_nt_masked",
-    "fp8_m_grouped_gemm_nt_masked", "m_grouped_bf16_gemm_nt_contiguous", "m_grouped_bf16_gemm_nt_masked",
-    "bf16_m_grouped_gemm_nt_masked",
-    "set_num_sms", "get_num_sms", "set_pdl", "get_pdl", "set_compile_mode", "get_compile_mode",
-    "get_m_alignment_for_contiguous_layout", "get_mk_alignment_for_contiguous_layout",
-    "get_theoretical_mk_alignment_for_contiguous_layout", "transform_sf_into_required_layout",
-    "get_mn_major_tma_aligned_tensor", "get_mn_major_tma_aligned_packed_ue8m0_tensor",
-)
-
-#: The surface id (:attr:`Release.surface`) of every build dgcompat knows: ``(distribution, version) ->
-#: {surface id: which build}``. A build of a listed version with another id is reported everywhere as "same
-#: version, different surface". The certification wing records each build's whole fingerprint (native
-#: schemas, host asserts, JIT headers: ``dgcompat_conformance/surface/builds.json``, which a test holds
-#: against this table) and computes it for an installed build (``dgcompat doctor``).
-KNOWN_SURFACES: dict[tuple[str, str], dict[str, str]] = {
-    # vLLM 0.34.0 vendors a DeepGEMM whose __init__.py is byte-identical to 0.33.0's but whose _C.py inserts
-    # logits_dtype (before schedule_meta in fp8_fp4_mqa_logits, before indices in fp8_fp4_paged_mqa_logits).
-    (UPSTREAM, "2.8.1"): {
-        "354b343b74a3": "MQA logits without logits_dtype (the build vLLM 0.33.0 vendors)",
-        "fa714562dd0e": "MQA logits with logits_dtype (the build vLLM 0.34.0 vendors)",
-    },
-    # One build each: the wheel on PyPI. (The bundled copies' functions are all native ops: no Python part.)
-    (SGL_DEEP_GEMM, "0.0.1"): {"3b340d0cec42": "the published wheel"},
-    (SGL_DEEP_GEMM, "0.1.0"): {"3b340d0cec42": "the published wheel"},
-    (SGL_DEEP_GEMM, "0.1.1"): {"bb78a949f0b0": "the published wheel"},
-    (SGL_DEEP_GEMM, "0.1.2"): {"bb78a949f0b0": "the published wheel"},
-    (SGL_DEEP_GEMM, "0.1.3"): {"bb78a949f0b0": "the published wheel"},
-    (SGL_DEEP_GEMM, "0.1.4"): {"6df5447106b3": "the published wheel"},
-    (SGL_DEEP_GEMM, "0.1.4.post1"): {"6df5447106b3": "the published wheel"},
-    (SGL_DEEP_GEMM, "0.1.5"): {"6df5447106b3": "the published wheel"},
-    (SGL_DEEP_GEMM, "0.1.5.post1"): {"6df5447106b3": "the published wheel"},
-    (SGL_DEEP_GEMM, "0.1.5.post2"): {"6df5447106b3": "the published wheel"},
-    (SGL_DEEP_GEMM, "0.1.5.post3"): {"6df5447106b3": "the published wheel"},
-    (SGL_DEEP_GEMM, "0.1.6"): {"6df5447106b3": "the published wheel"},
-    (SGL_DEEP_GEMM, "0.1.7"): {"6df5447106b3": "the published wheel"},
-    (SGL_DEEP_GEMM, "0.2.0"): {"cc9c8f2c7041": "the published wheel"},
-    (SGL_DEEP_GEMM, "0.2.1"): {"cc9c8f2c7041": "the published wheel"},
-    (SGL_DEEP_GEMM, "0.2.1.post1"): {"cc9c8f2c7041": "the published wheel"},
-    (SGL_DEEP_GEMM, "0.2.2"): {"cc9c8f2c7041": "the published wheel"},
-    (SGL_DEEP_GEMM, "0.2.3"): {"cc9c8f2c7041": "the published wheel"},
-    (SGL_DEEP_GEMM, "0.2.3.post1"): {"cc9c8f2c7041": "the published wheel"},
-    (SGL_DEEP_GEMM, "0.2.3.post2"): {"cc9c8f2c7041": "the published wheel"},
-    (SGL_DEEP_GEMM, "0.2.5"): {"1108e26fabd6": "the published wheel"},
-}
-
-#: (distribution, releases, torch the native library was built against, evidence).
-#: Only for libraries that import torch's C++ symbols (they need this exact torch): the binary
-#: does not name its minor, so the pairing comes from the torch-header fingerprint of each
-#: native library (see docs/compatibility.md) and, for the kernel wheels, their README pins.
-#: Stable-ABI libraries need no row: their minimum torch is read from their imports.
-EXPECTED_TORCH: tuple[tuple[str, str, str, str], ...] = (
-    (SGL_DEEP_GEMM, ">=0.0.1,<0.1.5.post2", "==2.11.*", "header fingerprint of _C.so; runs on torch 2.11 (H200)"),
-    (SGL_DEEP_GEMM, ">=0.1.5.post2,<0.2.1.post1", "==2.13.*", "header fingerprint of _C.so; mis-marshals 2-D tensors on torch 2.11"),
-    (SGL_DEEP_GEMM, ">=0.2.1.post1,<=0.2.5", "==2.14.*", "header fingerprint of _C.so; undefined torch symbol on torch 2.11"),
-    ("sgl-kernel", "<0.4", "==2.9.1", "README pin; deep_gemm_cpp links CUDA 12"),
-    ("sglang-kernel", ">=0.4.0,<0.4.2", "==2.9.1", "README pin; deep_gemm_cpp links CUDA 12"),
-    ("sglang-kernel", ">=0.4.2,<0.4.2.post1", "==2.11.*", "README pin; deep_gemm_cpp links CUDA 13"),
-)
-
-#: sgl-deep-gemm's files must not be overwritten by a kernel wheel that still bundles deep_gemm;
-#: sglang-kernel 0.4.2.post1 is the first without the bundle and 0.4.3 the engines' floor.
-KERNEL_FLOOR_WITH_SGL_DEEP_GEMM = Version("0.4.3")
+__all__ = ["Release", "KernelWheel", "release", "reset", "backend_choice", "backend_name"]
 
 
 @dataclass(frozen=True)
@@ -270,265 +163,6 @@ class Release:
 
 
 # ---------------------------------------------------------------------------------------------
-# Small readers (each tolerates any malformed input: a problem, never an exception)
-# ---------------------------------------------------------------------------------------------
-
-
-def _norm(name: str) -> str:
-    return str(canonicalize_name(name))
-
-
-def _version(text: str | None) -> Version | None:
-    if not text:
-        return None
-    try:
-        return Version(text)
-    except InvalidVersion:
-        return None
-
-
-def _read_text(path: Path, limit: int = 1 << 20) -> str | None:
-    try:
-        with open(path, "rb") as f:
-            return f.read(limit).decode("utf-8", "replace")
-    except OSError:
-        return None
-
-
-_VERSION_ATTR_RE = re.compile(r"^__version__\s*(?::\s*str\s*)?=\s*(?:version\s*=\s*)?['\"]([^'\"]+)['\"]", re.M)
-
-
-def _version_attribute(path: Path) -> str | None:
-    """The literal ``__version__ = '...'`` of a Python file (read as text, never executed)."""
-    text = _read_text(path)
-    m = _VERSION_ATTR_RE.search(text or "")
-    return m.group(1) if m else None
-
-
-@dataclass(frozen=True)
-class _DistInfo:
-    """One ``*.dist-info`` / ``*.egg-info`` folder, read defensively."""
-
-    folder: Path
-    name: str | None  # normalized
-    version_text: str | None
-    files: dict[str, str | None] | None  # relative path -> "sha256=..." (None: no hash); None: no RECORD
-    problems: tuple[str, ...]
-
-    @property
-    def version(self) -> Version | None:
-        return _version(self.version_text)
-
-    def __str__(self) -> str:
-        return f"{self.name or self.folder.name} {self.version_text or '?'}"
-
-
-_INFO_NAME_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._]*?)-([^-]+?)(?:-py[0-9.]+)?\.(?:dist|egg)-info$")
-
-
-def _read_dist_info(folder: Path) -> _DistInfo:
-    problems: list[str] = []
-    dist = md.PathDistribution(folder)
-    name: str | None = None
-    version_text: str | None = None
-    try:
-        meta = dist.metadata
-        name, version_text = meta["Name"], meta["Version"]  # None when absent (email.message semantics)
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        problems.append(f"{folder} has unreadable METADATA ({type(exc).__name__})")
-    if not name or not version_text:
-        m = _INFO_NAME_RE.match(folder.name)
-        missing = "METADATA without Name/Version" if (name or version_text) else "no METADATA"
-        problems.append(f"{folder} has {missing}; its folder name is used"
-                        + ("" if m else " but does not name a distribution either"))
-        if m:
-            name, version_text = name or m.group(1), version_text or m.group(2)
-    if version_text and _version(version_text) is None:
-        problems.append(f"{folder}: version {version_text!r} is not a PEP 440 version")
-    files: dict[str, str | None] | None = None
-    try:
-        listed = dist.files
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        problems.append(f"{folder} has an unreadable RECORD ({type(exc).__name__}): its files cannot be verified")
-        listed = None
-    if listed is not None:
-        files = {}
-        for entry in listed:
-            digest = entry.hash
-            files[str(entry).replace("\\", "/")] = f"{digest.mode}={digest.value}" if digest is not None else None
-    return _DistInfo(folder, _norm(name) if name else None, version_text, files, tuple(problems))
-
-
-def _infos_in(site: Path) -> list[_DistInfo]:
-    try:
-        folders = sorted(p for p in site.iterdir() if p.suffix in (".dist-info", ".egg-info") and p.is_dir())
-    except OSError:
-        return []
-    return [_read_dist_info(p) for p in folders]
-
-
-def _sha256(path: Path) -> str | None:
-    try:
-        digest = hashlib.sha256()
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                digest.update(chunk)
-    except OSError:
-        return None
-    return "sha256=" + base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
-
-
-def _fingerprint_files(pkg_rel: str, pkg_dir: Path) -> list[str]:
-    """The files whose hash tells who wrote the folder last: the Python layer and the native library."""
-    names = ["__init__.py", "_C.py", "utils/layout.py"]
-    names += sorted(p.name for p in pkg_dir.glob("*.so"))
-    return [f"{pkg_rel}/{n}" for n in names if (pkg_dir / n).is_file()]
-
-
-def _owner_score(site: Path, info: _DistInfo, checked: list[str]) -> tuple[int, int]:
-    """(files whose recorded hash matches the disk, files compared)."""
-    hits = compared = 0
-    for rel in checked:
-        recorded = (info.files or {}).get(rel)
-        if recorded is None or not recorded.startswith("sha256="):
-            continue
-        compared += 1
-        hits += int(_sha256(site / rel) == recorded)
-    return hits, compared
-
-
-# ---------------------------------------------------------------------------------------------
-# The native library: binding era and torch requirement
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Native:
-    binding: str
-    imports: _torch_abi.Imports | None
-    library: str | None
-    needed: tuple[str, ...] = ()
-
-
-def _native(pkg_dir: Path, init_text: str) -> _Native:
-    libs = sorted(pkg_dir.glob("*.so"))
-    bundled_lib = any(p.name.startswith("deep_gemm_cpp") for p in libs) or "deep_gemm_cpp" in init_text
-    for lib in libs:
-        syms = _elf.read_dynamic(lib)
-        if syms is None:
-            continue
-        imports = _torch_abi.classify(syms)
-        if any(s.startswith("__tvm_ffi_") for s in syms.defined):
-            binding = "tvm-ffi"
-        elif bundled_lib:
-            binding = "bundled-torch-ops"
-        elif imports.rule == "minimum":
-            binding = "stable-abi"
-        elif any(s.startswith("PyInit_") for s in syms.defined) and "load_library" not in init_text:
-            binding = "pybind"
-        else:
-            binding = "torch-library"
-        return _Native(binding, imports, lib.name, syms.needed)
-    return _Native(_binding_from_text(pkg_dir, init_text), None, None)
-
-
-def _binding_from_text(pkg_dir: Path, text: str) -> str:
-    """Textual probes of the Python layer, for a folder whose native library cannot be read."""
-    if not text:
-        return "unknown"
-    if "import tvm_ffi" in text:
-        return "tvm-ffi"
-    if "deep_gemm_cpp" in text or any(pkg_dir.glob("deep_gemm_cpp*.so")):
-        return "bundled-torch-ops"
-    if "STABLE_TORCH_LIBRARY" in text:
-        return "stable-abi"
-    if "torch.ops.load_library" in text or "TORCH_LIBRARY" in text:
-        return "torch-library"
-    if any(pkg_dir.glob("_C*.so")) or any(pkg_dir.parent.glob("deep_gemm_cpp*.so")):
-        return "pybind"
-    return "unknown"
-
-
-def _expected_torch(dist: str, version: Version) -> SpecifierSet | None:
-    for name, releases, torch_spec, _why in EXPECTED_TORCH:
-        if name == dist and version in SpecifierSet(releases, prereleases=True):
-            return SpecifierSet(torch_spec)
-    return None
-
-
-@dataclass(frozen=True)
-class _TorchNeed:
-    spec: SpecifierSet | None
-    rule: str
-    evidence: str
-    problems: tuple[str, ...] = ()
-
-
-def _torch_need(dist: str | None, version: Version | None, native: _Native) -> _TorchNeed:
-    imports = native.imports
-    table = _expected_torch(dist, version) if dist and version else None
-    if imports is not None and imports.rule == "minimum" and imports.minimum is not None:
-        why = (f"{native.library} imports only torch's stable C shim ({imports.shim_count} aoti_torch_*/torch_* "
-               f"functions, no C++ symbols); the newest needs torch {imports.minimum}")
-        problems: tuple[str, ...] = ()
-        if imports.undated:
-            problems = (f"{native.library} imports stable-ABI functions dgcompat has no date for "
-                        f"({', '.join(imports.undated[:4])}): it may need a torch newer than {imports.minimum}",)
-        return _TorchNeed(SpecifierSet(f">={imports.minimum}"), "minimum", why, problems)
-    if imports is not None and imports.rule == "exact":
-        why = f"{native.library} imports {imports.unstable_count} torch C++ symbols: it needs the torch it was built for"
-        if table is not None:
-            return _TorchNeed(table, "exact", why + f" (torch{table}, from the pairing table)")
-        return _TorchNeed(None, "exact", why, (
-            f"{native.library} was compiled against torch's C++ API, and dgcompat does not know which torch "
-            f"{dist or 'this build'} {version or ''} was built for: a different torch fails to load or mis-reads "
-            f"tensors",))
-    if table is not None:  # no readable library: the table alone
-        return _TorchNeed(table, "exact", "pairing table (native library not read)")
-    return _TorchNeed(None, "unknown", "no native library read")
-
-
-def _installed_torch() -> Version | None:
-    try:
-        return _version(md.version("torch"))
-    except (md.PackageNotFoundError, OSError, UnicodeDecodeError, ValueError):
-        return None
-
-
-def _torch_check(label: str, need: _TorchNeed, torch_v: Version | None) -> tuple[bool | None, list[str]]:
-    if need.spec is None:
-        return None, []
-    if torch_v is None:
-        return False, [f"torch is not installed; {label}'s native library needs torch{need.spec}"]
-    if Version(torch_v.base_version) in need.spec:
-        return True, []
-    if need.rule == "minimum":
-        return False, [f"{label}'s native library uses torch's stable ABI from torch {need.spec} on, but torch "
-                       f"{torch_v} is installed: it will fail to load; upgrade torch"]
-    return False, [f"{label}'s native library was built for torch{need.spec} but torch {torch_v} is installed: it "
-                   f"will fail to load or mis-read tensors; install torch{need.spec} or a build for torch "
-                   f"{torch_v.major}.{torch_v.minor}"]
-
-
-def _kernel_wheel(source: str) -> KernelWheel | None:
-    for name in KERNEL_WHEELS:
-        try:
-            d = md.distribution(name)
-            v = _version(d.metadata["Version"])
-            files = d.files or []
-        except (md.PackageNotFoundError, OSError, UnicodeDecodeError, ValueError):
-            continue
-        if v is None:
-            continue
-        bundles = any(str(f).startswith("deep_gemm/") for f in files)
-        floor = None
-        if source == "sgl-deep-gemm":
-            floor = name == "sglang-kernel" and v >= KERNEL_FLOOR_WITH_SGL_DEEP_GEMM
-        return KernelWheel(name, v, bundles, floor)
-    return None
-
-
-# ---------------------------------------------------------------------------------------------
 # Finding the copies (never executing a package)
 # ---------------------------------------------------------------------------------------------
 
@@ -614,12 +248,48 @@ def _copies(choice: str) -> list[_Copy]:
 
 def backend_choice() -> str:
     """``DGCOMPAT_BACKEND`` normalized (``auto`` when unset; unknown values are returned as given)."""
-    return _env.backend_or_raw()
+    return env.backend_or_raw()
 
 
 # ---------------------------------------------------------------------------------------------
 # Identifying one copy
 # ---------------------------------------------------------------------------------------------
+
+
+_VERSION_ATTR_RE = re.compile(r"^__version__\s*(?::\s*str\s*)?=\s*(?:version\s*=\s*)?['\"]([^'\"]+)['\"]", re.M)
+
+
+def _version_attribute(path: Path) -> str | None:
+    """The literal ``__version__ = '...'`` of a Python file (read as text, never executed)."""
+    text = read_text(path)
+    m = _VERSION_ATTR_RE.search(text or "")
+    return m.group(1) if m else None
+
+
+def _fingerprint_files(pkg_rel: str, pkg_dir: Path) -> list[str]:
+    """The files whose hash tells who wrote the folder last: the Python layer and the native library."""
+    names = ["__init__.py", "_C.py", "utils/layout.py"]
+    names += sorted(p.name for p in pkg_dir.glob("*.so"))
+    return [f"{pkg_rel}/{n}" for n in names if (pkg_dir / n).is_file()]
+
+
+def _kernel_wheel(source: str) -> KernelWheel | None:
+    """The sgl/sglang kernel wheel installed next to deep_gemm (``source``: the copy's), from its metadata."""
+    for name in KERNEL_WHEELS:
+        try:
+            d = md.distribution(name)
+            v = version_or_none(d.metadata["Version"])
+            files = d.files or []
+        except (md.PackageNotFoundError, OSError, UnicodeDecodeError, ValueError):
+            continue
+        if v is None:
+            continue
+        bundles = any(str(f).startswith("deep_gemm/") for f in files)
+        floor = None
+        if source == "sgl-deep-gemm":
+            floor = name == "sglang-kernel" and v >= KERNEL_FLOOR_WITH_SGL_DEEP_GEMM
+        return KernelWheel(name, v, bundles, floor)
+    return None
 
 
 @dataclass
@@ -638,12 +308,12 @@ class _Found:
     problems: list[str] = field(default_factory=list)
 
 
-def _claims(copy: _Copy) -> tuple[list[_DistInfo], list[str]]:
+def _claims(copy: _Copy) -> tuple[list[DistInfo], list[str]]:
     """The dist-info folders of the copy's site that list its ``__init__.py``, and their problems."""
-    claims: list[_DistInfo] = []
+    claims: list[DistInfo] = []
     problems: list[str] = []
     target = f"{copy.pkg_rel}/__init__.py"
-    for info in _infos_in(copy.site):
+    for info in infos_in(copy.site):
         if info.files is not None and target in info.files:
             claims.append(info)
             problems += info.problems
@@ -653,7 +323,7 @@ def _claims(copy: _Copy) -> tuple[list[_DistInfo], list[str]]:
     return claims, problems
 
 
-def _choose_owner(found: _Found, claims: list[_DistInfo]) -> _DistInfo | None:
+def _choose_owner(found: _Found, claims: list[DistInfo]) -> DistInfo | None:
     copy = found.copy
     if not claims:
         return None
@@ -663,13 +333,13 @@ def _choose_owner(found: _Found, claims: list[_DistInfo]) -> _DistInfo | None:
         if info.files is None:
             found.problems.append(f"{info} has no RECORD: the files at {copy.pkg_dir} cannot be verified as its own")
             return info
-        hits, compared = _owner_score(copy.site, info, checked)
+        hits, compared = info.matching_hashes(copy.site, checked)
         if compared and hits < compared:
             found.problems.append(
                 f"the deep_gemm files on disk do not match {info}'s RECORD ({compared - hits} of {compared} checked "
                 f"files differ): something overwrote them; reinstall {info.name}")
         return info
-    scored = sorted(((_owner_score(copy.site, i, checked), i) for i in claims), key=lambda t: t[0][0], reverse=True)
+    scored = sorted(((i.matching_hashes(copy.site, checked), i) for i in claims), key=lambda t: t[0][0], reverse=True)
     names = ", ".join(str(i) for _, i in scored)
     (best_hits, best_cmp), best = scored[0]
     complete = [i for (h, c), i in scored if c and h == c]
@@ -706,7 +376,7 @@ def _lineage_refusal(found: _Found, name: str, needed: tuple[str, ...]) -> str |
     return None
 
 
-def _from_owner(found: _Found, info: _DistInfo, needed: tuple[str, ...]) -> None:
+def _from_owner(found: _Found, info: DistInfo, needed: tuple[str, ...]) -> None:
     name = info.name or "?"
     found.owner = str(info)
     found.version = info.version
@@ -717,7 +387,7 @@ def _from_owner(found: _Found, info: _DistInfo, needed: tuple[str, ...]) -> None
         found.dist, found.source = name, "bundled"
     else:
         found.dist, found.source = UPSTREAM, "upstream"
-        found.version = _version(info.version_text.split("+")[0]) if info.version_text else None
+        found.version = version_or_none(info.version_text.split("+")[0]) if info.version_text else None
         refusal = _lineage_refusal(found, name, needed)
         if refusal is not None:
             found.dist, found.source, found.refusal = name, "unrelated", refusal
@@ -735,7 +405,7 @@ def _from_version_attribute(found: _Found, needed: tuple[str, ...]) -> None:
     copy = found.copy
     rel_init = f"{copy.pkg_rel}/__init__.py"
     attr = _version_attribute(copy.pkg_dir / "__init__.py")
-    version = _version(attr)
+    version = version_or_none(attr)
     if copy.host is None:
         found.problems.append(f"deep_gemm at {copy.pkg_dir} belongs to no installed distribution (a source tree or "
                               f"copied files)")
@@ -760,7 +430,7 @@ def _host_owner(copy: _Copy) -> str | None:
     """``"vllm 0.33.0"``: the engine distribution the vendored copy came with (metadata, else its version file)."""
     assert copy.host is not None
     _value, dist = copy.host
-    for info in _infos_in(copy.site):
+    for info in infos_in(copy.site):
         if info.name == dist:
             return str(info)
     top = copy.pkg_rel.split("/", 1)[0]
@@ -771,7 +441,7 @@ def _host_owner(copy: _Copy) -> str | None:
     return dist
 
 
-def _editable_owner(copy: _Copy) -> _DistInfo | None:
+def _editable_owner(copy: _Copy) -> DistInfo | None:
     """The dist-info on ``sys.path`` that records an editable install (PEP 610 ``direct_url.json`` with
     ``dir_info.editable``) of a project folder holding this copy, or None (``pip install -e`` of a DeepGEMM
     checkout: PEP 660 finder or ``.pth`` path; its RECORD lists the finder, not deep_gemm's files)."""
@@ -785,23 +455,13 @@ def _editable_owner(copy: _Copy) -> _DistInfo | None:
             continue
         seen.add(key)
         for info in infos:
-            text = _read_text(info / "direct_url.json", 1 << 16)
-            try:
-                doc = json.loads(text) if text else None
-            except ValueError:
-                continue
-            if not (isinstance(doc, dict) and isinstance(doc.get("dir_info"), dict) and doc["dir_info"].get("editable")):
-                continue
-            url = urllib.parse.urlsplit(str(doc.get("url") or ""))
-            if url.scheme != "file":
-                continue
-            project = Path(urllib.parse.unquote(url.path)).resolve()
-            if copy.pkg_dir == project or project in copy.pkg_dir.parents:
-                return _read_dist_info(info)
+            project = editable_project(info)
+            if project is not None and (copy.pkg_dir == project or project in copy.pkg_dir.parents):
+                return DistInfo(info)
     return None
 
 
-def _hashed_claim(copy: _Copy, claims: list[_DistInfo]) -> bool:
+def _hashed_claim(copy: _Copy, claims: list[DistInfo]) -> bool:
     target = f"{copy.pkg_rel}/__init__.py"
     return any((info.files or {}).get(target) for info in claims)
 
@@ -816,12 +476,12 @@ def _in_archive(copy: _Copy, torch_v: Version | None) -> Release:
 def _identify(copy: _Copy, torch_v: Version | None) -> Release:
     if copy.finder == "zip":
         return _in_archive(copy, torch_v)
-    found = _Found(copy, _read_text(copy.pkg_dir / "__init__.py") or "")
-    native = _native(copy.pkg_dir, found.init_text)
+    found = _Found(copy, read_text(copy.pkg_dir / "__init__.py") or "")
+    lib = native(copy.pkg_dir, found.init_text)
     claims, claim_problems = _claims(copy)
     editable = _editable_owner(copy) if copy.host is None and not _hashed_claim(copy, claims) else None
     if editable is not None:
-        owner: _DistInfo | None = editable
+        owner: DistInfo | None = editable
         how = ("editable (" + (f"PEP 660 finder {copy.finder}" if copy.finder != "path" else "path entry") +
                f", {editable})")
     else:
@@ -830,16 +490,16 @@ def _identify(copy: _Copy, torch_v: Version | None) -> Release:
         how = "wheel" if owner is not None and owner.files is not None else (
             f"installed ({owner} without RECORD)" if owner is not None else "folder on sys.path")
     if owner is not None:
-        _from_owner(found, owner, native.needed)
+        _from_owner(found, owner, lib.needed)
     elif found.refusal is None:
-        _from_version_attribute(found, native.needed)
+        _from_version_attribute(found, lib.needed)
         if copy.host is not None:
             found.owner = _host_owner(copy)
     if copy.host is not None:
         how = f"vendored in {found.owner or copy.host[1]}"
     _judge_known(found)
-    need = _torch_need(found.dist, found.version, native) if found.refusal is None else _TorchNeed(None, "unknown", "")
-    torch_ok, torch_problems = _torch_check(f"{found.dist} {found.version}", need, torch_v)
+    need = torch_need(found.dist, found.version, lib) if found.refusal is None else TorchNeed(None, "unknown", "")
+    torch_ok, torch_problems = torch_check(f"{found.dist} {found.version}", need, torch_v)
     kw = _kernel_wheel(found.source)
     signatures = tuple(sorted(_pysurface.source_parameters(copy.pkg_dir, SIGNATURE_NAMES).items()))
     surfaces = KNOWN_SURFACES.get((found.dist or "", str(found.version)))
@@ -851,7 +511,7 @@ def _identify(copy: _Copy, torch_v: Version | None) -> Release:
             f"this build's own signatures, its version rows assume a recorded build; `dgcompat doctor` names the "
             f"difference; certify it (`dgcompat conform`) before deploying it")
     return Release(
-        found.dist, found.version, found.source, native.binding, str(copy.pkg_dir), need.spec, torch_v, torch_ok,
+        found.dist, found.version, found.source, lib.binding, str(copy.pkg_dir), need.spec, torch_v, torch_ok,
         kw, found.known, tuple(found.problems + list(need.problems) + torch_problems + _kernel_problems(kw)),
         module=copy.module, owner=found.owner, version_source=found.version_source, torch_rule=need.rule,
         torch_evidence=need.evidence, refusal=found.refusal, signatures=signatures, installed_as=how)
@@ -869,7 +529,7 @@ def _judge_known(found: _Found) -> None:
                 f"releases dgcompat knows (up to {newest}): dgcompat probes the installed functions and uses the newest "
                 f"known behaviour; run `dgcompat conform` before deploying it")
     elif found.source == "bundled":
-        found.known = _expected_torch(found.dist or "", found.version) is not None
+        found.known = expected_torch(found.dist or "", found.version) is not None
         if not found.known:
             found.problems.append(f"{found.dist} {found.version} bundles deep_gemm but is not a bundle dgcompat knows")
     else:
@@ -889,10 +549,10 @@ def _kernel_problems(kw: KernelWheel | None) -> list[str]:
 
 
 def _detect() -> Release:
-    torch_v = _installed_torch()
+    torch_v = installed_torch()
     choice = backend_choice()
     # The reference backend still reports what is installed; unknown values are reported elsewhere.
-    copies = _copies(choice if choice in _env.BACKENDS and choice != "reference" else "auto")
+    copies = _copies(choice if choice in env.BACKENDS and choice != "reference" else "auto")
     if not copies:
         return Release(None, None, "none", "none", None, None, torch_v, None, _kernel_wheel("none"), False, ())
     chosen = _identify(copies[0], torch_v)
@@ -920,3 +580,18 @@ def release() -> Release:
 def reset() -> None:
     """Forget the cached detection (for tests that lay out fake distributions on ``sys.path``)."""
     release.cache_clear()
+
+
+def backend_name() -> str:
+    """``"deep_gemm"``, ``"reference"`` or ``"none"``: the backend the stable functions use in this process, from
+    ``DGCOMPAT_BACKEND`` and what is installed (nothing installed and nothing chosen is ``"none"``).
+
+    A vendored copy (``vllm``, ``tensorrt-llm``) is a deep_gemm backend. Imports nothing (safe before ``fork``).
+    Raises :class:`~dgcompat.errors.ConfigurationError` for an unknown ``DGCOMPAT_BACKEND``.
+    """
+    choice = env.backend()
+    if choice == "reference":
+        return "reference"
+    if choice != "auto":
+        return "deep_gemm"
+    return "deep_gemm" if release().installed else "none"

@@ -7,7 +7,7 @@ The launcher puts this folder first on ``PYTHONPATH`` and sets ``DGCOMPAT_INSTAL
 shadows (a distribution's, an environment's or the user's) runs, exactly once, unchanged; start-up
 hooks of other dgcompat installs on the path are skipped (they would run this hook again).
 
-``DGCOMPAT_INSTALL`` takes the switch spellings of ``dgcompat._env`` (``1``/``true``/``yes``/``on``,
+``DGCOMPAT_INSTALL`` takes the switch spellings of ``dgcompat.env`` (``1``/``true``/``yes``/``on``,
 ``0``/``false``/``no``/``off``); ``0`` in a child's environment turns the install off for that
 child. A value dgcompat does not understand there, or in any ``DGCOMPAT_*`` variable the install
 reads, stops the interpreter with a message and exit status 2 before any engine code runs: an engine
@@ -31,13 +31,13 @@ def _install() -> None:
     if not os.environ.get("DGCOMPAT_INSTALL", "").strip():
         return
     try:
-        from dgcompat import _env
+        from dgcompat import env
         from dgcompat.errors import DgcompatError
     except ImportError as exc:
         _stop(f"DGCOMPAT_INSTALL is set but {sys.executable} cannot import dgcompat: {exc}", 3)
         return
     try:
-        if not _env.install():
+        if not env.install():
             return
         import dgcompat
 
@@ -47,11 +47,14 @@ def _install() -> None:
 
 
 def _is_hook_dir(folder: str) -> bool:
-    # The rule of dgcompat._launch.is_hook_dir (this file must not import dgcompat to apply it).
+    # The rule of dgcompat._install.launch.is_hook_dir (this file must not import dgcompat to apply it): a
+    # _startup folder with sitecustomize.py in dgcompat/_install/ (this layout) or in dgcompat/ (the earlier one).
     head, name = os.path.split(os.path.abspath(folder or os.curdir))
-    return (name == "_startup" and os.path.basename(head) == "dgcompat"
-            and os.path.isfile(os.path.join(folder or os.curdir, "sitecustomize.py"))
-            and os.path.isfile(os.path.join(head, "__init__.py")))
+    if name != "_startup" or not os.path.isfile(os.path.join(folder or os.curdir, "sitecustomize.py")):
+        return False
+    package = os.path.dirname(head) if os.path.basename(head) == "_install" else head
+    return (os.path.basename(package) == "dgcompat" and os.path.isfile(os.path.join(package, "__init__.py"))
+            and (package == head or os.path.isfile(os.path.join(head, "__init__.py"))))
 
 
 def _run_shadowed() -> None:

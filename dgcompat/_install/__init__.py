@@ -8,6 +8,12 @@ defines (its stable surface, mirrored per module: ``deep_gemm`` <- ``dgcompat``,
 resolves to dgcompat's object; every other name, and every other submodule (``legacy``,
 ``mega``, ``utils.dist``, ``testing.bench``, ...), is the real deep_gemm's.
 
+This package is everything that installs dgcompat as deep_gemm: this module (the meta-path finder
+and the facade modules), :mod:`~dgcompat._install.forward` (names outside the stable surface, looked
+up in the real modules), :mod:`~dgcompat._install.resolve` (``dgcompat.resolve``,
+``passthrough_names``, ``reset``), :mod:`~dgcompat._install.launch` (``python -m dgcompat run``) and
+``_startup/sitecustomize.py`` (the start-up hook the launcher puts on ``PYTHONPATH``).
+
 How the real package loads, exactly once and as itself
 -------------------------------------------------------
 A meta-path finder at the front of :data:`sys.meta_path` answers for the facade names only. The
@@ -81,9 +87,10 @@ import types
 from types import ModuleType
 from typing import Any, Iterator, Sequence
 
-from . import _backend, _forward
-from ._backend import REAL, TOP
-from ._surface import NAMES, NOT_DEEP_GEMM
+from .. import _backend, detection
+from .._backend import REAL, TOP
+from .._surface import NAMES, NOT_DEEP_GEMM
+from . import forward
 
 __all__ = ["install_as_deep_gemm", "uninstall_as_deep_gemm", "installed_as_deep_gemm", "as_deep_gemm", "FACADES"]
 
@@ -127,7 +134,7 @@ def install_as_deep_gemm() -> None:
             return
         # Detect now: the finder runs under the import system's global lock, where importing a
         # module or waiting for another thread's import could deadlock, so it only reads caches.
-        _backend.backend_name()
+        detection.backend_name()
         _adopt_imported()
         _state.finder = _Finder()
         REAL.installed = True
@@ -245,7 +252,7 @@ def _resolve(facade: _Facade, name: str) -> Any:
         return value
     if name == "__all__":
         return _public_names(fname)
-    value = _forward.lookup(fname, name)
+    value = forward.lookup(fname, name)
     if callable(value):
         # Functions and classes do not change; plain values (flags a release mutates) are read live.
         facade.__dict__[name] = value
@@ -326,7 +333,7 @@ class _Finder(importlib.abc.MetaPathFinder):
         with _aside():
             real = _real_spec(fullname, path)
             if fullname == TOP:
-                backend = _backend.backend_name()  # cached since the install: no import here
+                backend = detection.backend_name()  # cached since the install: no import here
                 if backend == "reference":
                     real = None  # the reference backend stands in for deep_gemm; nothing real is loaded
                 elif real is None or backend == "none":

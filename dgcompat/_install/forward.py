@@ -17,9 +17,9 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from . import _backend
-from ._backend import TOP
-from .errors import DgcompatError, UnavailableNameError
+from .. import _backend, detection
+from .._backend import TOP
+from ..errors import DgcompatError, UnavailableNameError
 
 __all__ = ["lookup", "real_module"]
 
@@ -38,7 +38,7 @@ def real_module(name: str) -> ModuleType:
         return top
     if top.__name__ != TOP:  # the reference backend (dgcompat.reference) stands in for the top level only
         raise UnavailableNameError(
-            f"{name} does not exist on the {_backend.backend_name()} backend; only dgcompat's stable names are served")
+            f"{name} does not exist on the {detection.backend_name()} backend; only dgcompat's stable names are served")
     try:
         return _backend.real_submodule(name)
     except ImportError as exc:
@@ -58,4 +58,4 @@ def lookup(module: str, name: str) -> Any:
     except AttributeError:
         raise AttributeError(
             f"{name!r} is neither part of dgcompat's stable surface nor present in {module} "
-            f"({_backend.backend_name()} backend)") from None
+            f"({detection.backend_name()} backend)") from None

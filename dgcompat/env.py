@@ -1,5 +1,9 @@
 """The ``DGCOMPAT_*`` environment variables: the one list of them, read and validated in one place.
 
+A public leaf: engines and dgcompat's own packages beside the facade (:mod:`dgcompat.jit_warmup`) read
+a variable the way the runtime does (:func:`backend`, :func:`folder`, ...), check a folder the way a
+folder variable is checked (:func:`folder_problem`), or report them all (:func:`env_report`).
+
 :data:`VARIABLES` lists every ``DGCOMPAT_*`` variable any part of dgcompat reads, each once, with who
 reads it (:attr:`Variable.read_by`): the runtime, the start-up hook of ``python -m dgcompat run``,
 warmup, or only the tools (the ``dgcompat`` command, the GPU runner, the benchmarks; the certification
