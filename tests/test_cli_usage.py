@@ -20,9 +20,9 @@ import pytest
 
 from dgcompat_conformance import cli, conform, doctor, pins
 from dgcompat_conformance.gpu import process_checks, runner, upstream_tests
-from dgcompat_conformance.harness.releases import release_problem
 from dgcompat_conformance.intake import host_asserts as contract
 from dgcompat_conformance.intake import newest
+from dgcompat_conformance.releases import release_problem
 from dgcompat_conformance.surface import cli as surface_cli
 from testsupport import elfmaker
 

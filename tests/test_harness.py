@@ -24,15 +24,15 @@ from dgcompat_conformance.harness.emulation import (
     emulate,
     layout_for,
 )
-from dgcompat_conformance.harness.releases import (
+from dgcompat_conformance.harness.signatures import NO_DEFAULT, OpSig, Param, parse_default, value_matches
+from dgcompat_conformance.harness.xfails import load_xfails, match
+from dgcompat_conformance.releases import (
     SGL_DEEP_GEMM_RELEASES,
     ReleaseSpec,
     all_releases,
     parse_release,
     spec_from_wheel,
 )
-from dgcompat_conformance.harness.signatures import NO_DEFAULT, OpSig, Param, parse_default, value_matches
-from dgcompat_conformance.harness.xfails import load_xfails, match
 from testsupport.wheels import published_wheel
 
 # --------------------------------------------------------------------------- release names
@@ -81,7 +81,7 @@ def _fake_wheel(folder: Path, name: str = "sgl_deep_gemm-9.9.9-py3-none-manylinu
 
 
 def test_wheel_cache_and_workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from dgcompat_conformance.harness import wheels
+    from dgcompat_conformance import wheels
 
     monkeypatch.setenv("DGCOMPAT_CACHE", str(tmp_path / "cache"))
     assert wheels.wheel_dir() == tmp_path / "cache" / "wheels"
@@ -604,8 +604,8 @@ def _real_wheel(version: str) -> Path:
 @pytest.mark.parametrize("version", ["..", "."])
 def test_wheel_file_names_never_leave_the_cache(version: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from dgcompat_conformance import wheels
     from dgcompat_conformance.conform import main
-    from dgcompat_conformance.harness import wheels
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("DGCOMPAT_CACHE", str(cache))
@@ -718,7 +718,7 @@ def test_standins_cuda_home_is_removed_at_exit(tmp_path: Path) -> None:
     import sys
 
     wheel = _real_wheel("0.1.4")
-    from dgcompat_conformance.harness.wheels import prepare_workdir
+    from dgcompat_conformance.wheels import prepare_workdir
 
     work = prepare_workdir(ReleaseSpec("sgl-deep-gemm", "0.1.4"), wheel, root=tmp_path / "work")
     scratch = tmp_path / "tmp"

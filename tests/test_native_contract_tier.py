@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dgcompat_conformance.harness.indexer_rules import rules_from_asserts
-from dgcompat_conformance.harness.releases import parse_release
+from dgcompat_conformance.releases import parse_release
 from testsupport.wheels import published_wheel
 
 _SM100_025 = (

@@ -33,8 +33,8 @@ from ._args import (
     wheel_spec,
 )
 from .harness import certificate
-from .harness.releases import BUNDLED_RELEASES, ReleaseSpec, all_releases
 from .harness.runner import RunOptions, run_installed, run_many
+from .releases import BUNDLED_RELEASES, ReleaseSpec, all_releases
 from .results import results_dir
 
 __all__ = ["main", "build_parser"]

@@ -104,8 +104,9 @@ def surface_report(rel: Any) -> dict[str, Any] | None:
     version: which one it is, or what differs and which capability rows and probes that touches."""
     if not rel.installed or rel.location is None or rel.version is None or rel.installed_as == "zip archive":
         return None
+    from .intake.mapping import rows_touched
     from .surface import SurfaceError, extract
-    from .surface.fingerprint import compare, part_ids, recorded_for, rows_touched
+    from .surface.fingerprint import compare, part_ids, recorded_for
 
     out: dict[str, Any] = {"surface": rel.surface, "note": rel.surface_note}
     try:

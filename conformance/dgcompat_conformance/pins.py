@@ -25,7 +25,7 @@ from ._args import parse, readable_folder, usage_error
 from ._text import UnsafeTextError, cell, comment, one_line, requirement_lines
 from .certificate import COMMITTED, Certificate, CertificateError, load_folder
 from .dists import BUNDLED_RELEASES, DISTRIBUTIONS, SGL_DEEP_GEMM, SGL_DEEP_GEMM_RELEASES, canonical, distribution
-from .harness.releases import release_problem
+from .releases import release_problem
 
 __all__ = ["main", "suggest", "certificates", "pin_lines", "engine_pins", "render_compatibility", "PinRefused",
            "advice"]
@@ -42,7 +42,7 @@ class PinRefused(Exception):
 def advice(release_id: str | None) -> str:
     """A ``dgcompat conform`` command that runs as printed: ``--release <id>`` where the wing can fetch and
     certify that release, else ``dgcompat conform`` (which certifies the build installed where it runs)."""
-    from .harness.releases import KNOWN_DISTS, parse_release
+    from .releases import KNOWN_DISTS, parse_release
 
     if release_id:
         try:
@@ -104,7 +104,7 @@ def _torch_pin(spec: str) -> str:
 
 def _vendored_pin(dist: str, version: Version, certificates_dir: Path | None) -> list[str] | None:
     """An engine wheel that vendors deep_gemm (vLLM): the engine is what gets pinned."""
-    from .harness.releases import VENDORED_FACTS
+    from .releases import VENDORED_FACTS
 
     facts = VENDORED_FACTS.get(f"{dist}-{version}")
     if facts is None:
@@ -257,7 +257,7 @@ def engine_pins(engine: str, version: str, requires: Sequence[str], certificates
     body: list[str] = []
     if row is not None and row.holds == "vendored":
         body = pin_lines(name, Version(version), certificates_dir)[1:]
-        from .harness.releases import VENDORED_FACTS
+        from .releases import VENDORED_FACTS
 
         facts = VENDORED_FACTS.get(f"{name}-{version}")
         need = SpecifierSet(facts.torch_minimum) if facts else None
@@ -352,7 +352,7 @@ def render_compatibility(folder: Path | None = None) -> str:
         label = version if dist == SGL else f"{dist} {version} (bundled)"
         pin = f"`{dist}=={version}`" + (f", `torch{torch_spec}`" if torch_spec else "")
         lines.append(f"| {label} | {torch_spec or '?'} | {_tier_cell(cpu)} | {_tier_cell(gpu)} | {pin} |")
-    from .harness.releases import VENDORED_FACTS, VENDORED_RELEASES
+    from .releases import VENDORED_FACTS, VENDORED_RELEASES
 
     for dist, version in VENDORED_RELEASES:
         vendored_key = f"{dist}-{version}"

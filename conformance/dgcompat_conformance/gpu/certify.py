@@ -172,7 +172,7 @@ def _incompatible_verdict(abi: dict[str, Any], forced: dict[str, Any] | None, en
 
 def _built_for(release_id: str) -> str | None:
     """The torch a vendored copy was built for, from its engine wheel's METADATA (a folder does not say)."""
-    from ..harness.releases import VENDORED_FACTS
+    from ..releases import VENDORED_FACTS
 
     facts = VENDORED_FACTS.get(release_id)
     return None if facts is None else f"{facts.built_for} (the torch the engine wheel pins)"

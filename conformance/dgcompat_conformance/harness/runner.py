@@ -23,9 +23,9 @@ from dgcompat._tooling import hookless_env
 
 from .._paths import with_import_path
 from ..certificate import CertificateError
+from ..releases import ReleaseSpec
+from ..wheels import FetchError, fetch_wheel, prepare_workdir, wheel_record
 from . import certificate
-from .releases import ReleaseSpec
-from .wheels import FetchError, fetch_wheel, prepare_workdir, wheel_record
 
 __all__ = ["RunOptions", "child_env", "run_release", "run_installed", "run_many"]
 
@@ -208,7 +208,7 @@ def run_installed(opts: RunOptions, *, reference: bool = False, force_standins: 
                 fingerprint = _fingerprint(Path(rel.location))
             mode += ["--dist", dist or "", "--version", version or ""]
             if dist and version:
-                from .releases import ReleaseSpec as _Spec
+                from ..releases import ReleaseSpec as _Spec
 
                 release_id = _Spec(dist, version).id
         mode += ["--release-id", release_id]

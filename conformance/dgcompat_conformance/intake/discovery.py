@@ -38,7 +38,8 @@ from ..index import IndexError as IndexUnavailable
 from ..index import IndexFile, PackageIndex, fetch_partial
 from ..results import results_dir
 from ..surface import SurfaceError, extract
-from ..surface.fingerprint import compare, part_ids, recorded, render_differences
+from ..surface.fingerprint import compare, part_ids, recorded
+from .mapping import render_differences
 
 __all__ = ["STATUSES", "Finding", "DistReport", "discover", "exit_status", "render", "to_json"]
 
@@ -111,7 +112,7 @@ def run_cpu_tier_wheel(wheel: Path, *, out_dir: Path, timeout: float) -> tuple[s
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 300)
     except subprocess.TimeoutExpired:
         return f"ERROR: did not finish within {timeout + 300:.0f} s", {}, [], None
-    from ..harness.releases import spec_from_wheel
+    from ..releases import spec_from_wheel
 
     path = out_dir / f"{spec_from_wheel(wheel).id}.json"
     try:
@@ -176,7 +177,7 @@ def _fingerprint_lines(fp: Mapping[str, Any], lineage: tuple[str, str], label: s
     known = KNOWN_SURFACES.get(lineage) or {}
     lines = [f"fingerprint {fp.get('id')} (" + ", ".join(f"{k} {v or '-'}" for k, v in part_ids(fp).items()) + ")"]
     record = [f"add {label}'s fingerprint to dgcompat_conformance/surface/builds.json "
-              f"(python -m dgcompat_conformance.surface.fingerprint --record {label})"]
+              f"(python -m dgcompat_conformance.intake.builds --record {label})"]
     review = False
     if known and pid and pid not in known:
         review = True
@@ -193,8 +194,8 @@ def _fingerprint_lines(fp: Mapping[str, Any], lineage: tuple[str, str], label: s
 
 def _judge_copy(ctx: _Context, row: Distribution, version: Version, wheel: IndexFile) -> Finding:
     """A kernel or engine wheel: its deep_gemm folder and dist-info only."""
-    from ..harness.releases import parse_release
-    from ..harness.wheels import FetchError, fetch_wheel
+    from ..releases import parse_release
+    from ..wheels import FetchError, fetch_wheel
     from .calls import check_calls, diff_surfaces
     from .claims import check_table, release_of
     from .mapping import _drift, _where, map_changes
@@ -271,7 +272,7 @@ def _judge_copy(ctx: _Context, row: Distribution, version: Version, wheel: Index
     if str(version) not in row.certified:
         finding.record.append(f"add '{version}' to the discovery table's certified releases of {row.name} "
                               f"(dgcompat_conformance.dists.DISTRIBUTIONS)"
-                              + (" and its facts (harness.releases.VENDORED_FACTS)" if row.holds == "vendored" else ""))
+                              + (" and its facts (releases.VENDORED_FACTS)" if row.holds == "vendored" else ""))
     finding.status = "needs review" if (where or review or not passed) else "certified"
     return finding
 

@@ -23,7 +23,7 @@ def test_release_is_detected(dg: Any) -> None:
         # The harness put exactly this release on sys.path; dgcompat must name it from its metadata
         # (a vendored upstream copy, which has none, from its own __version__).
         p = s.installed.profile
-        from dgcompat_conformance.harness.releases import VENDORED_PATHS
+        from dgcompat_conformance.releases import VENDORED_PATHS
 
         if p.dist in VENDORED_PATHS:
             assert rel.dist == "deep-gemm" and rel.version_source.endswith("__version__")
