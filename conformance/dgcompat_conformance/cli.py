@@ -7,6 +7,8 @@ import json
 import sys
 from typing import Any, Sequence
 
+from .report import capabilities_page
+
 __all__ = ["main"]
 
 _USAGE = """\
@@ -79,7 +81,7 @@ def _table(argv: list[str]) -> int:
         print(json.dumps([_row_dict(r) for r in ROWS], indent=2, default=str))
         return 0
     if opts.markdown:
-        print(render_document(), end="")
+        print(capabilities_page(), end="")
         return 0
     for row in ROWS:
         rel = row.releases or "all"
@@ -91,44 +93,6 @@ def _row_dict(row: Any) -> dict[str, Any]:
     from dataclasses import asdict
 
     return asdict(row)
-
-
-_DOC_HEADER = """# The capability table
-
-Generated from `dgcompat/table.py` by `dgcompat table --markdown > docs/capabilities.md` (a test checks
-that this file is current). The first row of a capability that matches the installed distribution
-and release answers it; rows of kind *presence* are re-checked by probing the imported deep_gemm
-(the attribute named in the last column). Per-architecture values are keyed by family (`sm90`,
-`sm100`, `sm120`, and `other` for any other or a not yet known architecture); `DGCOMPAT_ARCH`
-overrides the current device. Rows marked *informative* record a difference no adapter reads (the
-intake still checks them against each release's surface). Which stable names hand out the
-upstream function itself is `UPSTREAM_IDENTITY` in the same file.
-
-"""
-
-
-def render_document() -> str:
-    """docs/capabilities.md, whole."""
-    return _DOC_HEADER + render_markdown() + "\n"
-
-
-def render_markdown() -> str:
-    """The capability table as Markdown (docs/capabilities.md is generated from this)."""
-    from dgcompat.table import ROWS
-
-    from ._text import cell
-
-    lines = [
-        "| capability | distribution | releases | value | upstream call | caused by | drop when | kind |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for r in ROWS:
-        kind = r.kind + (f" (`{r.probe}`)" if r.probe else "") + (" informative" if r.informative else "")
-        dist = "bundled (sgl-kernel, sglang-kernel)" if r.dist == "bundled" else r.dist
-        cells = [f"`{r.capability}`", dist, r.releases or "all", f"`{r.value!r}`", r.upstream, r.since,
-                 r.drop_when, kind]
-        lines.append("| " + " | ".join(cell(c, f"{r.capability} cell") for c in cells) + " |")
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from typing import Any
 
-from .output import short
+from .._text import short
 
 __all__ = ["environment_info", "dgcompat_version"]
 

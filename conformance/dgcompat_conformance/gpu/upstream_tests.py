@@ -55,6 +55,7 @@ from .._args import (
     release_version,
     usage_error,
 )
+from ..report import UpstreamRow, upstream_table
 
 __all__ = ["TestFunction", "discover", "run_function", "main", "DEFAULT_FILES", "MODES"]
 
@@ -230,7 +231,7 @@ def install_wheel(release: str, wheel_dirs: Sequence[Path], work: Path) -> Path:
 
 def render(rows: list[tuple[TestFunction, dict[str, Result]]]) -> str:
     """The per-function table (Markdown)."""
-    lines = ["| test function | raw | dgcompat | note |", "|---|---|---|---|"]
+    table = []
     for test, res in rows:
         raw, dg = res.get("raw"), res.get("dgcompat")
         note = ""
@@ -238,10 +239,8 @@ def render(rows: list[tuple[TestFunction, dict[str, Result]]]) -> str:
             note = dg.error
         elif raw is not None and raw.outcome != "pass" and raw.error:
             note = "raw: " + raw.error
-        cells = [f"`{test.id}`", raw.outcome if raw else "-", dg.outcome if dg else "-",
-                 note.replace("|", "\\|").replace("\n", " ")[:240]]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        table.append(UpstreamRow(test.id, raw.outcome if raw else "-", dg.outcome if dg else "-", note))
+    return upstream_table(table)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -32,7 +32,7 @@ from packaging.version import Version
 
 from dgcompat.detection import KNOWN_SURFACES
 
-from ..certificate import CertificateError, load
+from ..certificate import CertificateError, file_name, load
 from ..dists import DISTRIBUTIONS, SGL_DEEP_GEMM, Distribution
 from ..index import IndexError as IndexUnavailable
 from ..index import IndexFile, PackageIndex, fetch_partial
@@ -114,15 +114,15 @@ def run_cpu_tier_wheel(wheel: Path, *, out_dir: Path, timeout: float) -> tuple[s
         return f"ERROR: did not finish within {timeout + 300:.0f} s", {}, [], None
     from ..releases import spec_from_wheel
 
-    path = out_dir / f"{spec_from_wheel(wheel).id}.json"
+    path = out_dir / file_name(spec_from_wheel(wheel).id)
     try:
         cert = load(path)
     except CertificateError as exc:
         tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
         return f"ERROR: {exc} ({tail})", {}, [], None
-    failing = [str(t["id"]) for t in cert.data["tests"] if t["outcome"] in ("failed", "error", "xpassed")]
-    if cert.data.get("harness_error"):
-        failing.insert(0, f"harness: {cert.data['harness_error']}")
+    failing = [str(t["id"]) for t in cert.tests if t["outcome"] in ("failed", "error", "xpassed")]
+    if cert.harness_error:
+        failing.insert(0, f"harness: {cert.harness_error}")
     return cert.verdict, dict(cert.summary), failing, str(path)
 
 

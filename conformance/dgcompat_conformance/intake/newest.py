@@ -17,7 +17,7 @@ from packaging.version import Version
 from dgcompat.detection import KNOWN_SGL_DEEP_GEMM
 
 from .._args import index_url, output_folder, parse, positive_seconds, readable_folder, release_version, usage_error
-from ..certificate import COMMITTED, SUITE_OUTCOMES, CertificateError, file_name, load, load_folder
+from ..certificate import COMMITTED, CertificateError, file_name, load, load_folder
 from ..index import DEFAULT_INDEX, PackageIndex, urllib_transport
 from ..index import IndexError as IndexUnavailable
 from ..results import results_dir
@@ -125,17 +125,16 @@ def run_cpu_tier(version: str, *, out_dir: Path, timeout: float = 900.0) -> CpuT
         return CpuTier(False, False, f"ERROR: the CPU tier did not finish within {timeout + 120:.0f} s")
     except OSError as exc:
         return CpuTier(False, False, f"ERROR: the CPU tier could not start: {exc}")
-    path = out_dir / file_name({"release": version, "summary": dict.fromkeys(SUITE_OUTCOMES, 0)})
+    path = out_dir / file_name(version)
     if not path.is_file():
         return CpuTier(False, False, f"ERROR: no certificate (exit {proc.returncode}): {_tail(proc)}")
     try:
         cert = load(path)
     except CertificateError as exc:
         return CpuTier(False, False, f"ERROR: {exc}")
-    tests = cert.data["tests"]
-    failures = [str(t["id"]) for t in tests if t["outcome"] in ("failed", "error", "xpassed")]
-    if cert.data.get("harness_error"):
-        failures.insert(0, f"harness: {cert.data['harness_error']}")
+    failures = [str(t["id"]) for t in cert.tests if t["outcome"] in ("failed", "error", "xpassed")]
+    if cert.harness_error:
+        failures.insert(0, f"harness: {cert.harness_error}")
     return CpuTier(True, cert.verdict == "PASS" and proc.returncode == 0, cert.verdict, dict(cert.summary),
                    failures, str(path))
 
