@@ -20,8 +20,8 @@ import pytest
 
 from dgcompat_conformance import cli, conform, doctor, pins
 from dgcompat_conformance.gpu import process_checks, runner, upstream_tests
+from dgcompat_conformance.intake import cli as intake_cli
 from dgcompat_conformance.intake import host_asserts as contract
-from dgcompat_conformance.intake import newest
 from dgcompat_conformance.releases import release_problem
 from dgcompat_conformance.surface import cli as surface_cli
 from testsupport import elfmaker
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "conform": conform.main,
     "latest": lambda argv: conform.main(["--latest", *argv]),
-    "intake": newest.main_latest,
+    "intake": intake_cli.main_latest,
     "doctor": doctor.main,
     "pin": pins.main,
     "surface": surface_cli.main,

@@ -23,18 +23,21 @@ import dataclasses
 import json
 import os
 import re
+import subprocess
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._paths import source_commit
+import dgcompat
+from dgcompat._tooling import env_text
+
 from ._text import line_problem
 
 __all__ = [
     "SCHEMA", "SUITE_OUTCOMES", "CASE_OUTCOMES", "PASSING_VERDICTS", "FIELDS", "CertificateError", "Certificate",
-    "summarize", "suite_verdict", "check", "write", "file_name", "load", "load_folder", "committed", "COMMITTED",
+    "summarize", "suite_verdict", "check", "source_commit", "write", "file_name", "load", "load_folder", "committed", "COMMITTED",
 ]
 
 SCHEMA = "dgcompat-conformance-certificate/1"
@@ -401,11 +404,31 @@ def file_name(release: str, *, case_run: bool = False) -> str:
     return f"{'gpu-' if case_run else ''}{safe}.json"
 
 
+def source_commit() -> str:
+    """The dgcompat commit the running code is: ``$DGCOMPAT_SOURCE_COMMIT`` if set, else the git commit of the
+    checkout the runtime was imported from (``+dirty`` when tracked files differ from it), else ``"unknown"``
+    (an installed wheel, a copied tree)."""
+    given = env_text("DGCOMPAT_SOURCE_COMMIT")
+    if given:
+        return given
+    root = Path(dgcompat.__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        return "unknown"
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "diff", "--quiet", "HEAD", "--"], capture_output=True,
+                               timeout=10).returncode != 0
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return f"{head}+dirty" if dirty else head or "unknown"
+
+
 def write(cert: Certificate, out_dir: Path) -> Path:
     """Check ``cert``, then write it to ``<out_dir>/<file_name>`` atomically; the path.
 
     A certificate that does not name the dgcompat commit that made it gets this code's
-    (:func:`dgcompat_conformance._paths.source_commit`), beside ``dgcompat_version``. Raises
+    (:func:`source_commit`), beside ``dgcompat_version``. Raises
     :class:`CertificateError` for an unsound certificate (nothing is written) and :class:`OSError` when
     ``out_dir`` cannot be written.
     """

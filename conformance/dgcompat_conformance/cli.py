@@ -1,13 +1,20 @@
-"""``dgcompat`` / ``python -m dgcompat``: doctor, conform, surface, pin, table, warmup."""
+"""``dgcompat`` / ``python -m dgcompat``: doctor, conform, surface, pin, table, warmup, run.
+
+A command loads only its own modules, inside the branch that runs it (``# noqa: PLC0415 (a command loads only its
+own modules)``): ``dgcompat --help`` answers in 0.1 s (loading every command first takes 0.5 s more), and
+``python -m dgcompat run -- CMD`` execs the engine without loading the certification wing, the intake or warmup
+first.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from dataclasses import asdict
 from typing import Any, Sequence
 
-from .report import capabilities_page
+from dgcompat import __version__
 
 __all__ = ["main"]
 
@@ -32,34 +39,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     command, rest = args[0], args[1:]
     if command == "--version":
-        from dgcompat import __version__
-
         print(__version__)
         return 0
     if command == "doctor":
-        from .doctor import main as doctor_main
+        from .doctor import main as doctor_main  # noqa: PLC0415 (a command loads only its own modules)
 
         return doctor_main(rest)
     if command == "conform":
-        from .conform import main as conform_main
+        from .conform import main as conform_main  # noqa: PLC0415 (a command loads only its own modules)
 
         return conform_main(rest)
     if command == "surface":
-        from .surface.cli import main as surface_main
+        from .surface.cli import main as surface_main  # noqa: PLC0415 (a command loads only its own modules)
 
         return surface_main(rest)
     if command == "pin":
-        from .pins import main as pin_main
+        from .pins import main as pin_main  # noqa: PLC0415 (a command loads only its own modules)
 
         return pin_main(rest)
     if command == "table":
         return _table(rest)
     if command == "warmup":
-        from dgcompat.jit_warmup.cli import main as warmup_main
+        from dgcompat.jit_warmup.cli import main as warmup_main  # noqa: PLC0415 (a command loads only its own modules)
 
         return warmup_main(rest)
     if command == "run":
-        from dgcompat._tooling import run_command as run_main
+        from dgcompat._tooling import run_command as run_main  # noqa: PLC0415 (a command loads only its own modules)
 
         return run_main(rest)
     print(f"dgcompat: unknown command {command!r}\n\n{_USAGE}", end="", file=sys.stderr)
@@ -67,9 +72,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _table(argv: list[str]) -> int:
-    from dgcompat.table import ROWS
+    from dgcompat.table import ROWS  # noqa: PLC0415 (a command loads only its own modules)
 
-    from ._args import parse
+    from ._args import parse  # noqa: PLC0415 (a command loads only its own modules)
+    from .report import capabilities_page  # noqa: PLC0415 (a command loads only its own modules)
 
     parser = argparse.ArgumentParser(prog="dgcompat table")
     parser.add_argument("--markdown", action="store_true", help="render as a Markdown table")
@@ -90,8 +96,6 @@ def _table(argv: list[str]) -> int:
 
 
 def _row_dict(row: Any) -> dict[str, Any]:
-    from dataclasses import asdict
-
     return asdict(row)
 
 

@@ -21,6 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from dgcompat import detection
+
+from . import intake
 from ._args import (
     output_folder,
     parse,
@@ -127,8 +130,6 @@ def main(argv: list[str]) -> int:
     has its own (``--version``, ``--baseline``, ``--out``, ``--json``, ...).
     """
     if "--latest" in argv:
-        from . import intake
-
         return intake.main_latest([a for a in argv if a != "--latest"])
     parser = build_parser()
     args = parse(parser, argv)
@@ -168,8 +169,6 @@ def main(argv: list[str]) -> int:
     else:
         reference = args.reference
         if not reference:
-            from dgcompat import detection
-
             detection.reset()
             if not detection.release().installed:
                 print("dgcompat conform: no deep_gemm is installed; certifying dgcompat's reference backend "

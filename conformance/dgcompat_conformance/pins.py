@@ -12,12 +12,18 @@ The generated page (``--docs``) is :func:`dgcompat_conformance.report.compatibil
 from __future__ import annotations
 
 import argparse
+import email.parser
+import importlib.metadata as md
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any, Sequence
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from dgcompat import detection
 from dgcompat._tooling import expected_torch
 from dgcompat.detection import EXPECTED_TORCH, KERNEL_FLOOR_WITH_SGL_DEEP_GEMM, Release
 
@@ -25,8 +31,11 @@ from ._args import parse, readable_folder, usage_error
 from ._text import UnsafeTextError, comment, one_line, requirement_lines
 from .certificate import COMMITTED, Certificate, CertificateError, load_folder
 from .dists import DISTRIBUTIONS, SGL_DEEP_GEMM, SGL_DEEP_GEMM_RELEASES, canonical, distribution
-from .releases import release_problem
+from .index import IndexError as IndexUnavailable
+from .index import PackageIndex, fetch_partial
+from .releases import KNOWN_DISTS, VENDORED_FACTS, parse_release, release_problem
 from .report import compatibility_page
+from .surface.fingerprint import recorded
 
 __all__ = ["main", "suggest", "certificates", "pin_lines", "engine_pins", "PinRefused", "advice"]
 
@@ -42,7 +51,6 @@ class PinRefused(Exception):
 def advice(release_id: str | None) -> str:
     """A ``dgcompat conform`` command that runs as printed: ``--release <id>`` where the wing can fetch and
     certify that release, else ``dgcompat conform`` (which certifies the build installed where it runs)."""
-    from .releases import KNOWN_DISTS, parse_release
 
     if release_id:
         try:
@@ -79,7 +87,6 @@ def certificates(release: str | None = None, folder: Path | None = None) -> list
 def _build(release: str) -> str:
     """``" (build: surface ..., fingerprint ...)"``: the recorded fingerprint of the release's build, which its
     certificates certify (``dgcompat doctor`` holds the installed build against it); ``""`` when none is recorded."""
-    from .surface.fingerprint import recorded
 
     fp = recorded().get(release)
     if not fp:
@@ -104,7 +111,6 @@ def _torch_pin(spec: str) -> str:
 
 def _vendored_pin(dist: str, version: Version, certificates_dir: Path | None) -> list[str] | None:
     """An engine wheel that vendors deep_gemm (vLLM): the engine is what gets pinned."""
-    from .releases import VENDORED_FACTS
 
     facts = VENDORED_FACTS.get(f"{dist}-{version}")
     if facts is None:
@@ -208,9 +214,6 @@ def _upstream_lines(rel: Release) -> list[str]:
 def _installed_engines(rel: Release) -> list[str]:
     """``sglang==0.5.23`` for an installed engine whose requirements name the installed deep_gemm exactly (the
     deployment's engine), checked: an engine that requires another release is a comment saying so."""
-    import importlib.metadata as md
-
-    from packaging.requirements import InvalidRequirement, Requirement
 
     out: list[str] = []
     for engine in ("sglang",):
@@ -237,8 +240,6 @@ def engine_pins(engine: str, version: str, requires: Sequence[str], certificates
     """The pin set of an engine release from its own requirements (``Requires-Dist``): the engine, the deep_gemm
     it requires (or vendors) with the certificates behind it, the torch and kernel wheel it pins, each checked
     against what the deep_gemm release needs; a conflict is a ``# conflict:`` line."""
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.specifiers import SpecifierSet
 
     name = canonical(engine)
     lines = [f"{name}=={version}"]
@@ -257,7 +258,6 @@ def engine_pins(engine: str, version: str, requires: Sequence[str], certificates
     body: list[str] = []
     if row is not None and row.holds == "vendored":
         body = pin_lines(name, Version(version), certificates_dir)[1:]
-        from .releases import VENDORED_FACTS
 
         facts = VENDORED_FACTS.get(f"{name}-{version}")
         need = SpecifierSet(facts.torch_minimum) if facts else None
@@ -298,10 +298,6 @@ def engine_pins(engine: str, version: str, requires: Sequence[str], certificates
 
 def _engine_requires(name: str, version: str, index: Any) -> list[str]:
     """The ``Requires-Dist`` lines of an engine release, read from its wheel's METADATA alone (range requests)."""
-    import email.parser
-    import zipfile
-
-    from .index import PackageIndex, fetch_partial
 
     ix = index if index is not None else PackageIndex()
     wheel = ix.wheel(name, version)
@@ -351,8 +347,6 @@ def main(argv: Sequence[str] | None = None, *, index: Any = None) -> int:
                 print(one_line(f"{dist:<14} {releases:<28} torch{torch_spec:<10} # {why}", "pin --list row"))
             return 0
         if opts.engine:
-            from .index import IndexError as IndexUnavailable
-
             name, version = opts.engine
             try:
                 requires = _engine_requires(name, version, index)
@@ -370,9 +364,7 @@ def main(argv: Sequence[str] | None = None, *, index: Any = None) -> int:
             version = Version(opts.release)
             print("\n".join(pin_lines(opts.dist, version, opts.certificates)))
             return 0
-        from dgcompat.detection import release
-
-        print("\n".join(suggest(release(), opts.certificates)))
+        print("\n".join(suggest(detection.release(), opts.certificates)))
         return 0
     except PinRefused as exc:
         print("\n".join(requirement_lines(exc.lines)))

@@ -25,6 +25,8 @@ from typing import Any
 
 from . import wheelcache
 from .dists import distribution
+from .index import IndexError as IndexUnavailable
+from .index import PackageIndex, fetch_partial
 from .releases import ReleaseSpec
 from .wheelcache import CacheError, cache_root, sha256_file, wheel_dir
 
@@ -76,9 +78,6 @@ def fetch_wheel(spec: ReleaseSpec, *, directory: Path | None = None, timeout: fl
 
 
 def _fetch_partial(spec: ReleaseSpec, path: str, index: Any) -> Path:
-    from .index import IndexError as IndexUnavailable
-    from .index import PackageIndex, fetch_partial
-
     ix = index if index is not None else PackageIndex()
     try:
         file = ix.wheel(spec.dist, spec.version)

@@ -40,6 +40,8 @@ from .. import certificate
 from .._text import short
 from ..certificate import CASE_OUTCOMES, Certificate
 from ..dists import SGL_DEEP_GEMM
+from ..releases import VENDORED_FACTS
+from ..surface import SurfaceError, extract
 from ..wheelcache import confined
 from . import abi as _abi
 from .cases import CASES
@@ -174,7 +176,6 @@ def _incompatible_verdict(abi: dict[str, Any], forced: dict[str, Any] | None, en
 
 def _built_for(release_id: str) -> str | None:
     """The torch a vendored copy was built for, from its engine wheel's METADATA (a folder does not say)."""
-    from ..releases import VENDORED_FACTS
 
     facts = VENDORED_FACTS.get(release_id)
     return None if facts is None else f"{facts.built_for} (the torch the engine wheel pins)"
@@ -238,7 +239,6 @@ def _install_subject(subject: Subject, run: _Run, site: Path, wheel_dirs: Sequen
 def build_fingerprint(package: Path) -> dict[str, Any] | None:
     """The fingerprint of the deep_gemm package folder ``package`` (python, native, asserts, headers:
     :mod:`dgcompat_conformance.surface.fingerprint`), None when it cannot be read."""
-    from ..surface import SurfaceError, extract
 
     try:
         fp = extract(package, cache=False).get("fingerprint")

@@ -10,6 +10,7 @@ an installed copy is; :func:`release_env` is the environment of every child of o
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata as md
 import json
 import os
 import shutil
@@ -18,6 +19,9 @@ import sys
 import zipfile
 from pathlib import Path
 from typing import Any, Iterable, Protocol, Sequence
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import Version
 
 from dgcompat._tooling import hookless_env
 
@@ -40,7 +44,6 @@ class PipInstall(Protocol):
 def find_wheel(dirs: Sequence[Path], dist: str, version: str) -> Path | None:
     """The wheel of ``dist==version`` in any of ``dirs`` (searched recursively, names read by
     :func:`packaging.utils.parse_wheel_filename`), or None. A damaged one raises :class:`CacheError`."""
-    from packaging.version import Version
 
     wanted = Version(version)
     for d in dirs:
@@ -64,9 +67,6 @@ def find_wheel(dirs: Sequence[Path], dist: str, version: str) -> Path | None:
 
 def tvm_ffi_pin(wheel: Path) -> str | None:
     """The ``apache-tvm-ffi`` version a wheel's metadata pins (``Requires-Dist: apache-tvm-ffi==X``, no extra)."""
-    import importlib.metadata as md
-
-    from packaging.requirements import InvalidRequirement, Requirement
 
     with zipfile.ZipFile(wheel) as zf:
         infos = sorted({n.split("/", 1)[0] for n in zf.namelist() if n.split("/", 1)[0].endswith(".dist-info")})

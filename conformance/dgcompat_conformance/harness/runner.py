@@ -19,11 +19,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from packaging.version import Version
+
+from dgcompat import detection
 from dgcompat._tooling import hookless_env
 
 from .._paths import with_import_path
 from ..certificate import Certificate, CertificateError, write
 from ..releases import ReleaseSpec
+from ..surface import SurfaceError, extract
 from ..wheels import FetchError, fetch_wheel, prepare_workdir, wheel_record
 from . import certificate
 
@@ -124,7 +128,6 @@ def _run_child(release_id: str, cmd: list[str], opts: RunOptions, out_json: Path
 def _fingerprint(source: Path) -> dict[str, Any] | None:
     """The build's fingerprint (:mod:`dgcompat_conformance.surface.fingerprint`) from its wheel or folder, None when
     unreadable (the certificate then records none; the suite's verdict does not depend on it)."""
-    from ..surface import SurfaceError, extract
 
     try:
         fp = extract(source).get("fingerprint")
@@ -176,8 +179,6 @@ def installed_release(rel: Any) -> tuple[str | None, str | None]:
         host, _, rest = str(rel.owner).partition(" ")
         version = rest.split(" ", 1)[0]
         try:
-            from packaging.version import Version
-
             Version(version)
         except ValueError:
             return rel.dist, None if rel.version is None else str(rel.version)
@@ -197,8 +198,6 @@ def run_installed(opts: RunOptions, *, reference: bool = False, force_standins: 
         dist: str | None = "dgcompat-reference"
         fingerprint: dict[str, Any] | None = None
         if not reference:
-            from dgcompat import detection
-
             detection.reset()
             rel = detection.release()
             dist, version = installed_release(rel)
@@ -206,9 +205,7 @@ def run_installed(opts: RunOptions, *, reference: bool = False, force_standins: 
                 fingerprint = _fingerprint(Path(rel.location))
             mode += ["--dist", dist or "", "--version", version or ""]
             if dist and version:
-                from ..releases import ReleaseSpec as _Spec
-
-                release_id = _Spec(dist, version).id
+                release_id = ReleaseSpec(dist, version).id
         mode += ["--release-id", release_id]
         child, err = _run_child(release_id, _child_cmd(opts, out_json, mode), opts, out_json)
     if not reference and dist is None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import zipfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,10 +37,15 @@ from ..certificate import CertificateError, file_name, load
 from ..dists import DISTRIBUTIONS, SGL_DEEP_GEMM, Distribution
 from ..index import IndexError as IndexUnavailable
 from ..index import IndexFile, PackageIndex, fetch_partial
+from ..releases import parse_release, spec_from_wheel
 from ..results import results_dir
 from ..surface import SurfaceError, extract
 from ..surface.fingerprint import compare, part_ids, recorded
-from .mapping import render_differences
+from ..wheels import FetchError, fetch_wheel
+from . import newest
+from .calls import check_calls, diff_surfaces
+from .claims import check_table, release_of
+from .mapping import _drift, _where, map_changes, render_differences
 
 __all__ = ["STATUSES", "Finding", "DistReport", "discover", "exit_status", "render", "to_json"]
 
@@ -112,7 +118,6 @@ def run_cpu_tier_wheel(wheel: Path, *, out_dir: Path, timeout: float) -> tuple[s
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 300)
     except subprocess.TimeoutExpired:
         return f"ERROR: did not finish within {timeout + 300:.0f} s", {}, [], None
-    from ..releases import spec_from_wheel
 
     path = out_dir / file_name(spec_from_wheel(wheel).id)
     try:
@@ -143,13 +148,11 @@ def _release_id(dist: str, version: str) -> str:
 
 
 def _judge_sgl(ctx: _Context, version: Version) -> Finding:
-    from .newest import IntakeError, latest
-
     try:
-        verdict = latest(version=str(version), index_url=ctx.index.url, cpu_tier=ctx.cpu_tier, out_dir=ctx.out_dir,
+        verdict = newest.latest(version=str(version), index_url=ctx.index.url, cpu_tier=ctx.cpu_tier, out_dir=ctx.out_dir,
                          certificates=ctx.certificates, arch=ctx.arch, timeout=ctx.timeout, echo=ctx.say,
                          why="new on the package index")
-    except (IntakeError, SurfaceError, OSError, ValueError) as exc:
+    except (newest.IntakeError, SurfaceError, OSError, ValueError) as exc:
         return Finding(SGL_DEEP_GEMM, str(version), "not readable", [f"cannot judge it: {exc}"])
     tier = verdict.cpu_tier
     passed = tier is not None and tier.passed
@@ -194,11 +197,6 @@ def _fingerprint_lines(fp: Mapping[str, Any], lineage: tuple[str, str], label: s
 
 def _judge_copy(ctx: _Context, row: Distribution, version: Version, wheel: IndexFile) -> Finding:
     """A kernel or engine wheel: its deep_gemm folder and dist-info only."""
-    from ..releases import parse_release
-    from ..wheels import FetchError, fetch_wheel
-    from .calls import check_calls, diff_surfaces
-    from .claims import check_table, release_of
-    from .mapping import _drift, _where, map_changes
 
     label = _release_id(row.name, str(version))
     finding = Finding(row.name, str(version), "needs review")
@@ -278,8 +276,6 @@ def _judge_copy(ctx: _Context, row: Distribution, version: Version, wheel: Index
 
 
 def _holds_package(partial: Path, path: str) -> bool:
-    import zipfile
-
     with zipfile.ZipFile(partial) as zf:
         return f"{path}__init__.py" in zf.namelist()
 

@@ -28,7 +28,8 @@ from typing import Any, Sequence
 
 from packaging.version import Version
 
-from dgcompat.detection import UPSTREAM_NAMES, Release
+from dgcompat._tooling import effective_release
+from dgcompat.detection import KERNEL_WHEELS, UPSTREAM_NAMES, Release
 from dgcompat.table import Capabilities, compute, lookup
 
 from .._args import parse, release_source, typed, usage_error
@@ -141,7 +142,6 @@ def release_for(text: str) -> Release:
     A ValueError names what was expected: an unknown distribution, or a release the wing does not
     know (:func:`~dgcompat_conformance.releases.release_problem`), is never read as another one.
     """
-    from dgcompat.detection import KERNEL_WHEELS
 
     spec = parse_release(text, dists=RELEASE_DISTS)
     problem = release_problem(spec.dist, spec.version)
@@ -170,8 +170,6 @@ def _classify(kind: str, text: str, before: dict[str, Capabilities], after: dict
             continue
         changed = [a for a in ARCHES if getattr(before[a], capability) != getattr(after[a], capability)]
         if changed:
-            from dgcompat._tooling import effective_release
-
             dist, version = effective_release(rel_after, "deep_gemm")
             row = lookup(capability, dist, version)
             shown = ", ".join(f"{a}: {getattr(before[a], capability)!r} -> {getattr(after[a], capability)!r}"
