@@ -20,6 +20,7 @@ import dgcompat
 from dgcompat import _pysurface, detection
 from dgcompat._tooling import all_calls
 from dgcompat_conformance import doctor, pins
+from dgcompat_conformance.intake import builds as intake_builds
 from dgcompat_conformance.intake import mapping
 from dgcompat_conformance.surface import extract, fingerprint
 from dgcompat_conformance.surface.python import read_python_surface
@@ -99,7 +100,8 @@ def test_signature_names_cover_every_call_dgcompat_makes() -> None:
     assert called <= set(detection.SIGNATURE_NAMES), called - set(detection.SIGNATURE_NAMES)
 
 
-def test_recorded_builds_agree_with_the_runtime_table() -> None:
+def test_recorded_builds_agree_with_the_runtime_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert intake_builds.main(["--check"]) == 0, capsys.readouterr().out  # the command says so too
     want = fingerprint.known_surfaces_table(fingerprint.recorded())
     assert {k: set(v) for k, v in want.items()} == {k: set(v) for k, v in detection.KNOWN_SURFACES.items()}
     builds = fingerprint.recorded()

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from dgcompat.detection import KNOWN_SURFACES
 
-from .._args import parse
+from .._args import parse, release_spec
 from ..dists import DISTRIBUTIONS, SGL_DEEP_GEMM
 from ..releases import parse_release
 from ..surface import extract
@@ -54,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m dgcompat_conformance.intake.builds [--record | --check] [RELEASE ...]``; the exit status."""
     p = argparse.ArgumentParser(prog="python -m dgcompat_conformance.intake.builds", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("releases", nargs="*", help="release ids (0.1.4, sglang-kernel-0.4.2, vllm-0.34.0)")
+    p.add_argument("releases", nargs="*", type=release_spec,
+                   help="release ids (0.1.4, sglang-kernel-0.4.2, vllm-0.34.0; default: every certified build)")
     p.add_argument("--record", action="store_true", help="write them into builds.json")
     p.add_argument("--check", action="store_true", help="compare builds.json with dgcompat.detection.KNOWN_SURFACES")
     ns = parse(p, sys.argv[1:] if argv is None else argv)
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         for k, v in bad.items():
             print(f"{k}: builds.json {sorted(v)} vs KNOWN_SURFACES {sorted(have.get(k) or [])}")
         return 1 if bad else 0
-    ids = ns.releases or _release_ids()
+    ids = [spec.id for spec in ns.releases] or _release_ids()
     if ns.record:
         builds = record(ids)
         for key, ids_ in known_surfaces_table(builds).items():
