@@ -78,8 +78,8 @@ def prepare(family: str) -> list[str] | str:
     """The harness child's mode arguments for ``family``, or why it cannot run here (no cached wheel)."""
     if family == "reference":
         return ["--reference"]
-    from dgcompat_conformance.harness.releases import parse_release
-    from dgcompat_conformance.harness.wheels import find_cached_wheel, prepare_workdir
+    from dgcompat_conformance.releases import parse_release
+    from dgcompat_conformance.wheels import find_cached_wheel, prepare_workdir
 
     spec = parse_release(family)
     wheel = find_cached_wheel(spec)

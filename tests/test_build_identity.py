@@ -20,6 +20,8 @@ import dgcompat
 from dgcompat import _pysurface, detection
 from dgcompat._tooling import all_calls
 from dgcompat_conformance import doctor, pins
+from dgcompat_conformance.intake import builds as intake_builds
+from dgcompat_conformance.intake import mapping
 from dgcompat_conformance.surface import extract, fingerprint
 from dgcompat_conformance.surface.python import read_python_surface
 from testsupport import fakes
@@ -98,7 +100,8 @@ def test_signature_names_cover_every_call_dgcompat_makes() -> None:
     assert called <= set(detection.SIGNATURE_NAMES), called - set(detection.SIGNATURE_NAMES)
 
 
-def test_recorded_builds_agree_with_the_runtime_table() -> None:
+def test_recorded_builds_agree_with_the_runtime_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert intake_builds.main(["--check"]) == 0, capsys.readouterr().out  # the command says so too
     want = fingerprint.known_surfaces_table(fingerprint.recorded())
     assert {k: set(v) for k, v in want.items()} == {k: set(v) for k, v in detection.KNOWN_SURFACES.items()}
     builds = fingerprint.recorded()
@@ -110,11 +113,11 @@ def test_recorded_builds_agree_with_the_runtime_table() -> None:
 def test_the_fingerprint_names_the_logits_dtype_insertion() -> None:
     builds = fingerprint.recorded()
     diffs = fingerprint.compare(builds["vllm-0.34.0"], builds["vllm-0.33.0"])
-    text = "\n".join(fingerprint.render_differences(diffs))
+    text = "\n".join(mapping.render_differences(diffs))
     assert "fp8_fp4_mqa_logits: logits_dtype inserted at #6" in text
     assert "fp8_fp4_paged_mqa_logits: logits_dtype inserted at #7" in text
     assert "new native ops: bf16_mega_moe_trtllm, fp4_fp4_mega_moe_trtllm" in text
-    probes, rows = fingerprint.rows_touched(diffs)
+    probes, rows = mapping.rows_touched(diffs)
     assert {"mqa_logits_dtype", "paged_logits_dtype", "indexer_weights"} <= set(probes)
     # Parts one side did not read are not compared.
     unread = dict(builds["vllm-0.34.0"], headers={"id": "", "count": 0})

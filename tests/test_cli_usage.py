@@ -20,9 +20,10 @@ import pytest
 
 from dgcompat_conformance import cli, conform, doctor, pins
 from dgcompat_conformance.gpu import process_checks, runner, upstream_tests
-from dgcompat_conformance.harness.releases import release_problem
+from dgcompat_conformance.intake import builds as intake_builds
+from dgcompat_conformance.intake import cli as intake_cli
 from dgcompat_conformance.intake import host_asserts as contract
-from dgcompat_conformance.intake import newest
+from dgcompat_conformance.releases import release_problem
 from dgcompat_conformance.surface import cli as surface_cli
 from testsupport import elfmaker
 
@@ -31,7 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "conform": conform.main,
     "latest": lambda argv: conform.main(["--latest", *argv]),
-    "intake": newest.main_latest,
+    "intake": intake_cli.main_latest,
+    "builds": intake_builds.main,
     "doctor": doctor.main,
     "pin": pins.main,
     "surface": surface_cli.main,
@@ -70,6 +72,8 @@ CASES: list[tuple[str, list[str], str, str]] = [
     ("intake", ["--version", "0.2.5", "--index-url", "notaurl", "--out", "OUT"], "--index-url", "'notaurl'"),
     ("intake", ["--version", "0.2.5", "--certificates", "LOCKED", "--out", "OUT"], "--certificates", "LOCKED"),
     ("intake", ["--version", "0.2.5", "--timeout", "inf", "--out", "OUT"], "--timeout", "'inf'"),
+    ("builds", ["0.1.44"], "releases", "'0.1.44'"),
+    ("builds", ["--check", "sgl-kernal==0.3.21"], "releases", "'sgl-kernal'"),
     ("doctor", ["--jsn"], "--jsn", "--jsn"),
     ("doctor", ["extra"], "extra", "extra"),
     ("pin", ["--release", "0.1.44"], "--release", "'0.1.44'"),

@@ -38,8 +38,8 @@ def test_vllm_0_34_is_certified_on_the_cpu_tier(tmp_path: Path) -> None:
 
     The ~240 MB engine wheel is not downloaded by the test: it is looked for where the wheel cache keeps engine
     wheels (``$DGCOMPAT_CACHE/vllm``)."""
-    from dgcompat_conformance.harness.releases import parse_release
-    from dgcompat_conformance.harness.wheels import find_cached_wheel
+    from dgcompat_conformance.releases import parse_release
+    from dgcompat_conformance.wheels import find_cached_wheel
 
     if find_cached_wheel(parse_release("vllm-0.34.0")) is None:
         pytest.skip("the vllm 0.34.0 wheel is not in the wheel cache's engine folder ($DGCOMPAT_CACHE/vllm)")

@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from dgcompat_conformance import dists, index
-from dgcompat_conformance.intake import discovery, newest
+from dgcompat_conformance.intake import cli as intake_cli
+from dgcompat_conformance.intake import discovery
 from dgcompat_conformance.surface import extract
 from testsupport import fakes
 
@@ -310,14 +311,14 @@ def test_the_command(engine: dict[str, Any], tmp_path: Path, capsys: pytest.Capt
     engine["host"].publish("vllm", "0.35.0", _copy(fakes.UP_281, padding=1 << 20))
     argv = ["conform", "--latest", "--dist", "vllm", "--no-cpu-tier", "--out", str(tmp_path)]
     ix = index.PackageIndex(PYPI, engine["host"])
-    assert newest.main_latest(argv, index=ix) == 1
+    assert intake_cli.main_latest(argv, index=ix) == 1
     out = capsys.readouterr().out
     assert "vllm 0.35.0: needs review" in out and "verdict: a new release needs review (exit 1)" in out
-    assert newest.main_latest([*argv, "--json"], index=ix) == 1
+    assert intake_cli.main_latest([*argv, "--json"], index=ix) == 1
     doc = json.loads(capsys.readouterr().out)
     assert doc["exit_status"] == 1 and doc["distributions"][0]["findings"][0]["version"] == "0.35.0"
     # --since re-judges what the table records: 0.34.0 is new again.
-    assert newest.main_latest([*argv, "--since", "vllm=0.33.0"], index=ix) == 1
+    assert intake_cli.main_latest([*argv, "--since", "vllm=0.33.0"], index=ix) == 1
     assert "vllm 0.34.0:" in capsys.readouterr().out
 
 
@@ -330,7 +331,7 @@ def test_the_command(engine: dict[str, Any], tmp_path: Path, capsys: pytest.Capt
 def test_usage_errors(argv: list[str], where: str, capsys: pytest.CaptureFixture[str]) -> None:
     host = Host()
     host.down = True
-    assert newest.main_latest(argv, index=index.PackageIndex(PYPI, host)) == 2
+    assert intake_cli.main_latest(argv, index=index.PackageIndex(PYPI, host)) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) >= 1 and where in err[-1]
     assert host.requests == []  # refused before anything was asked

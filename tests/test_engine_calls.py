@@ -59,8 +59,8 @@ def _check(result: dict[str, Any], *, overlap_not_emulated: bool = False) -> Non
 
 
 def _workdir(release: str) -> list[str]:
-    from dgcompat_conformance.harness.releases import parse_release
-    from dgcompat_conformance.harness.wheels import prepare_workdir
+    from dgcompat_conformance.releases import parse_release
+    from dgcompat_conformance.wheels import prepare_workdir
 
     spec = parse_release(release)
     work = prepare_workdir(spec, published_wheel(release))

@@ -160,10 +160,10 @@ def test_tvm_ffi_wheel_follows_each_release_pin(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr(runner, "install_release",
                         lambda w, extra, target, python="": seen.__setitem__(w.name, [p.name for p in extra]))
     for version, want in (("0.1.4", [tvm11.name]), ("0.1.3", [tvm9.name]), ("0.0.9", [])):
-        cert: dict[str, Any] = {}
-        runner._install_wheel(runner.Subject("wheel", version), cert, tmp_path / "s", [a, b], "")
+        record: dict[str, Any] = {}
+        runner._install_wheel(runner.Subject("wheel", version), record, tmp_path / "s", [a, b], "")
         assert seen[f"sgl_deep_gemm-{version}-py3-none-any.whl"] == want
-        assert cert["wheel"]["apache_tvm_ffi"] == (want and want[0].split("-")[1] or None)
+        assert record["apache_tvm_ffi"] == (want and want[0].split("-")[1] or None)
     lone = tmp_path / "c"
     wheel(lone, "sgl_deep_gemm", "0.1.3", "apache-tvm-ffi==0.1.9")
     with pytest.raises(RuntimeError, match="needs apache-tvm-ffi==0.1.9"):

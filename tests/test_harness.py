@@ -8,13 +8,17 @@ from __future__ import annotations
 import json
 import os
 import textwrap
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
-from dgcompat_conformance.harness import certificate
+from dgcompat_conformance import certificate, report
+from dgcompat_conformance.certificate import Certificate
+from dgcompat_conformance.harness.certificate import build
 from dgcompat_conformance.harness.emulation import (
     LAYOUTS,
     NativeState,
@@ -24,15 +28,15 @@ from dgcompat_conformance.harness.emulation import (
     emulate,
     layout_for,
 )
-from dgcompat_conformance.harness.releases import (
+from dgcompat_conformance.harness.signatures import NO_DEFAULT, OpSig, Param, parse_default, value_matches
+from dgcompat_conformance.harness.xfails import load_xfails, match
+from dgcompat_conformance.releases import (
     SGL_DEEP_GEMM_RELEASES,
     ReleaseSpec,
     all_releases,
     parse_release,
     spec_from_wheel,
 )
-from dgcompat_conformance.harness.signatures import NO_DEFAULT, OpSig, Param, parse_default, value_matches
-from dgcompat_conformance.harness.xfails import load_xfails, match
 from testsupport.wheels import published_wheel
 
 # --------------------------------------------------------------------------- release names
@@ -81,7 +85,7 @@ def _fake_wheel(folder: Path, name: str = "sgl_deep_gemm-9.9.9-py3-none-manylinu
 
 
 def test_wheel_cache_and_workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from dgcompat_conformance.harness import wheels
+    from dgcompat_conformance import wheels
 
     monkeypatch.setenv("DGCOMPAT_CACHE", str(tmp_path / "cache"))
     assert wheels.wheel_dir() == tmp_path / "cache" / "wheels"
@@ -336,7 +340,7 @@ def test_xfail_files(tmp_path: Path) -> None:
     assert load_xfails("9.9.9", tmp_path) == []
 
 
-def _cert(outcomes: list[str], **extra: Any) -> dict[str, Any]:
+def _cert(outcomes: list[str], **extra: Any) -> Certificate:
     child = {
         "tier": "cpu-tier",
         "environment": {"torch": "2.13", "python": "3.11", "platform": "linux", "device": "cpu-tier", "arch": "sm90",
@@ -345,29 +349,29 @@ def _cert(outcomes: list[str], **extra: Any) -> dict[str, Any]:
         "tests": [{"id": f"t{i}", "outcome": o, "duration": 0.1, "message": ""} for i, o in enumerate(outcomes)],
         **extra,
     }
-    return certificate.build(child, release="0.1.4", distribution="sgl-deep-gemm")
+    return build(child, release="0.1.4", distribution="sgl-deep-gemm")
 
 
 def test_certificate_summary_equals_counts() -> None:
     cert = _cert(["passed", "passed", "failed", "xfailed", "skipped", "error"])
-    assert cert["summary"] == {"passed": 2, "failed": 1, "skipped": 1, "xfailed": 1, "xpassed": 0, "error": 1}
+    assert cert.summary == {"passed": 2, "failed": 1, "skipped": 1, "xfailed": 1, "xpassed": 0, "error": 1}
     assert certificate.check(cert) == []
-    assert cert["verdict"] == "FAIL"
-    assert cert["device"] == "cpu-tier" and cert["tier"] == "cpu-tier" and cert["binding"] == "tvm-ffi"
-    tampered = dict(cert, summary=dict(cert["summary"], passed=5))
+    assert cert.verdict == "FAIL"
+    assert cert.device == "cpu-tier" and cert.tier == "cpu-tier" and cert.binding == "tvm-ffi"
+    tampered = dict(cert.to_json(), summary=dict(cert.summary, passed=5))
     assert any("does not equal" in p for p in certificate.check(tampered))
-    json.dumps(cert)  # serializable as is
+    json.dumps(cert.to_json())  # serializable as is
 
 
 def test_certificate_verdicts_and_table() -> None:
     ok = _cert(["passed", "xfailed", "skipped"])
-    assert ok["verdict"] == "PASS"
-    assert _cert([])["verdict"] == "ERROR"
-    assert _cert(["passed"], harness_error="child timed out")["verdict"] == "ERROR"
-    assert _cert(["xpassed"])["verdict"] == "FAIL"
-    table = certificate.render_table([ok])
+    assert ok.verdict == "PASS"
+    assert _cert([]).verdict == "ERROR"
+    assert _cert(["passed"], harness_error="child timed out").verdict == "ERROR"
+    assert _cert(["xpassed"]).verdict == "FAIL"
+    table = report.conform_table([ok])
     assert "0.1.4" in table and "PASS" in table and "xfailed" in table
-    assert "0.1.4" in certificate.progress_line(1, 21, ok)
+    assert "0.1.4" in report.progress_line(1, 21, ok)
 
 
 def test_cli_usage(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -479,22 +483,23 @@ def test_wrong_adapter_fails_exactly_where_it_is_wrong(tmp_path: Path) -> None:
         extra_env={"PYTHONPATH": str(tmp_path)},
         timeout=600,
     )
-    certs = {c["release"]: c for c in run_many(specs, opts, jobs=2)}
+    certs = {c.release: c for c in run_many(specs, opts, jobs=2)}
     assert set(certs) == {s.id for s in specs}
 
-    def failed(cert: dict[str, Any], name: str) -> bool:
-        picked = [t for t in cert["tests"] if f"::{name}" in t["id"]]
-        assert picked, f"{name} did not run on {cert['release']}: {cert.get('harness_error')}"
+    def failed(cert: Certificate, name: str) -> bool:
+        picked = [t for t in cert.tests if f"::{name}" in t["id"]]
+        assert picked, f"{name} did not run on {cert.release}: {cert.harness_error}"
         return any(t["outcome"] in ("failed", "error") for t in picked)
 
-    def next_n_one(cert: dict[str, Any]) -> list[dict[str, Any]]:
+    def next_n_one(cert: Certificate) -> list[Mapping[str, Any]]:
         # With next_n = 1 every form reduces to one length per sequence, which the wrong adapter passes 1-D.
-        return [t for t in cert["tests"] if "::test_paged_forms[" in t["id"] and t["id"].endswith("-1]")]
+        return [t for t in cert.tests if "::test_paged_forms[" in t["id"] and t["id"].endswith("-1]")]
 
     for rid, cert in certs.items():
         assert certificate.check(json.loads((tmp_path / "out" / f"{rid}.json").read_text())) == []
-        assert cert["standins"]["mapped_native_libraries"] == [], "a native library was loaded"
-        assert cert["standins"]["native_loaded"] is True
+        assert cert.standins is not None
+        assert cert.standins["mapped_native_libraries"] == [], "a native library was loaded"
+        assert cert.standins["native_loaded"] is True
         sgl = not rid.startswith(("sgl-kernel", "sglang-kernel"))
         # keyword m_indices: a TypeError on every sgl-deep-gemm release (the argument is grouped_layout),
         # fine on the bundled copies (docs/sources/gpu-observed.md, docs/sources/upstream-history.md §1.2).
@@ -504,7 +509,7 @@ def test_wrong_adapter_fails_exactly_where_it_is_wrong(tmp_path: Path) -> None:
         assert outcomes == ({"failed"} if sgl else {"passed"}), (rid, outcomes)
         # A hang swallowed by an adapter still fails the test and is counted.
         assert failed(cert, "test_probe_swallowed_hang"), rid
-        assert cert["standins"]["hangs"] == ["fp8_fp4_paged_mqa_logits" if rid == "0.2.5" else "fp8_paged_mqa_logits"]
+        assert cert.standins["hangs"] == ["fp8_fp4_paged_mqa_logits" if rid == "0.2.5" else "fp8_paged_mqa_logits"]
 
 
 @pytest.mark.wheels
@@ -522,9 +527,9 @@ def test_correct_adapter_passes_the_same_selection(tmp_path: Path) -> None:
         timeout=600,
     )
     for cert in run_many(_wheel_specs(), opts, jobs=2):
-        assert cert["verdict"] == "PASS", (cert["release"], cert.get("harness_error"),
-                                           [t for t in cert["tests"] if t["outcome"] != "passed"][:3])
-        assert cert["summary"]["passed"] > 20
+        assert cert.verdict == "PASS", (cert.release, cert.harness_error,
+                                        [t for t in cert.tests if t["outcome"] != "passed"][:3])
+        assert cert.summary["passed"] > 20
 
 
 _XFAIL_PROBE = '''
@@ -567,10 +572,10 @@ def test_xfail_files_are_strict_and_stale_entries_reported(tmp_path: Path) -> No
         "dgcompat_conformance/suite/test_gone.py::test_gone\n"
     )
     cert = run_release(spec, RunOptions(out_dir=cert_dir, tests=[probe], xfails=xfails, timeout=300))
-    outcome = {t["id"].rsplit("::", 1)[1]: t["outcome"] for t in cert["tests"]}
+    outcome = {t["id"].rsplit("::", 1)[1]: t["outcome"] for t in cert.tests}
     assert outcome == {"test_passes": "failed", "test_fails_as_listed": "xfailed", "test_fails_unlisted": "failed"}
-    assert [e["nodeid"] for e in cert["stale_xfails"]] == ["dgcompat_conformance/suite/test_gone.py::test_gone"]
-    assert cert["summary"]["xfailed"] == 1 and cert["verdict"] == "FAIL"
+    assert [e["nodeid"] for e in cert.stale_xfails or ()] == ["dgcompat_conformance/suite/test_gone.py::test_gone"]
+    assert cert.summary["xfailed"] == 1 and cert.verdict == "FAIL"
     assert certificate.check(cert) == []
 
 
@@ -604,8 +609,8 @@ def _real_wheel(version: str) -> Path:
 @pytest.mark.parametrize("version", ["..", "."])
 def test_wheel_file_names_never_leave_the_cache(version: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from dgcompat_conformance import wheels
     from dgcompat_conformance.conform import main
-    from dgcompat_conformance.harness import wheels
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("DGCOMPAT_CACHE", str(cache))
@@ -703,8 +708,8 @@ def test_a_truncated_wheel_does_not_stop_the_run(tmp_path: Path, monkeypatch: py
                       extra_env={"TMPDIR": str(scratch)})
     certs = run_many([parse_release("0.1.3"), parse_release("0.1.4")], opts, jobs=1)
     assert fetched == ["0.1.3"]
-    assert [(c["release"], c["verdict"]) for c in certs] == [("0.1.3", "PASS"), ("0.1.4", "PASS")], \
-        [c.get("harness_error") for c in certs]
+    assert [(c.release, c.verdict) for c in certs] == [("0.1.3", "PASS"), ("0.1.4", "PASS")], \
+        [c.harness_error for c in certs]
     assert sorted(p.name for p in (tmp_path / "out").glob("*.json")) == ["0.1.3.json", "0.1.4.json"]
     assert wheelcache.verify(truncated) is None
     # Every CPU-tier child removes its empty CUDA_HOME folder.
@@ -718,7 +723,7 @@ def test_standins_cuda_home_is_removed_at_exit(tmp_path: Path) -> None:
     import sys
 
     wheel = _real_wheel("0.1.4")
-    from dgcompat_conformance.harness.wheels import prepare_workdir
+    from dgcompat_conformance.wheels import prepare_workdir
 
     work = prepare_workdir(ReleaseSpec("sgl-deep-gemm", "0.1.4"), wheel, root=tmp_path / "work")
     scratch = tmp_path / "tmp"
@@ -824,23 +829,22 @@ def test_committed_certificates_of_both_tiers_are_sound() -> None:
 
 
 def test_gpu_certificates_are_checked_like_cpu_ones(tmp_path: Path) -> None:
-    from dgcompat_conformance import certificate
     from dgcompat_conformance.certificate import COMMITTED, CertificateError
     from dgcompat_conformance.gpu.certify import write_certificate
-    from dgcompat_conformance.gpu.table import load_certificates
+    from dgcompat_conformance.report import gpu_certificates
 
     doc = json.loads((COMMITTED / "gpu-0.1.4.json").read_text())
     assert certificate.check(doc) == []
-    assert write_certificate(doc, tmp_path).name == "gpu-0.1.4.json"
-    assert [c["release"] for c in load_certificates(tmp_path)] == ["0.1.4"]
+    assert write_certificate(Certificate.from_json(doc), tmp_path).name == "gpu-0.1.4.json"
+    assert [c.release for c in gpu_certificates(tmp_path)] == ["0.1.4"]
     tampered = dict(doc, summary=dict(doc["summary"], passed=99))
     assert any("does not equal" in p for p in certificate.check(tampered))
     with pytest.raises(CertificateError, match="unsound"):
-        write_certificate(tampered, tmp_path / "other")
+        write_certificate(replace(Certificate.from_json(doc), summary=tampered["summary"]), tmp_path / "other")
     assert not (tmp_path / "other").exists()
     (tmp_path / "gpu-0.1.5.json").write_text(json.dumps(dict(doc, release="0.1.5", tests=doc["tests"][:-1])))
     with pytest.raises(CertificateError, match="gpu-0.1.5.json"):
-        load_certificates(tmp_path)
+        gpu_certificates(tmp_path)
     bad_outcome = dict(doc, tests=[dict(doc["tests"][0], outcome="maybe"), *doc["tests"][1:]])
     assert any("outcome 'maybe'" in p for p in certificate.check(bad_outcome))
     assert any("contradicts" in p for p in certificate.check(dict(doc, verdict="certified", tests=[],
@@ -861,7 +865,7 @@ def test_gpu_runner_reads_wheels_through_the_cache_rules() -> None:
         folder = published_wheel(cert.release).parent
         wheel = find_wheel([folder], "SGL_Deep.Gemm", cert.release)
         assert wheel is not None and wheel.name == cert.wheel_file
-        assert tvm_ffi_pin(wheel) == cert.data["wheel"].get("apache_tvm_ffi"), cert.release
+        assert tvm_ffi_pin(wheel) == (cert.wheel or {}).get("apache_tvm_ffi"), cert.release
         checked += 1
     assert checked > 0 and folder is not None, "no GPU certificate names an sgl-deep-gemm wheel"
     assert find_wheel([folder], "sgl-deep-gemm", "9.9.9") is None

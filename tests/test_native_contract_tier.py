@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dgcompat_conformance.harness.indexer_rules import rules_from_asserts
-from dgcompat_conformance.harness.releases import parse_release
+from dgcompat_conformance.releases import parse_release
 from testsupport.wheels import published_wheel
 
 _SM100_025 = (
@@ -38,8 +38,8 @@ def _run(release: str, arch: str, tmp_path: Path) -> dict[str, str]:
     opts = RunOptions(out_dir=tmp_path / arch, arch=arch, tests=[SUITE_DIR / "test_native_contract.py"],
                       no_xfails=True, timeout=600, write_certificates=False)
     cert = run_release(parse_release(release), opts)
-    assert not cert.get("harness_error"), cert.get("harness_error")
-    return {t["id"].rsplit("::", 1)[1]: t["outcome"] for t in cert["tests"]}
+    assert not cert.harness_error, cert.harness_error
+    return {t["id"].rsplit("::", 1)[1]: t["outcome"] for t in cert.tests}
 
 
 _MX = "test_raw_release_enforces_the_mx_contract"

@@ -23,6 +23,7 @@ import re
 import tempfile
 import warnings
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +34,8 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from dgcompat.detection import Release
-from dgcompat_conformance import pins
-from dgcompat_conformance.certificate import COMMITTED
-from dgcompat_conformance.gpu import table as gpu_table
+from dgcompat_conformance import pins, report
+from dgcompat_conformance.certificate import COMMITTED, Certificate
 
 #: Every character str.splitlines() ends a line at (checked against Python itself below).
 SEPARATORS = ("\n", "\r", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
@@ -139,11 +139,12 @@ def test_doctor_never_suggests_a_pin_that_reads_as_more(monkeypatch: pytest.Monk
 
 
 def test_conform_prints_one_line_per_certificate_whatever_it_holds() -> None:
-    from dgcompat_conformance.harness.certificate import progress_line, render_table
+    from dgcompat_conformance.report import conform_table, progress_line
 
-    cert = dict(_committed("cpu-0.1.4.json"), release="0.1.4\u2028evilpkg==6.6.6", harness_error="boom\n  at x\x85y")
+    cert = replace(Certificate.from_json(_committed("cpu-0.1.4.json")), release="0.1.4\u2028evilpkg==6.6.6",
+                   harness_error="boom\n  at x\x85y")
     assert len(progress_line(1, 1, cert).splitlines()) == 1
-    assert len(render_table([cert, _committed("cpu-0.1.5.json")]).splitlines()) == 4
+    assert len(conform_table([cert, Certificate.from_json(_committed("cpu-0.1.5.json"))]).splitlines()) == 4
 
 
 # --------------------------------------------------------------------------- generated hostile certificates
@@ -183,8 +184,8 @@ def _one_case(field: str, text: str, kind: str) -> None:
         honest = folder / "honest"
         honest.mkdir()
         (honest / "gpu-0.1.4.json").write_text(json.dumps(_committed("gpu-0.1.4.json")))
-        for render in (lambda f: pins.render_compatibility(f),
-                       lambda f: gpu_table.render_markdown(gpu_table.load_certificates(f))):
+        for render in (lambda f: report.compatibility_page(f),
+                       lambda f: report.gpu_compatibility_page(report.gpu_certificates(f))):
             page, clean = render(folder), render(honest)
             assert _page_shape(page) == _page_shape(clean) and "<!--" not in page
 

@@ -16,6 +16,7 @@ from dgcompat.detection import Release
 from dgcompat_conformance import cli, conform, doctor, pins
 from dgcompat_conformance.dists import DISTRIBUTIONS
 from dgcompat_conformance.harness import child, runner
+from dgcompat_conformance.harness.certificate import build
 from testsupport import fakes
 from testsupport.dists import write_dist
 
@@ -150,10 +151,10 @@ def test_every_suggested_command_runs_as_printed(tmp_path: Path, monkeypatch: py
     # Run each as printed: the real command line parser and selection; only the certifying child is replaced.
     ran: list[Any] = []
     monkeypatch.setattr(conform, "run_many", lambda specs, opts, **kw: ran.append([s.id for s in specs]) or [])
-    monkeypatch.setattr(conform, "run_installed", lambda opts, **kw: ran.append("installed") or {
-        "release": "installed", "verdict": "PASS", "summary": {}, "seconds": 0})
+    monkeypatch.setattr(conform, "run_installed", lambda opts, **kw: ran.append("installed") or build(
+        {"tests": [{"id": "t", "outcome": "passed"}]}, release="installed", distribution=None))
     monkeypatch.setattr(conform, "_print_summary", lambda *a, **k: None)
-    monkeypatch.setattr(conform.certificate, "progress_line", lambda *a: "")
+    monkeypatch.setattr(conform, "progress_line", lambda *a: "")
     monkeypatch.setenv("DGCOMPAT_RESULTS", str(tmp_path / "results"))
     for command in sorted(suggestions):
         argv = shlex.split(command)[1:]

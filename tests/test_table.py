@@ -152,21 +152,3 @@ def test_known_answers() -> None:
     assert (c.compile_mode, c.masked_overlap, c.paged_context_lens, c.contiguous_layout_param) == (
         True, True, "1d", "m_indices")
     assert "compile_mode" in str(c)
-
-
-def test_docs_render_the_table() -> None:
-    from pathlib import Path
-
-    from dgcompat_conformance.cli import render_document
-
-    doc = (Path(__file__).parent.parent / "docs" / "capabilities.md").read_text()
-    assert doc == render_document(), "docs/capabilities.md is stale: `dgcompat table --markdown > docs/capabilities.md`"
-
-
-def test_compatibility_doc_is_current() -> None:
-    from pathlib import Path
-
-    from dgcompat_conformance.pins import render_compatibility
-
-    doc = (Path(__file__).parent.parent / "docs" / "compatibility.md").read_text()
-    assert doc == render_compatibility(), "docs/compatibility.md is stale: `dgcompat pin --docs > docs/compatibility.md`"

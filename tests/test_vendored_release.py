@@ -11,8 +11,8 @@ import pytest
 
 from dgcompat_conformance import certificate, pins
 from dgcompat_conformance.gpu import runner
-from dgcompat_conformance.harness.releases import parse_release, spec_from_wheel
-from dgcompat_conformance.harness.wheels import prepare_workdir
+from dgcompat_conformance.releases import parse_release, spec_from_wheel
+from dgcompat_conformance.wheels import prepare_workdir
 from testsupport import elfmaker
 
 INIT = "import torch\nfrom . import _C\n__version__ = '2.8.1'\n"
@@ -45,7 +45,7 @@ def test_release_id_and_work_folder(tmp_path: Path) -> None:
 
 
 def test_vllm_0_34_is_a_known_release() -> None:
-    from dgcompat_conformance.harness.releases import VENDORED_FACTS, VENDORED_RELEASES, release_problem
+    from dgcompat_conformance.releases import VENDORED_FACTS, VENDORED_RELEASES, release_problem
 
     spec = parse_release("vllm==0.34.0")
     assert (spec.id, spec.vendored, spec.package_path) == ("vllm-0.34.0", True, "vllm/third_party/deep_gemm/")
@@ -111,7 +111,7 @@ def test_conform_with_vllm_installed_certifies_its_copy(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from dgcompat_conformance.harness.wheels import FetchError, fetch_wheel
+    from dgcompat_conformance.wheels import FetchError, fetch_wheel
 
     try:
         wheel = fetch_wheel(parse_release("vllm-0.34.0"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 import tarfile
 import zipfile
@@ -171,7 +172,8 @@ def test_an_export_imported_at_another_path_checks_with_zero_compiles(tmp_path: 
     env, _cache = _warm(tmp_path, layout, "--export", str(artifact))
     with tarfile.open(artifact) as tar:
         manifest = json.load(tar.extractfile("manifest.json"))  # type: ignore[arg-type]
-    assert manifest["release"] == "sgl-deep-gemm 0.1.4" and manifest["lineage"] == layout
+    # The fake's Python layer is not the published wheel's, so its label carries the surface note.
+    assert manifest["release"].startswith("sgl-deep-gemm 0.1.4") and manifest["lineage"] == layout
     assert len(manifest["kernels"]) == 3 and manifest["spec"]["shapes"][0]["n"] == 256
     assert manifest["nvcc"].endswith("V12.9.86") and manifest["arch"] == "sm_90a" and manifest["torch"]
     env, _ = _move(tmp_path, env, _cache)
@@ -179,7 +181,7 @@ def test_an_export_imported_at_another_path_checks_with_zero_compiles(tmp_path: 
     out = cli(env, "--import", str(artifact), "--cache-dir", str(serving), "--check", "--check-sample", "4")
     assert out.returncode == 0, out.stdout + out.stderr[-3000:]
     assert "OK: 3 kernels" in out.stdout and "3 relocated" in out.stdout
-    assert "check [sgl-deep-gemm 0.1.4]: OK: 4 sampled calls compiled 0 kernels" in out.stdout, out.stdout
+    assert re.search(r"check \[sgl-deep-gemm 0\.1\.4[^\n]*\]: OK: 4 sampled calls compiled 0 kernels", out.stdout), out.stdout
     assert len(entries(serving)) == 3 and serve(env, serving) == 0
     assert len(compiles(Path(env["FAKE_NVCC_LOG"]))) == 3  # only the warmup at the first install compiled
     # The folder now answers an identical warmup from its record, and never needed to be written since.

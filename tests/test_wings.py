@@ -137,8 +137,7 @@ def test_the_entry_point_is_the_wing_cli() -> None:
 
 def test_one_copy_of_the_release_list_and_the_names() -> None:
     from dgcompat import detection
-    from dgcompat_conformance import dists
-    from dgcompat_conformance.harness import releases
+    from dgcompat_conformance import dists, releases
 
     assert releases.SGL_DEEP_GEMM_RELEASES is detection.KNOWN_SGL_DEEP_GEMM
     assert dists.SGL_DEEP_GEMM is detection.SGL_DEEP_GEMM and set(dists.KERNEL_DISTS) == set(detection.KERNEL_WHEELS)

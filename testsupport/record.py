@@ -18,7 +18,7 @@ __all__ = ["provenance", "stamped", "header", "write_json"]
 def provenance() -> dict[str, str]:
     """``{"dgcompat_version": ..., "dgcompat_commit": ...}`` of the running dgcompat."""
     from dgcompat import __version__
-    from dgcompat_conformance._paths import source_commit
+    from dgcompat_conformance.certificate import source_commit
 
     return {"dgcompat_version": __version__, "dgcompat_commit": source_commit()}
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dgcompat_conformance.harness.releases import parse_release
-from dgcompat_conformance.harness.wheels import FetchError, fetch_wheel
+from dgcompat_conformance.releases import parse_release
+from dgcompat_conformance.wheels import FetchError, fetch_wheel
 
 __all__ = ["published_wheel"]
 

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from packaging.version import InvalidVersion, Version
 
-from .harness.releases import SGL_DEEP_GEMM, ReleaseSpec, parse_release, release_problem, spec_from_wheel
+from .releases import SGL_DEEP_GEMM, ReleaseSpec, parse_release, release_problem, spec_from_wheel
 
 __all__ = ["positive_int", "positive_seconds", "readable_folder", "readable_file", "readable_path", "output_folder",
            "output_file", "release_version", "release_spec", "wheel_spec", "release_source", "index_url",
@@ -141,7 +141,7 @@ def output_file(text: str) -> Path:
 
 
 def release_version(text: str) -> str:
-    """An sgl-deep-gemm version: a published one or one newer than all (:func:`~.harness.releases.release_problem`)."""
+    """An sgl-deep-gemm version: a published one or one newer than all (:func:`~.releases.release_problem`)."""
     problem = release_problem(SGL_DEEP_GEMM, text)
     if problem is not None:
         raise argparse.ArgumentTypeError(problem)

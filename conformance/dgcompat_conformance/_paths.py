@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["WING", "wing_root", "import_path", "with_import_path", "source_commit"]
+import dgcompat
+
+__all__ = ["WING", "wing_root", "import_path", "with_import_path"]
 
 #: This package's folder.
 WING = Path(__file__).resolve().parent
@@ -24,8 +26,6 @@ def wing_root() -> Path:
 
 def import_path() -> list[str]:
     """Folders to put on ``PYTHONPATH`` so that a child imports both wings from where these are."""
-    import dgcompat
-
     roots = [str(wing_root()), str(Path(dgcompat.__file__).resolve().parent.parent)]
     return list(dict.fromkeys(roots))
 
@@ -35,28 +35,3 @@ def with_import_path(pythonpath: str, *, first: bool = True) -> str:
     parts = [p for p in pythonpath.split(os.pathsep) if p]
     ours = [p for p in import_path() if p not in parts]
     return os.pathsep.join(ours + parts if first else parts + ours)
-
-
-def source_commit() -> str:
-    """The dgcompat commit the running code is: ``$DGCOMPAT_SOURCE_COMMIT`` if set, else the git commit of the
-    checkout the runtime was imported from (``+dirty`` when tracked files differ from it), else ``"unknown"``
-    (an installed wheel, a copied tree)."""
-    import subprocess
-
-    import dgcompat
-    from dgcompat._tooling import env_text
-
-    given = env_text("DGCOMPAT_SOURCE_COMMIT")
-    if given:
-        return given
-    root = Path(dgcompat.__file__).resolve().parent.parent
-    if not (root / ".git").exists():
-        return "unknown"
-    try:
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "diff", "--quiet", "HEAD", "--"], capture_output=True,
-                               timeout=10).returncode != 0
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return f"{head}+dirty" if dirty else head or "unknown"

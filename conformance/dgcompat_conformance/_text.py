@@ -18,8 +18,10 @@ reader acts on:
 
 :func:`line_problem` is the test (the certificate schema applies it to every field that is
 printed); :func:`one_line`, :func:`comment`, :func:`requirement`, :func:`requirement_lines` and
-:func:`cell` refuse with :class:`UnsafeTextError` naming what was refused; :func:`flatten` folds free
-text (a test's message, a traceback) onto one line for a page.
+:func:`cell` refuse with :class:`UnsafeTextError` naming what was refused; :func:`flatten` and :func:`short`
+fold free text (a test's message, a traceback) onto one line for a page, and :func:`page` joins a page's lines
+after checking that it splits back into exactly them. :mod:`dgcompat_conformance.report` renders every page
+and table with these.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ from typing import Iterable
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-__all__ = ["LINE_BREAKS", "UnsafeTextError", "line_problem", "one_line", "flatten", "comment", "requirement",
-           "requirement_lines", "cell"]
+__all__ = ["LINE_BREAKS", "UnsafeTextError", "line_problem", "one_line", "flatten", "short", "comment", "requirement",
+           "requirement_lines", "cell", "page"]
 
 #: Every character :meth:`str.splitlines` (and so pip's requirement-file reader) ends a line at.
 LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
@@ -77,6 +79,13 @@ def flatten(text: object) -> str:
         elif out and out[-1] != " ":
             out.append(" ")
     return "".join(out).strip()
+
+
+def short(text: object, limit: int = 800) -> str:
+    """Free text on one line (:func:`flatten`, every whitespace run then one space), cut to ``limit`` characters
+    with ``...``."""
+    folded = " ".join(flatten(text).split())
+    return folded if len(folded) <= limit else folded[: limit - 3] + "..."
 
 
 def comment(text: str, what: str = "comment") -> str:
@@ -146,3 +155,13 @@ def cell(text: object, what: str, *, free: bool = False) -> str:
     # pipe, CommonMark as a backslash and a cell border): a space keeps both readings the same.
     shown = re.sub(r"\\+(?=\|)", lambda m: m.group(0) + " ", shown)
     return shown.replace("|", "\\|").replace("<!--", "&lt;!--")
+
+
+def page(lines: Iterable[str], what: str) -> str:
+    """``lines`` as one page (each ends with ``\\n``), refused with :class:`UnsafeTextError` unless it splits back
+    into exactly these lines (a field that held a line break would add one)."""
+    out = list(lines)
+    text = "\n".join(out) + "\n"
+    if text.splitlines() != out:
+        raise UnsafeTextError(f"{what} would not split back into the lines rendered")
+    return text

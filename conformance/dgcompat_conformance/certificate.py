@@ -1,35 +1,43 @@
-"""Conformance certificates: the one schema, its check, its writer and its reader (every tier).
+"""Conformance certificates: the one type, its schema, its check, its writer and its reader (every tier).
 
-A certificate is one JSON object per release run. The CPU tier and ``dgcompat conform`` on an
-installed build run the pytest suite (outcomes :data:`SUITE_OUTCOMES`, verdicts ``PASS`` /
-``FAIL`` / ``ERROR``); the GPU runner runs the GPU cases (outcomes :data:`CASE_OUTCOMES`, verdicts
+A certificate is one :class:`Certificate` per release run, written as one JSON object. The CPU tier and
+``dgcompat conform`` on an installed build run the pytest suite (outcomes :data:`SUITE_OUTCOMES`, verdicts
+``PASS`` / ``FAIL`` / ``ERROR``); the GPU runner runs the GPU cases (outcomes :data:`CASE_OUTCOMES`, verdicts
 ``certified`` / ``failed`` / ``incompatible: <why>`` / ``incomplete: <why>`` (a deadline cut the run
 short; the cases that ran are kept) / ``abi ok (cases not run)``, plus the CUDA,
 driver and ABI fields). Which of the two a certificate holds is read from its ``summary`` keys,
 which always equal the counts of its ``tests`` list.
 
-Every certificate is checked (:func:`check`) before it is written (:func:`write`, atomically) and
-when it is read (:func:`load`, :func:`load_folder`): anything read from disk is validated before a
-field is used, and the strings that end up in requirement files and docs are single printable lines.
+The builders (the CPU tier's :func:`dgcompat_conformance.harness.certificate.build`, the GPU tier's
+:func:`dgcompat_conformance.gpu.certify.certify`) return a :class:`Certificate`; :meth:`Certificate.to_json`
+is the document written and :meth:`Certificate.from_json` reads one back. Every certificate is checked
+(:func:`check`) before it is written (:func:`write`, atomically, with the dgcompat commit that made it) and
+when it is read (:func:`load`, :func:`load_folder`): anything read from disk is validated before a field is
+used, a field the schema does not name is refused (it would be lost on the way back), and the strings that
+end up in requirement files and docs are single printable lines.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
+import subprocess
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._paths import source_commit
+import dgcompat
+from dgcompat._tooling import env_text
+
 from ._text import line_problem
 
 __all__ = [
-    "SCHEMA", "SUITE_OUTCOMES", "CASE_OUTCOMES", "OUTCOMES", "PASSING_VERDICTS", "CertificateError", "Certificate",
-    "summarize", "verdict", "check", "write", "file_name", "load", "load_folder", "committed", "COMMITTED",
+    "SCHEMA", "SUITE_OUTCOMES", "CASE_OUTCOMES", "PASSING_VERDICTS", "FIELDS", "CertificateError", "Certificate",
+    "summarize", "suite_verdict", "check", "source_commit", "write", "file_name", "load", "load_folder", "committed", "COMMITTED",
 ]
 
 SCHEMA = "dgcompat-conformance-certificate/1"
@@ -38,8 +46,6 @@ SCHEMA = "dgcompat-conformance-certificate/1"
 SUITE_OUTCOMES = ("passed", "failed", "skipped", "xfailed", "xpassed", "error")
 #: Outcomes of the GPU cases (:mod:`dgcompat_conformance.gpu.runner`).
 CASE_OUTCOMES = ("passed", "failed", "hang", "error", "xfail")
-#: Kept for callers of the suite's vocabulary.
-OUTCOMES = SUITE_OUTCOMES
 
 SUITE_VERDICTS = frozenset({"PASS", "FAIL", "ERROR"})
 CASE_VERDICTS = frozenset({"certified", "failed", "abi ok (cases not run)"})
@@ -49,6 +55,33 @@ TIERS = frozenset({"cpu-tier", "gpu", "reference"})
 
 #: The certificates shipped with the package.
 COMMITTED = Path(__file__).resolve().parent / "certificates"
+
+# The fields of a suite run and of a GPU-case run, in the order they are written. A field in brackets is written
+# only when it has a value; the others always (null included), as the shipped certificates hold them.
+_SUITE_ORDER = ("schema", "tier", "release", "distribution", "binding", "dgcompat_version", "torch", "python",
+                "platform", "device", "arch", "timestamp", "wheel", "detected", "import", "tests", "summary",
+                "stale_xfails", "standins", "native_calls", "seconds", "[fingerprint]", "[harness_error]",
+                "[harness_traceback]", "verdict", "[dgcompat_commit]")
+_CASE_ORDER = ("schema", "tier", "release", "distribution", "binding", "dgcompat_version", "torch", "cuda", "driver",
+               "python", "platform", "device", "arch", "timestamp", "wheel", "abi", "verdict", "tests", "[site]",
+               "[folder]", "[detected]", "[fingerprint]", "[subject]", "[not_run]", "[runner_error]", "summary",
+               "seconds", "[note]", "[dgcompat_commit]")
+
+#: Every field of the schema and its JSON type: ``str``, ``object``, ``list`` (of objects), ``number`` or, for
+#: ``device``, ``str-or-object``; each may be null except ``schema``, ``tier``, ``release``, ``timestamp``,
+#: ``tests``, ``summary`` and ``verdict``.
+FIELDS: Mapping[str, str] = {
+    "schema": "str", "tier": "str", "release": "str", "distribution": "str", "binding": "str",
+    "dgcompat_version": "str", "dgcompat_commit": "str", "torch": "str", "cuda": "str", "driver": "str",
+    "python": "str", "platform": "str", "device": "str-or-object", "arch": "str", "timestamp": "str",
+    "wheel": "object", "site": "object", "folder": "object", "detected": "object", "fingerprint": "object",
+    "subject": "str", "import": "object", "abi": "object", "tests": "list", "summary": "object",
+    "stale_xfails": "list", "standins": "object", "native_calls": "object", "not_run": "list", "seconds": "number",
+    "harness_error": "str", "harness_traceback": "str", "runner_error": "str", "note": "str", "verdict": "str",
+}
+_NOT_NULL = ("schema", "tier", "release", "timestamp", "tests", "summary", "verdict")
+# The attribute of a field whose JSON name is a Python keyword.
+_ATTRIBUTE = {"import": "import_check"}
 
 _COMMON = ("schema", "tier", "release", "distribution", "binding", "dgcompat_version", "torch", "python",
            "platform", "device", "arch", "timestamp", "tests", "summary", "verdict")
@@ -78,14 +111,127 @@ def summarize(tests: Iterable[Mapping[str, Any]], outcomes: tuple[str, ...] = SU
     return {k: int(counts.get(k, 0)) for k in outcomes}
 
 
-def verdict(cert: Mapping[str, Any]) -> str:
-    """Suite runs: ``PASS`` (all tests passed, skipped or xfailed), ``FAIL`` (a test failed) or ``ERROR`` (no run)."""
-    if cert.get("harness_error") or not cert.get("tests"):
+def suite_verdict(summary: Mapping[str, int], *, ran: bool, harness_error: str | None = None) -> str:
+    """Suite runs: ``PASS`` (all tests passed, skipped or xfailed), ``FAIL`` (a test failed) or ``ERROR`` (no run:
+    nothing ``ran``, or the harness failed)."""
+    if harness_error or not ran:
         return "ERROR"
-    s = cert["summary"]
-    if s["error"] or s["failed"] or s["xpassed"]:
+    if summary["error"] or summary["failed"] or summary["xpassed"]:
         return "FAIL"
     return "PASS"
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as fresh JSON containers (objects as dicts, arrays as lists), sharing nothing with the original."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """One release run, as written: the schema's fields, typed (:data:`FIELDS`; ``import`` is :attr:`import_check`).
+
+    JSON objects are mappings and JSON arrays tuples of mappings; ``device`` is the device's name (``"cpu-tier"``)
+    or, on the GPU tier, an object (``name``, ``sm``, ``num_sms``, ``memory_gib``). Building one checks nothing:
+    :func:`check` does, and :func:`write` and :meth:`from_json` refuse what it finds unsound. ``path`` is where
+    it was read from (not a field of the document).
+    """
+
+    tier: str
+    release: str
+    distribution: str | None
+    binding: str | None
+    dgcompat_version: str | None
+    torch: str | None
+    python: str | None
+    platform: str | None
+    device: str | Mapping[str, Any] | None
+    arch: str | None
+    timestamp: str
+    tests: tuple[Mapping[str, Any], ...]
+    summary: Mapping[str, int]
+    verdict: str
+    schema: str = SCHEMA
+    # GPU-case runs
+    cuda: str | None = None
+    driver: str | None = None
+    abi: Mapping[str, Any] | None = None
+    # what ran
+    wheel: Mapping[str, Any] | None = None
+    site: Mapping[str, Any] | None = None
+    folder: Mapping[str, Any] | None = None
+    subject: str | None = None
+    detected: Mapping[str, Any] | None = None
+    fingerprint: Mapping[str, Any] | None = None
+    # suite runs (the CPU tier's child)
+    import_check: Mapping[str, Any] | None = None
+    stale_xfails: tuple[Mapping[str, Any], ...] | None = None
+    standins: Mapping[str, Any] | None = None
+    native_calls: Mapping[str, Any] | None = None
+    # how the run went
+    not_run: tuple[Mapping[str, Any], ...] | None = None
+    seconds: float | None = None
+    harness_error: str | None = None
+    harness_traceback: str | None = None
+    runner_error: str | None = None
+    note: str | None = None
+    dgcompat_commit: str | None = None
+    path: Path | None = field(default=None, compare=False)
+
+    @property
+    def case_run(self) -> bool:
+        """True for the GPU runner's certificates (the GPU cases, with CUDA, driver and ABI fields)."""
+        return set(self.summary) == set(CASE_OUTCOMES)
+
+    @property
+    def passing(self) -> bool:
+        """True when the run certifies the release (``PASS`` or ``certified``)."""
+        return self.verdict in PASSING_VERDICTS
+
+    @property
+    def device_name(self) -> str | None:
+        """The device's name (GPU runs) or ``"cpu-tier"``."""
+        return str(self.device.get("name")) if isinstance(self.device, Mapping) else self.device
+
+    @property
+    def wheel_file(self) -> str | None:
+        """The file name of the wheel that ran, where one did."""
+        return None if self.wheel is None else self.wheel.get("file")
+
+    @property
+    def wheel_sha256(self) -> str | None:
+        """The sha256 of that wheel."""
+        return None if self.wheel is None else self.wheel.get("sha256")
+
+    def to_json(self) -> dict[str, Any]:
+        """The document :func:`write` writes: every field in the schema's order (fresh JSON containers)."""
+        out: dict[str, Any] = {}
+        order = _CASE_ORDER if self.case_run else _SUITE_ORDER
+        # A field the other kind of run has (a GPU field on a suite run) is written after the kind's own ones.
+        rest = tuple(f"[{k}]" for k in FIELDS if f"[{k}]" not in order and k not in order)
+        for key in order + rest:
+            optional = key.startswith("[")
+            key = key.strip("[]")
+            value = getattr(self, _ATTRIBUTE.get(key, key))
+            if value is not None or not optional:
+                out[key] = _plain(value)
+        return out
+
+    @classmethod
+    def from_json(cls, doc: Any, path: Path | None = None) -> Certificate:
+        """Check ``doc`` and read it; :class:`CertificateError` names ``path`` and every problem."""
+        where = str(path) if path is not None else "certificate"
+        problems = check(doc)
+        if problems:
+            raise CertificateError(f"{where}: an unsound certificate: " + "; ".join(problems[:6]))
+        values = {_ATTRIBUTE.get(k, k): _plain(v) for k, v in doc.items()}
+        for key in ("tests", "stale_xfails", "not_run"):
+            if values.get(key) is not None:
+                values[key] = tuple(values[key])
+        return cls(**values, path=path)
 
 
 def _outcomes_of(summary: Any) -> tuple[str, ...] | None:
@@ -180,11 +326,37 @@ def _test_problems(tests: Any, outcomes: tuple[str, ...] | None) -> list[str]:
     return problems
 
 
-def check(cert: Any) -> list[str]:
-    """Problems with a certificate (empty when it is sound): shape, types, vocabulary, consistency."""
+def _type_problems(cert: Mapping[str, Any]) -> list[str]:
+    """Fields the schema does not name, and fields whose JSON type is not the schema's (:data:`FIELDS`)."""
+    problems = [f"unknown field {str(key)[:40]!r}" for key in cert if key not in FIELDS]
+    for key, kind in FIELDS.items():
+        if key not in cert:
+            continue
+        value = cert[key]
+        if value is None:
+            if key in _NOT_NULL:
+                problems.append(f"{key} is null")
+            continue
+        fits = {"str": isinstance(value, str), "object": isinstance(value, dict),
+                "str-or-object": isinstance(value, (str, dict)),
+                "list": isinstance(value, list) and all(isinstance(v, dict) for v in value),
+                "number": isinstance(value, (int, float)) and not isinstance(value, bool)}[kind]
+        if not fits:
+            want = {"str": "a string", "object": "an object", "str-or-object": "a string or an object",
+                    "list": "a list of objects", "number": "a number"}[kind]
+            problems.append(f"{key} is {type(value).__name__}, expected {want}")
+    return problems
+
+
+def check(cert: Certificate | Any) -> list[str]:
+    """Problems with a certificate or a certificate document (empty when it is sound): shape, types,
+    vocabulary, consistency."""
+    if isinstance(cert, Certificate):
+        return check(cert.to_json())
     if not isinstance(cert, dict):
         return [f"the document is a JSON {type(cert).__name__}, expected an object"]
     problems = [f"missing field {key!r}" for key in _COMMON if key not in cert]
+    problems += _type_problems(cert)
     if cert.get("schema") != SCHEMA:
         problems.append(f"schema is {str(cert.get('schema'))[:60]!r}, expected {SCHEMA!r}")
     if "tier" in cert and cert.get("tier") not in TIERS:
@@ -204,6 +376,7 @@ def check(cert: Any) -> list[str]:
     problems += test_problems
     if outcomes is None or test_problems or problems:
         return problems
+    assert isinstance(summary, dict)  # outcomes were read from it
     counted = summarize(cert["tests"], outcomes)
     if summary != counted:
         problems.append(f"summary {summary} does not equal the counts of the tests list {counted}")
@@ -211,8 +384,9 @@ def check(cert: Any) -> list[str]:
     if outcomes is SUITE_OUTCOMES:
         if text not in SUITE_VERDICTS:
             problems.append(f"verdict {text!r} is not one of {', '.join(sorted(SUITE_VERDICTS))}")
-        elif not problems and text != verdict(cert):
-            problems.append(f"verdict {text!r} contradicts the tests (they give {verdict(cert)!r})")
+        elif not problems and text != (given := suite_verdict(summary, ran=bool(cert["tests"]),
+                                                                harness_error=cert.get("harness_error"))):
+            problems.append(f"verdict {text!r} contradicts the tests (they give {given!r})")
     else:
         if not (text in CASE_VERDICTS or (isinstance(text, str) and text.startswith(("incompatible: ", "incomplete: ")))):
             problems.append(f"verdict {text!r} is not one of {', '.join(sorted(CASE_VERDICTS))}, 'incompatible: ...' "
@@ -223,78 +397,56 @@ def check(cert: Any) -> list[str]:
     return problems
 
 
-def file_name(cert: Mapping[str, Any]) -> str:
-    """``gpu-<release>.json`` for the GPU runner's certificates, ``<release>.json`` otherwise."""
-    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in str(cert["release"])).lstrip(".") or "_"
-    prefix = "gpu-" if _outcomes_of(cert.get("summary")) is CASE_OUTCOMES else ""
-    return f"{prefix}{safe}.json"
+def file_name(release: str, *, case_run: bool = False) -> str:
+    """The file a certificate of ``release`` is written to: ``gpu-<release>.json`` for the GPU runner's
+    (``case_run``), ``<release>.json`` otherwise."""
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in release).lstrip(".") or "_"
+    return f"{'gpu-' if case_run else ''}{safe}.json"
 
 
-def write(cert: Mapping[str, Any], out_dir: Path) -> Path:
+def source_commit() -> str:
+    """The dgcompat commit the running code is: ``$DGCOMPAT_SOURCE_COMMIT`` if set, else the git commit of the
+    checkout the runtime was imported from (``+dirty`` when tracked files differ from it), else ``"unknown"``
+    (an installed wheel, a copied tree)."""
+    given = env_text("DGCOMPAT_SOURCE_COMMIT")
+    if given:
+        return given
+    root = Path(dgcompat.__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        return "unknown"
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "diff", "--quiet", "HEAD", "--"], capture_output=True,
+                               timeout=10).returncode != 0
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return f"{head}+dirty" if dirty else head or "unknown"
+
+
+def write(cert: Certificate, out_dir: Path) -> Path:
     """Check ``cert``, then write it to ``<out_dir>/<file_name>`` atomically; the path.
 
-    Raises :class:`CertificateError` for an unsound certificate (nothing is written) and
-    :class:`OSError` when ``out_dir`` cannot be written.
+    A certificate that does not name the dgcompat commit that made it gets this code's
+    (:func:`source_commit`), beside ``dgcompat_version``. Raises
+    :class:`CertificateError` for an unsound certificate (nothing is written) and :class:`OSError` when
+    ``out_dir`` cannot be written.
     """
-    if not cert.get("dgcompat_commit"):  # the code that made it, beside dgcompat_version
-        cert = {**cert, "dgcompat_commit": source_commit()}
+    if not cert.dgcompat_commit:
+        cert = dataclasses.replace(cert, dgcompat_commit=source_commit())
     problems = check(cert)
     if problems:
-        raise CertificateError(f"refusing to write an unsound certificate for {str(cert.get('release'))[:60]!r}: "
+        raise CertificateError(f"refusing to write an unsound certificate for {cert.release[:60]!r}: "
                                + "; ".join(problems[:5]))
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / file_name(cert)
+    path = out_dir / file_name(cert.release, case_run=cert.case_run)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps(cert, indent=1, default=str) + "\n", "utf-8")
+        tmp.write_text(json.dumps(cert.to_json(), indent=1, default=str) + "\n", "utf-8")
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
     return path
-
-
-@dataclass(frozen=True)
-class Certificate:
-    """A certificate read from disk and checked: the fields the tools use, typed, and the whole document."""
-
-    path: Path | None
-    tier: str
-    release: str
-    distribution: str | None
-    verdict: str
-    summary: Mapping[str, int]
-    device: str | None
-    """The device's name (GPU runs) or ``"cpu-tier"``."""
-    timestamp: str
-    torch: str | None
-    wheel_file: str | None
-    wheel_sha256: str | None
-    data: Mapping[str, Any]
-
-    @property
-    def passing(self) -> bool:
-        """True when the run certifies the release (``PASS`` or ``certified``)."""
-        return self.verdict in PASSING_VERDICTS
-
-    @property
-    def case_run(self) -> bool:
-        """True for the GPU runner's certificates (the GPU cases, with CUDA, driver and ABI fields)."""
-        return set(self.summary) == set(CASE_OUTCOMES)
-
-    @classmethod
-    def from_document(cls, doc: Any, path: Path | None = None) -> Certificate:
-        """Check ``doc`` and wrap it; :class:`CertificateError` names ``path`` and every problem."""
-        where = str(path) if path is not None else "certificate"
-        problems = check(doc)
-        if problems:
-            raise CertificateError(f"{where}: not a sound certificate: " + "; ".join(problems[:6]))
-        device = doc.get("device")
-        wheel = doc.get("wheel") or {}
-        return cls(path=path, tier=doc["tier"], release=doc["release"], distribution=doc.get("distribution"),
-                   verdict=doc["verdict"], summary=dict(doc["summary"]),
-                   device=str(device.get("name")) if isinstance(device, dict) else device,
-                   timestamp=str(doc["timestamp"]), torch=doc.get("torch"), wheel_file=wheel.get("file"),
-                   wheel_sha256=wheel.get("sha256"), data=doc)
 
 
 def load(path: Path) -> Certificate:
@@ -303,7 +455,7 @@ def load(path: Path) -> Certificate:
         doc = json.loads(path.read_text("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise CertificateError(f"{path}: unreadable certificate: {exc}") from exc
-    return Certificate.from_document(doc, path)
+    return Certificate.from_json(doc, path)
 
 
 def load_folder(folder: Path, pattern: str = "*.json", *,

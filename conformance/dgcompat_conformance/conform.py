@@ -20,8 +20,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
+from dgcompat import detection
+
+from . import intake
 from ._args import (
     output_folder,
     parse,
@@ -32,9 +34,10 @@ from ._args import (
     usage_error,
     wheel_spec,
 )
-from .harness import certificate
-from .harness.releases import BUNDLED_RELEASES, ReleaseSpec, all_releases
+from .certificate import Certificate
 from .harness.runner import RunOptions, run_installed, run_many
+from .releases import BUNDLED_RELEASES, ReleaseSpec, all_releases
+from .report import conform_table, progress_line
 from .results import results_dir
 
 __all__ = ["main", "build_parser"]
@@ -99,13 +102,13 @@ def _selected(args: argparse.Namespace) -> list[ReleaseSpec]:
     return unique
 
 
-def _print_summary(certs: list[dict[str, Any]], out: Path, seconds: float) -> None:
+def _print_summary(certs: list[Certificate], out: Path, seconds: float) -> None:
     print()
-    print(certificate.render_table(certs))
-    stale = [(c["release"], e["nodeid"]) for c in certs for e in c.get("stale_xfails") or []]
+    print(conform_table(certs))
+    stale = [(c.release, e["nodeid"]) for c in certs for e in c.stale_xfails or ()]
     for rel, nodeid in stale:
         print(f"stale xfail entry in conformance/dgcompat_conformance/xfails/{rel}.txt: {nodeid}")
-    passed = sum(c["verdict"] == "PASS" for c in certs)
+    passed = sum(c.verdict == "PASS" for c in certs)
     print(f"\n{passed}/{len(certs)} certified in {seconds:.1f} s; certificates in {out}/")
 
 
@@ -127,8 +130,6 @@ def main(argv: list[str]) -> int:
     has its own (``--version``, ``--baseline``, ``--out``, ``--json``, ...).
     """
     if "--latest" in argv:
-        from . import intake
-
         return intake.main_latest([a for a in argv if a != "--latest"])
     parser = build_parser()
     args = parse(parser, argv)
@@ -156,9 +157,9 @@ def main(argv: list[str]) -> int:
                       no_xfails=args.no_xfails, ffi_returns=args.ffi_returns)
     t0 = time.perf_counter()
 
-    def progress(i: int, n: int, cert: dict[str, Any]) -> None:
+    def progress(i: int, n: int, cert: Certificate) -> None:
         if not args.quiet:
-            print(certificate.progress_line(i, n, cert), flush=True)
+            print(progress_line(i, n, cert), flush=True)
 
     if specs:
         if not args.quiet:
@@ -168,8 +169,6 @@ def main(argv: list[str]) -> int:
     else:
         reference = args.reference
         if not reference:
-            from dgcompat import detection
-
             detection.reset()
             if not detection.release().installed:
                 print("dgcompat conform: no deep_gemm is installed; certifying dgcompat's reference backend "
@@ -179,7 +178,7 @@ def main(argv: list[str]) -> int:
         progress(1, 1, cert)
         certs = [cert]
     _print_summary(certs, args.out, time.perf_counter() - t0)
-    return 0 if all(c["verdict"] == "PASS" for c in certs) else 1
+    return 0 if all(c.verdict == "PASS" for c in certs) else 1
 
 
 if __name__ == "__main__":

@@ -12,7 +12,18 @@ import json
 import os
 from typing import Any, NamedTuple, Sequence
 
+from dgcompat import __version__, _tooling, detection
+from dgcompat.errors import DgcompatError
+from dgcompat.table import capabilities
+
 from ._args import parse
+from ._text import UnsafeTextError
+from .certificate import CertificateError
+from .gpu.abi import abi_check as check
+from .intake.mapping import rows_touched
+from .pins import PinRefused, suggest
+from .surface import SurfaceError, extract
+from .surface.fingerprint import compare, part_ids, recorded_for
 
 __all__ = ["main", "collect", "abi_check", "environment_report"]
 
@@ -40,7 +51,6 @@ def environment_report() -> list[EnvVar]:
 
     Variables dgcompat sets for its own children (:data:`dgcompat.env.INTERNAL_PREFIXES`) are left out.
     """
-    from dgcompat import _tooling
 
     out = []
     for row in _tooling.env_report():
@@ -65,10 +75,6 @@ def abi_check(timeout: float = 180.0) -> dict[str, Any]:
     Returns at least ``{"import", "call", "verdict", "detail"}``; ``call`` is None where no GPU was
     available to check kernels, and ``verdict`` is ``"hang"`` when the child had to be killed.
     """
-    from dgcompat import _tooling
-    from dgcompat.errors import DgcompatError
-
-    from .gpu.abi import abi_check as check
 
     # Honour an explicit override, so doctor checks what the engine's process would do.
     try:
@@ -82,7 +88,7 @@ def abi_check(timeout: float = 180.0) -> dict[str, Any]:
 def _torch_info() -> dict[str, Any]:
     info: dict[str, Any] = {"version": None, "cuda": None, "gpu": None, "arch": None}
     try:
-        import torch
+        import torch  # noqa: PLC0415 (a torch that fails to import is reported by doctor, not fatal)
     except Exception as exc:  # a broken torch is itself a finding
         info["error"] = f"{type(exc).__name__}: {exc}"
         return info
@@ -104,8 +110,6 @@ def surface_report(rel: Any) -> dict[str, Any] | None:
     version: which one it is, or what differs and which capability rows and probes that touches."""
     if not rel.installed or rel.location is None or rel.version is None or rel.installed_as == "zip archive":
         return None
-    from .surface import SurfaceError, extract
-    from .surface.fingerprint import compare, part_ids, recorded_for, rows_touched
 
     out: dict[str, Any] = {"surface": rel.surface, "note": rel.surface_note}
     try:
@@ -132,16 +136,7 @@ def surface_report(rel: Any) -> dict[str, Any] | None:
 
 def collect(*, run_abi: bool = True) -> dict[str, Any]:
     """Everything doctor prints, as data."""
-    from dgcompat import __version__, _tooling
-    from dgcompat.detection import release
-    from dgcompat.errors import DgcompatError
-    from dgcompat.table import capabilities
-
-    from ._text import UnsafeTextError
-    from .certificate import CertificateError
-    from .pins import PinRefused, suggest
-
-    rel = release()
+    rel = detection.release()
     torch_info = _torch_info()
     try:
         caps_dict: dict[str, Any] = capabilities().as_dict()

@@ -36,6 +36,7 @@ from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, parse_sd
 from packaging.version import InvalidVersion, Version
 
 from .dists import canonical
+from .wheelcache import cache_root, confined, verify_zip
 
 __all__ = ["DEFAULT_INDEX", "IndexError", "Response", "Transport", "urllib_transport", "IndexFile", "PackageIndex",
            "RangeFile", "read_members", "PartialWheel", "fetch_partial", "partial_dir", "verify_record"]
@@ -333,7 +334,6 @@ def verify_record(members: Mapping[str, bytes]) -> list[str]:
 
 def partial_dir() -> Path:
     """``$DGCOMPAT_CACHE/partial``: the kept parts of engine and kernel wheels."""
-    from .wheelcache import cache_root
 
     return cache_root() / "partial"
 
@@ -364,7 +364,6 @@ def fetch_partial(file: IndexFile, prefixes: Iterable[str], transport: Transport
     if file.kind != "wheel" or file.size is None:
         raise IndexError(f"{file.filename}: a partial read needs a wheel of known size")
     wanted = tuple(prefixes)
-    from .wheelcache import confined, verify_zip
 
     # One folder per set of kept members: the dist-info alone (an engine's requirements) and the deep_gemm folder
     # of the same wheel never replace each other.

@@ -6,29 +6,38 @@ A pin is only as good as the run behind it, so every line set says which certifi
 Every set of lines leaves through :func:`dgcompat_conformance._text.requirement_lines`: a line is a
 comment or exactly the requirement meant, whatever a certificate, a distribution's metadata or a
 device name holds; text that would break that is refused (exit status 2), never printed.
-The generated page (``--docs``) puts every field through :func:`dgcompat_conformance._text.cell`.
+The generated page (``--docs``) is :func:`dgcompat_conformance.report.compatibility_page`.
 """
 
 from __future__ import annotations
 
 import argparse
+import email.parser
+import importlib.metadata as md
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any, Sequence
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from dgcompat import detection
 from dgcompat._tooling import expected_torch
 from dgcompat.detection import EXPECTED_TORCH, KERNEL_FLOOR_WITH_SGL_DEEP_GEMM, Release
 
 from ._args import parse, readable_folder, usage_error
-from ._text import UnsafeTextError, cell, comment, one_line, requirement_lines
+from ._text import UnsafeTextError, comment, one_line, requirement_lines
 from .certificate import COMMITTED, Certificate, CertificateError, load_folder
-from .dists import BUNDLED_RELEASES, DISTRIBUTIONS, SGL_DEEP_GEMM, SGL_DEEP_GEMM_RELEASES, canonical, distribution
-from .harness.releases import release_problem
+from .dists import DISTRIBUTIONS, SGL_DEEP_GEMM, SGL_DEEP_GEMM_RELEASES, canonical, distribution
+from .index import IndexError as IndexUnavailable
+from .index import PackageIndex, fetch_partial
+from .releases import KNOWN_DISTS, VENDORED_FACTS, parse_release, release_problem
+from .report import compatibility_page
+from .surface.fingerprint import recorded
 
-__all__ = ["main", "suggest", "certificates", "pin_lines", "engine_pins", "render_compatibility", "PinRefused",
-           "advice"]
+__all__ = ["main", "suggest", "certificates", "pin_lines", "engine_pins", "PinRefused", "advice"]
 
 
 class PinRefused(Exception):
@@ -42,7 +51,6 @@ class PinRefused(Exception):
 def advice(release_id: str | None) -> str:
     """A ``dgcompat conform`` command that runs as printed: ``--release <id>`` where the wing can fetch and
     certify that release, else ``dgcompat conform`` (which certifies the build installed where it runs)."""
-    from .harness.releases import KNOWN_DISTS, parse_release
 
     if release_id:
         try:
@@ -79,7 +87,6 @@ def certificates(release: str | None = None, folder: Path | None = None) -> list
 def _build(release: str) -> str:
     """``" (build: surface ..., fingerprint ...)"``: the recorded fingerprint of the release's build, which its
     certificates certify (``dgcompat doctor`` holds the installed build against it); ``""`` when none is recorded."""
-    from .surface.fingerprint import recorded
 
     fp = recorded().get(release)
     if not fp:
@@ -93,7 +100,7 @@ def _status(release: str, folder: Path | None = None) -> str:
         return f"# not certified: run `{advice(release)}` (and the GPU tier) first"
     parts = []
     for c in certs:
-        parts.append(f"{c.tier}: {c.verdict}" + (f" on {c.device}" if c.device and c.tier == "gpu" else ""))
+        parts.append(f"{c.tier}: {c.verdict}" + (f" on {c.device_name}" if c.device_name and c.tier == "gpu" else ""))
     files = ", ".join(c.path.name if c.path else "certificate" for c in certs)
     return comment("certificates: " + "; ".join(parts) + _build(release), f"the comment from {files}")
 
@@ -104,7 +111,6 @@ def _torch_pin(spec: str) -> str:
 
 def _vendored_pin(dist: str, version: Version, certificates_dir: Path | None) -> list[str] | None:
     """An engine wheel that vendors deep_gemm (vLLM): the engine is what gets pinned."""
-    from .harness.releases import VENDORED_FACTS
 
     facts = VENDORED_FACTS.get(f"{dist}-{version}")
     if facts is None:
@@ -208,9 +214,6 @@ def _upstream_lines(rel: Release) -> list[str]:
 def _installed_engines(rel: Release) -> list[str]:
     """``sglang==0.5.23`` for an installed engine whose requirements name the installed deep_gemm exactly (the
     deployment's engine), checked: an engine that requires another release is a comment saying so."""
-    import importlib.metadata as md
-
-    from packaging.requirements import InvalidRequirement, Requirement
 
     out: list[str] = []
     for engine in ("sglang",):
@@ -237,8 +240,6 @@ def engine_pins(engine: str, version: str, requires: Sequence[str], certificates
     """The pin set of an engine release from its own requirements (``Requires-Dist``): the engine, the deep_gemm
     it requires (or vendors) with the certificates behind it, the torch and kernel wheel it pins, each checked
     against what the deep_gemm release needs; a conflict is a ``# conflict:`` line."""
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.specifiers import SpecifierSet
 
     name = canonical(engine)
     lines = [f"{name}=={version}"]
@@ -257,7 +258,6 @@ def engine_pins(engine: str, version: str, requires: Sequence[str], certificates
     body: list[str] = []
     if row is not None and row.holds == "vendored":
         body = pin_lines(name, Version(version), certificates_dir)[1:]
-        from .harness.releases import VENDORED_FACTS
 
         facts = VENDORED_FACTS.get(f"{name}-{version}")
         need = SpecifierSet(facts.torch_minimum) if facts else None
@@ -296,83 +296,8 @@ def engine_pins(engine: str, version: str, requires: Sequence[str], certificates
     return lines + body
 
 
-def _tier_cell(cert: Certificate | None) -> str:
-    if cert is None:
-        return "not run"
-    summary = cert.summary
-    counts = f"{summary.get('passed', 0)} passed"
-    for key in ("failed", "hang", "error"):
-        if summary.get(key):
-            counts += f", {summary[key]} {key}"
-    for key in ("xfail", "xfailed"):
-        if summary.get(key):
-            counts += f", {summary[key]} xfail"
-    if cert.verdict.startswith("incompatible"):
-        return cell(cert.verdict, f"{cert.release} verdict")
-    return cell(f"{cert.verdict.lower()} ({counts})", f"{cert.release} verdict")
-
-
-def render_compatibility(folder: Path | None = None) -> str:
-    """docs/compatibility.md: every release x tier, from the certificates (default: the committed ones)."""
-    every = certificates(folder=folder)
-    by_key: dict[tuple[str, str], Certificate] = {}
-    for cert in every:
-        by_key.setdefault((cert.release, cert.tier), cert)
-    gpu_env = next((c.data for c in every if c.tier == "gpu" and isinstance(c.data.get("device"), dict)), None)
-    lines = [
-        "# Compatibility",
-        "",
-        "Generated from `conformance/dgcompat_conformance/certificates/*.json` by `dgcompat pin --docs > docs/compatibility.md`",
-        "(a test checks that this file is current).",
-        "",
-        "- **CPU tier**: the release's real Python layer, its native library replaced by stand-ins that check",
-        "  every call against the signatures read from its binary and compute with `dgcompat.reference`",
-        "  (`dgcompat conform --release V`).",
-    ]
-    if gpu_env is not None:
-        dev = gpu_env["device"]
-        name, sm, sms = (cell(dev.get(k), f"device.{k}") for k in ("name", "sm", "num_sms"))
-        torch_v, cuda, driver = (cell(gpu_env.get(k), k) for k in ("torch", "cuda", "driver"))
-        lines.append(f"- **GPU tier**: real kernels on {name} ({sm}, {sms} SMs), torch {torch_v}, CUDA {cuda}, "
-                     f"driver {driver} (`python -m dgcompat_conformance.gpu.runner`); see "
-                     "[compatibility-gpu.md](compatibility-gpu.md).")
-    lines += [
-        "- **torch**: the torch the release's native library was built for (no wheel declares it).",
-        "",
-        "| release | torch | CPU tier | GPU tier | pin |",
-        "|---|---|---|---|---|",
-    ]
-    rows: list[tuple[str, str]] = [(SGL, v) for v in SGL_DEEP_GEMM_RELEASES]
-    rows += list(BUNDLED_RELEASES)
-    for dist, version in rows:
-        release_key = version if dist == SGL else f"{dist}-{version}"
-        torch_spec = expected_torch(dist, Version(version))
-        cpu = by_key.get((release_key, "cpu-tier"))
-        gpu = by_key.get((release_key, "gpu"))
-        label = version if dist == SGL else f"{dist} {version} (bundled)"
-        pin = f"`{dist}=={version}`" + (f", `torch{torch_spec}`" if torch_spec else "")
-        lines.append(f"| {label} | {torch_spec or '?'} | {_tier_cell(cpu)} | {_tier_cell(gpu)} | {pin} |")
-    from .harness.releases import VENDORED_FACTS, VENDORED_RELEASES
-
-    for dist, version in VENDORED_RELEASES:
-        vendored_key = f"{dist}-{version}"
-        facts = VENDORED_FACTS[vendored_key]
-        label = f"{dist} {version} (vendored upstream {facts.deep_gemm}, stable ABI)"
-        pin = f"`{dist}=={version}` (deep_gemm needs torch{facts.torch_minimum}; built for {facts.built_for})"
-        lines.append(f"| {label} | {facts.torch_minimum} | {_tier_cell(by_key.get((vendored_key, 'cpu-tier')))} | "
-                     f"{_tier_cell(by_key.get((vendored_key, 'gpu')))} | {pin} |")
-    text = "\n".join(lines) + "\n"
-    if text.splitlines() != lines:  # every field above went through cell(); this is the page as a whole
-        raise UnsafeTextError("docs/compatibility.md would not split back into the lines rendered")
-    return text
-
-
 def _engine_requires(name: str, version: str, index: Any) -> list[str]:
     """The ``Requires-Dist`` lines of an engine release, read from its wheel's METADATA alone (range requests)."""
-    import email.parser
-    import zipfile
-
-    from .index import PackageIndex, fetch_partial
 
     ix = index if index is not None else PackageIndex()
     wheel = ix.wheel(name, version)
@@ -415,15 +340,13 @@ def main(argv: Sequence[str] | None = None, *, index: Any = None) -> int:
         return opts
     try:
         if opts.docs:
-            print(render_compatibility(opts.certificates), end="")
+            print(compatibility_page(opts.certificates), end="")
             return 0
         if opts.list:
             for dist, releases, torch_spec, why in EXPECTED_TORCH:
                 print(one_line(f"{dist:<14} {releases:<28} torch{torch_spec:<10} # {why}", "pin --list row"))
             return 0
         if opts.engine:
-            from .index import IndexError as IndexUnavailable
-
             name, version = opts.engine
             try:
                 requires = _engine_requires(name, version, index)
@@ -441,9 +364,7 @@ def main(argv: Sequence[str] | None = None, *, index: Any = None) -> int:
             version = Version(opts.release)
             print("\n".join(pin_lines(opts.dist, version, opts.certificates)))
             return 0
-        from dgcompat.detection import release
-
-        print("\n".join(suggest(release(), opts.certificates)))
+        print("\n".join(suggest(detection.release(), opts.certificates)))
         return 0
     except PinRefused as exc:
         print("\n".join(requirement_lines(exc.lines)))

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dgcompat._tooling import env_folder
+
 from .wheelcache import cache_root
 
 __all__ = ["results_root", "results_dir"]
@@ -18,7 +20,6 @@ __all__ = ["results_root", "results_dir"]
 
 def results_root() -> Path:
     """``$DGCOMPAT_RESULTS``, else ``<cache>/results``."""
-    from dgcompat._tooling import env_folder
 
     return env_folder("DGCOMPAT_RESULTS") or cache_root() / "results"
 

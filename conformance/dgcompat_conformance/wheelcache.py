@@ -22,6 +22,9 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from dgcompat._tooling import env_folder
+
+from .certificate import CertificateError, committed
 from .dists import canonical
 
 __all__ = ["CacheError", "cache_root", "wheel_dir", "work_root", "sha256_file", "parse_name", "find", "verify",
@@ -41,7 +44,6 @@ class CacheError(RuntimeError):
 
 def cache_root() -> Path:
     """``$DGCOMPAT_CACHE``, else ``~/.cache/dgcompat``."""
-    from dgcompat._tooling import env_folder
 
     return env_folder("DGCOMPAT_CACHE") or Path.home() / ".cache" / "dgcompat"
 
@@ -118,7 +120,6 @@ def _version(text: str) -> Version:
 @functools.lru_cache(maxsize=1)
 def _certified_hashes() -> dict[str, str]:
     """Wheel file name -> sha256, as the committed certificates recorded them."""
-    from .certificate import CertificateError, committed
 
     try:
         certs = committed()

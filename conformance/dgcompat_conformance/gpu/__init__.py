@@ -9,9 +9,9 @@
   this machine (torch, CUDA, driver, device); :mod:`.deadline` bounds a run and stops it (signals,
   killing the children's process groups); :mod:`.output` prints the runner's lines.
 - :mod:`.certify` certifies one subject: install, identity, ABI check, then one child per case under a
-  watchdog, into its certificate.
-- :mod:`.table` renders ``docs/compatibility-gpu.md`` from the certificates and publishes them into
-  ``conformance/dgcompat_conformance/certificates/``.
+  watchdog, into its :class:`~dgcompat_conformance.certificate.Certificate`.
+- :mod:`.table` publishes a run's certificates into ``conformance/dgcompat_conformance/certificates/`` and
+  writes ``docs/compatibility-gpu.md`` (rendered by :mod:`dgcompat_conformance.report`).
 - :mod:`.runner` is the command line, ``python -m dgcompat_conformance.gpu.runner``: it certifies
   several subjects side by side and writes ``gpu-<release>.json`` for each.
 """

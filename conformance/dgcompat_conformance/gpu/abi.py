@@ -30,7 +30,12 @@ import sys
 import time
 from typing import Any, Mapping
 
+import dgcompat
+from dgcompat import _tooling
+from dgcompat.errors import DeepGemmUnavailableError, IncompatibleBuildError
+
 from .._paths import with_import_path
+from .._text import short
 from .cases import calc_diff
 
 __all__ = ["abi_check", "kill_group", "MARKER"]
@@ -40,11 +45,6 @@ MARKER = "DGCOMPAT-ABI "
 
 _GEMM_SHAPE = (64, 128, 256)
 _GEMM_TOLERANCE = 1e-3
-
-
-def _short(text: str, limit: int = 600) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _chain(exc: BaseException | None) -> str:
@@ -64,8 +64,6 @@ def _chain(exc: BaseException | None) -> str:
 # --- the child ---------------------------------------------------------------------------------
 
 def _describe_release() -> dict[str, Any]:
-    import dgcompat
-
     rel = dgcompat.release()
     return {
         "release": rel.label,
@@ -80,10 +78,9 @@ def _describe_release() -> dict[str, Any]:
 
 
 def _call_metadata() -> dict[str, Any]:
-    import torch
+    import torch  # noqa: PLC0415 (torch loads only in the check's child)
 
-    import dgcompat
-    from dgcompat import reference
+    from dgcompat import reference  # noqa: PLC0415 (torch loads only in the check's child)
 
     lens = torch.tensor([[100], [300]], dtype=torch.int32, device="cuda")
     num_sms = dgcompat.get_num_sms()
@@ -97,10 +94,9 @@ def _call_metadata() -> dict[str, Any]:
 
 
 def _call_gemm() -> dict[str, Any]:
-    import torch
+    import torch  # noqa: PLC0415 (torch loads only in the check's child)
 
-    import dgcompat
-    from dgcompat import reference
+    from dgcompat import reference  # noqa: PLC0415 (torch loads only in the check's child)
 
     m, n, k = _GEMM_SHAPE
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -124,10 +120,7 @@ def _child() -> dict[str, Any]:
     try:
         out.update(_describe_release())
     except Exception as exc:  # detection itself failing is a finding, not a crash
-        out["detect_error"] = _short(f"{type(exc).__name__}: {exc}")
-
-    from dgcompat import _tooling
-    from dgcompat.errors import DeepGemmUnavailableError, IncompatibleBuildError
+        out["detect_error"] = short(f"{type(exc).__name__}: {exc}", 600)
 
     t0 = time.perf_counter()
     load: dict[str, Any] = {"ok": False, "refused": False, "error": None, "seconds": None}
@@ -135,13 +128,13 @@ def _child() -> dict[str, Any]:
         _tooling.load_backend()
         load["ok"] = True
     except DeepGemmUnavailableError as exc:
-        load["error"] = _short(str(exc))
+        load["error"] = short(str(exc), 600)
     except IncompatibleBuildError as exc:
         # Refused before importing (torch mismatch known from the table), or the import itself failed.
         load["refused"] = exc.__cause__ is None
-        load["error"] = _short(_chain(exc.__cause__) if exc.__cause__ is not None else str(exc), 900)
+        load["error"] = short(_chain(exc.__cause__) if exc.__cause__ is not None else str(exc), 900)
     except Exception as exc:
-        load["error"] = _short(_chain(exc), 900)
+        load["error"] = short(_chain(exc), 900)
     load["seconds"] = round(time.perf_counter() - t0, 3)
     out["load"] = load
     out["calls"] = []
@@ -153,7 +146,7 @@ def _child() -> dict[str, Any]:
         out["verdict"] = "refused (built for another torch)" if load["refused"] else "does not load"
         return out
 
-    import torch
+    import torch  # noqa: PLC0415 (torch loads only in the check's child)
 
     out["cuda_initialized_by_import"] = bool(torch.cuda.is_initialized())
     if not torch.cuda.is_available():
@@ -168,7 +161,7 @@ def _child() -> dict[str, Any]:
         except Exception as exc:
             name = {"_call_metadata": "get_paged_mqa_logits_metadata", "_call_gemm": "fp8_gemm_nt"}[fn.__name__]
             rec = {"name": name, "ok": False,
-                   "detail": _short(f"{type(exc).__name__}: {exc}")}
+                   "detail": short(f"{type(exc).__name__}: {exc}", 600)}
         out["calls"].append(rec)
         ok = ok and bool(rec["ok"])
         if not rec["ok"]:
@@ -227,7 +220,7 @@ def abi_check(timeout: float = 180.0, *, env: Mapping[str, str] | None = None, a
         tail = [ln for ln in (stderr or stdout).strip().splitlines() if ln.strip()][-4:]
         return {"ok": False, "import": None, "call": None, "verdict": "crashed", "load": None, "calls": [],
                 "allow_torch_mismatch": allow_torch_mismatch,
-                "detail": _short(f"child exited with {proc.returncode}: " + " | ".join(tail)), "seconds": seconds}
+                "detail": short(f"child exited with {proc.returncode}: " + " | ".join(tail), 600), "seconds": seconds}
     result: dict[str, Any] = json.loads(line[len(MARKER):])
     result["seconds"] = seconds
     return result
@@ -255,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
             if isinstance(exc, KeyboardInterrupt):
                 raise
             result = {"ok": False, "import": None, "call": None, "verdict": "crashed",
-                      "detail": _short(f"{type(exc).__name__}: {exc}")}
+                      "detail": short(f"{type(exc).__name__}: {exc}", 600)}
         print(MARKER + json.dumps(result, default=str), flush=True)
         return 0
     timeout = 180.0

@@ -32,20 +32,23 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 from .. import certificate
-from ..certificate import CASE_OUTCOMES, SCHEMA
+from .._text import short
+from ..certificate import CASE_OUTCOMES, Certificate
 from ..dists import SGL_DEEP_GEMM
+from ..releases import VENDORED_FACTS
+from ..surface import SurfaceError, extract
 from ..wheelcache import confined
 from . import abi as _abi
 from .cases import CASES
 from .deadline import MIN_CASE_S, STOP, Deadline
 from .install import detect_site, folder_digest, install_folder, install_site, install_wheel, release_env
 from .machine import dgcompat_version
-from .output import say, short
+from .output import say
 from .subject import Subject, bundle_release_id, distribution_of
 
 __all__ = ["TIER", "OUTCOMES", "Steps", "certify", "certify_release", "certify_folder", "run_case_child",
@@ -56,9 +59,10 @@ OUTCOMES = CASE_OUTCOMES
 
 
 class InstallWheel(Protocol):
-    """Put a wheel subject into ``site`` and record what it was in ``cert`` (:func:`~.install.install_wheel`)."""
+    """Put a wheel subject into ``site``, recording the wheel files, their hashes and the tvm-ffi pin into
+    ``wheel_record`` before installing them (:func:`~.install.install_wheel`)."""
 
-    def __call__(self, subject: Subject, cert: dict[str, Any], site: Path, wheel_dirs: Sequence[Path],
+    def __call__(self, subject: Subject, wheel_record: dict[str, Any], site: Path, wheel_dirs: Sequence[Path],
                  python: str) -> None: ...
 
 
@@ -85,7 +89,7 @@ def run_case_child(case_id: str, env: dict[str, str], timeout: float, cwd: Path,
     child killed because the run was stopped.
     """
     case = CASES[case_id]
-    base = {"id": case_id, "metric": case.metric, "tolerance": case.tolerance, "value": None}
+    base = {"id": case_id, "summary": case.summary, "metric": case.metric, "tolerance": case.tolerance, "value": None}
     t0 = time.perf_counter()
     proc = subprocess.Popen([python, "-m", "dgcompat_conformance.gpu.cases", case_id], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, cwd=str(cwd), start_new_session=True)
@@ -172,20 +176,19 @@ def _incompatible_verdict(abi: dict[str, Any], forced: dict[str, Any] | None, en
 
 def _built_for(release_id: str) -> str | None:
     """The torch a vendored copy was built for, from its engine wheel's METADATA (a folder does not say)."""
-    from ..harness.releases import VENDORED_FACTS
 
     facts = VENDORED_FACTS.get(release_id)
     return None if facts is None else f"{facts.built_for} (the torch the engine wheel pins)"
 
 
-def stable_abi_note(cert: dict[str, Any], built_for: str | None) -> str | None:
+def stable_abi_note(cert: Certificate, built_for: str | None) -> str | None:
     """What a passing run of a stable-ABI build on another torch proves (None when it does not apply)."""
-    abi = cert.get("abi") or {}
-    if cert.get("binding") != "stable-abi" or not built_for:
+    abi = cert.abi or {}
+    if cert.binding != "stable-abi" or not built_for:
         return None
-    ran_on = cert.get("torch")
-    s = cert.get("summary") or {}
-    passed = cert.get("verdict") == "certified"
+    ran_on = cert.torch
+    s = cert.summary
+    passed = cert.verdict == "certified"
     head = (f"ran on torch {ran_on} while built for torch {built_for}. The native library is a stable-ABI build: "
             f"it imports only torch's C shim (aoti_torch_*/torch_* functions) and none of torch's C++ symbols, and "
             f"dgcompat reads its minimum torch from those imports (torch{abi.get('expected_torch') or '>=?'}).")
@@ -194,23 +197,41 @@ def stable_abi_note(cert: dict[str, Any], built_for: str | None) -> str | None:
                 "stable ABI held from the build torch down to this one for every function this build imports "
                 "(op registration, tensor metadata, streams, the dispatcher). It does not prove torch versions "
                 "older than that minimum, nor other builds.")
-    return head + f" Verdict {cert.get('verdict')}: the run does not show the stable ABI holding on this torch."
+    return head + f" Verdict {cert.verdict}: the run does not show the stable ABI holding on this torch."
 
 
-def _install_subject(subject: Subject, cert: dict[str, Any], site: Path, wheel_dirs: Sequence[Path],
+@dataclass
+class _Run:
+    """What one subject's run found so far; :func:`certify` turns it into its :class:`Certificate`."""
+
+    wheel: dict[str, Any] = field(default_factory=dict)
+    site: dict[str, Any] | None = None
+    folder: dict[str, Any] | None = None
+    detected: dict[str, Any] | None = None
+    fingerprint: dict[str, Any] | None = None
+    subject: str | None = None
+    binding: str | None = None
+    abi: dict[str, Any] | None = None
+    verdict: str = "failed"
+    tests: list[dict[str, Any]] = field(default_factory=list)
+    not_run: list[dict[str, Any]] | None = None
+    runner_error: str | None = None
+
+
+def _install_subject(subject: Subject, run: _Run, site: Path, wheel_dirs: Sequence[Path],
                      python: str, steps: Steps) -> None:
-    """Put the subject into ``site`` (emptied first) and record what it was in ``cert``."""
+    """Put the subject into ``site`` (emptied first) and record what it was in ``run``."""
     assert subject.kind == "wheel" or subject.source is not None
     if subject.kind == "wheel":
-        steps.install_wheel(subject, cert, site, wheel_dirs, python)
+        steps.install_wheel(subject, run.wheel, site, wheel_dirs, python)
     elif subject.kind == "folder":
         assert subject.source is not None
-        cert["folder"] = folder_digest(subject.source.resolve())
+        run.folder = folder_digest(subject.source.resolve())
         install_folder(subject.source.resolve(), site)
     elif subject.kind == "site":
         assert subject.source is not None
-        cert["site"] = {**folder_digest(subject.source.resolve() / "deep_gemm"),
-                        "dist_info": install_site(subject.source.resolve(), site)}
+        run.site = {**folder_digest(subject.source.resolve() / "deep_gemm"),
+                    "dist_info": install_site(subject.source.resolve(), site)}
     else:
         raise ValueError(f"unknown subject kind {subject.kind!r}")
 
@@ -218,7 +239,6 @@ def _install_subject(subject: Subject, cert: dict[str, Any], site: Path, wheel_d
 def build_fingerprint(package: Path) -> dict[str, Any] | None:
     """The fingerprint of the deep_gemm package folder ``package`` (python, native, asserts, headers:
     :mod:`dgcompat_conformance.surface.fingerprint`), None when it cannot be read."""
-    from ..surface import SurfaceError, extract
 
     try:
         fp = extract(package, cache=False).get("fingerprint")
@@ -227,24 +247,22 @@ def build_fingerprint(package: Path) -> dict[str, Any] | None:
     return fp if isinstance(fp, dict) else None
 
 
-def _check_identity(subject: Subject, cert: dict[str, Any], site: Path, python: str) -> None:
+def _check_identity(subject: Subject, run: _Run, site: Path, python: str) -> None:
     """Detection of the installed copy must name the subject, or its certificate would describe another release.
     The certificate records the build's surface as detection reads it and its whole fingerprint."""
     found = detect_site(site, python)
-    cert["detected"] = {k: found.get(k) for k in ("label", "dist", "version", "source", "binding", "owner", "known",
-                                                   "surface", "surface_note")}
-    fp = build_fingerprint(site / "deep_gemm")
-    if fp is not None:
-        cert["fingerprint"] = fp
+    run.detected = {k: found.get(k) for k in ("label", "dist", "version", "source", "binding", "owner", "known",
+                                               "surface", "surface_note")}
+    run.fingerprint = build_fingerprint(site / "deep_gemm")
     if subject.kind == "wheel":
         ok = found.get("dist") == SGL_DEEP_GEMM and found.get("version") == subject.release
-        cert["subject"] = f"{SGL_DEEP_GEMM} {subject.release}"
+        run.subject = f"{SGL_DEEP_GEMM} {subject.release}"
     elif subject.kind == "site":
         ok = found.get("source") == "bundled" and bundle_release_id(found) == subject.release
-        cert["subject"] = f"{found.get('dist')} {found.get('version')} (bundled deep_gemm)"
+        run.subject = f"{found.get('dist')} {found.get('version')} (bundled deep_gemm)"
     else:
         ok = True  # a folder is named by the id given; detection is recorded
-        cert["subject"] = f"deep_gemm folder {subject.release} ({found.get('label')})"
+        run.subject = f"deep_gemm folder {subject.release} ({found.get('label')})"
     if not ok:
         raise RuntimeError(f"the installed copy is detected as {found.get('label')!r} "
                            f"(source {found.get('source')!r}), not as {subject.kind} {subject.release}")
@@ -252,38 +270,47 @@ def _check_identity(subject: Subject, cert: dict[str, Any], site: Path, python: 
 
 def certify(subject: Subject, *, wheel_dirs: Sequence[Path], work: Path, env_info: dict[str, Any],
             case_ids: Sequence[str], timeout_scale: float = 1.0, abi_timeout: float = 240.0,
-            deadline: Deadline = Deadline(), python: str = sys.executable, steps: Steps = Steps()) -> dict[str, Any]:
+            deadline: Deadline = Deadline(), python: str = sys.executable, steps: Steps = Steps()) -> Certificate:
     """Install, identify, ABI-check and (unless ``subject.abi_only``) run every case for one subject.
 
     Cases not started (or cut short) before ``deadline`` are listed under ``not_run`` and the
     verdict is ``incomplete: ...`` unless a case failed; a runner fault is ``runner_error``.
     """
     t_start = time.perf_counter()
-    cert = _new_certificate(subject.release, distribution_of(subject), env_info)
+    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    run = _Run()
     try:
         folder = confined(work, subject.release)  # the installers empty <folder>/site first
         site = folder / "site"
-        _install_subject(subject, cert, site, wheel_dirs, python, steps)
-        _check_identity(subject, cert, site, python)
-        _check_and_run(cert, subject.release, folder, site, env_info=env_info, case_ids=case_ids,
+        _install_subject(subject, run, site, wheel_dirs, python, steps)
+        _check_identity(subject, run, site, python)
+        _check_and_run(run, subject.release, folder, site, env_info=env_info, case_ids=case_ids,
                        abi_only=subject.abi_only, timeout_scale=timeout_scale, abi_timeout=abi_timeout,
                        deadline=deadline, python=python, steps=steps)
     except Exception as exc:
-        cert["runner_error"] = f"{type(exc).__name__}: {exc}"
+        run.runner_error = f"{type(exc).__name__}: {exc}"
         # A child killed by a stop (pip, detection) says nothing about the subject.
-        cert["verdict"] = "incomplete: the run was stopped" if STOP.is_set() else "failed"
-    cert["summary"] = summarize(cert["tests"])
-    cert["seconds"] = round(time.perf_counter() - t_start, 1)
+        run.verdict = "incomplete: the run was stopped" if STOP.is_set() else "failed"
+    device = env_info.get("device")
+    cert = Certificate(
+        tier=TIER, release=subject.release, distribution=distribution_of(subject), binding=run.binding,
+        dgcompat_version=dgcompat_version(), torch=env_info.get("torch"), cuda=env_info.get("cuda"),
+        driver=env_info.get("driver"), python=env_info.get("python"), platform=env_info.get("platform"),
+        device=device, arch=(device or {}).get("sm"), timestamp=started, wheel=run.wheel or None, abi=run.abi,
+        verdict=run.verdict, tests=tuple(run.tests), site=run.site, folder=run.folder, detected=run.detected,
+        fingerprint=run.fingerprint, subject=run.subject,
+        not_run=None if run.not_run is None else tuple(run.not_run), runner_error=run.runner_error,
+        summary=summarize(run.tests), seconds=round(time.perf_counter() - t_start, 1))
     if subject.kind == "folder":
         note = stable_abi_note(cert, subject.built_for_torch or _built_for(subject.release))
         if note:
-            cert["note"] = note
+            cert = replace(cert, note=note)
     return cert
 
 
 def certify_release(version: str, *, wheel_dirs: Sequence[Path], work: Path, env_info: dict[str, Any],
                     case_ids: Sequence[str], abi_only: bool = False, timeout_scale: float = 1.0,
-                    abi_timeout: float = 240.0, python: str = sys.executable) -> dict[str, Any]:
+                    abi_timeout: float = 240.0, python: str = sys.executable) -> Certificate:
     """:func:`certify` for one sgl-deep-gemm release from ``wheel_dirs``."""
     return certify(Subject("wheel", version, abi_only=abi_only), wheel_dirs=wheel_dirs, work=work,
                    env_info=env_info, case_ids=case_ids, timeout_scale=timeout_scale, abi_timeout=abi_timeout,
@@ -292,22 +319,11 @@ def certify_release(version: str, *, wheel_dirs: Sequence[Path], work: Path, env
 
 def certify_folder(source: Path, release_id: str, *, work: Path, env_info: dict[str, Any], case_ids: Sequence[str],
                    abi_only: bool = False, timeout_scale: float = 1.0, abi_timeout: float = 240.0,
-                   built_for_torch: str | None = None, python: str = sys.executable) -> dict[str, Any]:
+                   built_for_torch: str | None = None, python: str = sys.executable) -> Certificate:
     """:func:`certify` for a plain ``deep_gemm`` folder (no wheel, no dist-info)."""
     return certify(Subject("folder", release_id, source, abi_only, built_for_torch), wheel_dirs=(), work=work,
                    env_info=env_info, case_ids=case_ids, timeout_scale=timeout_scale, abi_timeout=abi_timeout,
                    python=python)
-
-
-def _new_certificate(release: str, distribution: str, env_info: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "schema": SCHEMA, "tier": TIER, "release": release, "distribution": distribution, "binding": None,
-        "dgcompat_version": dgcompat_version(), "torch": env_info.get("torch"), "cuda": env_info.get("cuda"),
-        "driver": env_info.get("driver"), "python": env_info.get("python"), "platform": env_info.get("platform"),
-        "device": env_info.get("device"), "arch": (env_info.get("device") or {}).get("sm"),
-        "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "wheel": None, "abi": None, "verdict": "failed", "tests": [],
-    }
 
 
 def _incomplete(missing: int, total: int) -> str:
@@ -315,10 +331,10 @@ def _incomplete(missing: int, total: int) -> str:
     return f"incomplete: {missing} of {total} cases not run ({why})"
 
 
-def _check_and_run(cert: dict[str, Any], version: str, folder: Path, site: Path, *, env_info: dict[str, Any],
+def _check_and_run(run: _Run, version: str, folder: Path, site: Path, *, env_info: dict[str, Any],
                    case_ids: Sequence[str], abi_only: bool, timeout_scale: float, abi_timeout: float,
                    deadline: Deadline, python: str, steps: Steps) -> None:
-    """ABI check, then every case (in its own child) while the deadline allows, into ``cert``."""
+    """ABI check, then every case (in its own child) while the deadline allows, into ``run``."""
     (folder / "jit").mkdir(parents=True, exist_ok=True)
     env = release_env(site, folder / "jit")
     not_run: list[dict[str, Any]] = []
@@ -328,30 +344,30 @@ def _check_and_run(cert: dict[str, Any], version: str, folder: Path, site: Path,
 
     if deadline.left() < steps.min_case_s:
         too_late(case_ids, "the deadline came before the ABI check")
-        cert["not_run"] = not_run
-        cert["verdict"] = _incomplete(len(not_run), len(case_ids))
+        run.not_run = not_run
+        run.verdict = _incomplete(len(not_run), len(case_ids))
         return
     abi_limit, abi_cut = deadline.limit(abi_timeout)
     abi = steps.abi_check(abi_limit, env=env, python=python)
     if abi.get("verdict") in ("hang", "crashed") and (abi_cut or STOP.is_set()):
         # Killed by the deadline or a stop, not found hanging: nothing is known about the release.
         too_late(case_ids, f"the ABI check was cut short after {abi.get('seconds', 0):.0f} s")
-        cert["not_run"] = not_run
-        cert["verdict"] = _incomplete(len(not_run), len(case_ids))
+        run.not_run = not_run
+        run.verdict = _incomplete(len(not_run), len(case_ids))
         return
-    cert["binding"] = abi.get("binding")
+    run.binding = abi.get("binding")
     forced = None
     if not abi.get("ok") and (abi.get("load") or {}).get("refused") and deadline.left() >= steps.min_case_s:
         # dgcompat refused the import from the torch pairing alone; show what the mismatch does.
         forced = steps.abi_check(deadline.limit(abi_timeout)[0], env=env, allow_torch_mismatch=True, python=python)
-    cert["abi"] = _abi_summary(abi, forced)
+    run.abi = _abi_summary(abi, forced)
     say(f"[{version}] ABI: {abi.get('verdict')}: {short(abi.get('detail', ''), 300)}"
         + (f" | mismatch allowed: {forced.get('verdict')}: {short(forced.get('detail', ''), 300)}" if forced else ""))
     if not abi.get("ok"):
-        cert["verdict"] = _incompatible_verdict(abi, forced, env_info)
+        run.verdict = _incompatible_verdict(abi, forced, env_info)
         return
     if abi_only:
-        cert["verdict"] = "abi ok (cases not run)"
+        run.verdict = "abi ok (cases not run)"
         return
     for i, case_id in enumerate(case_ids):
         if deadline.left() < steps.min_case_s:
@@ -363,23 +379,23 @@ def _check_and_run(cert: dict[str, Any], version: str, folder: Path, site: Path,
             too_late([case_id], rec["message"])
             say(f"[{version}] {case_id:<28} cut     {rec['duration']:6.1f}s  {rec['message']}")
             continue
-        cert["tests"].append(_test_entry(rec))
+        run.tests.append(_test_entry(rec))
         val = rec.get("value")
         say(f"[{version}] {case_id:<28} {rec['outcome']:<7} {rec['duration']:6.1f}s"
             + (f"  value={val:.3g}" if isinstance(val, float) else "")
             + (f"  {short(rec.get('message', ''), 300)}" if rec.get("message") else ""))
-    counts = summarize(cert["tests"])
+    counts = summarize(run.tests)
     bad = counts["failed"] + counts["error"] + counts["hang"]
     if not_run:
-        cert["not_run"] = not_run
+        run.not_run = not_run
     if bad:
-        cert["verdict"] = "failed"
+        run.verdict = "failed"
     elif not_run:
-        cert["verdict"] = _incomplete(len(not_run), len(case_ids))
+        run.verdict = _incomplete(len(not_run), len(case_ids))
     else:
-        cert["verdict"] = "certified"
+        run.verdict = "certified"
 
 
-def write_certificate(cert: dict[str, Any], out_dir: Path) -> Path:
+def write_certificate(cert: Certificate, out_dir: Path) -> Path:
     """Check ``cert`` against the one certificate schema and write it atomically (:func:`certificate.write`)."""
     return certificate.write(cert, out_dir)

@@ -32,6 +32,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from dgcompat import _tooling
+
 _IDS = itertools.count(1)  # graph ids (the driver's capture ids stand-in)
 _SYNCS = {"_local_scalar_dense", "equal", "nonzero", "is_nonzero", "item"}
 
@@ -61,7 +63,6 @@ class Graph:
         """Record the calls made inside the block (dgcompat sees a capture with this graph's id, or, with
         ``driver_id=False``, a capture whose id the driver does not tell); ``module`` is the bound
         deep_gemm (or reference) module whose native calls become nodes."""
-        from dgcompat import _tooling
 
         saved = _wrap_natives(self, module)
         _tooling.rebind_indexer()  # rebind to the wrapped natives

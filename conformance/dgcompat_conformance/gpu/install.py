@@ -10,6 +10,7 @@ an installed copy is; :func:`release_env` is the environment of every child of o
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata as md
 import json
 import os
 import shutil
@@ -19,12 +20,15 @@ import zipfile
 from pathlib import Path
 from typing import Any, Iterable, Protocol, Sequence
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import Version
+
 from dgcompat._tooling import hookless_env
 
 from .._paths import import_path
+from .._text import short
 from ..dists import SGL_DEEP_GEMM, TVM_FFI, canonical
 from ..wheelcache import CacheError, parse_name, sha256_file, verify
-from .output import short
 from .subject import Subject
 
 __all__ = ["find_wheel", "tvm_ffi_pin", "install_release", "install_wheel", "install_folder", "install_site",
@@ -40,7 +44,6 @@ class PipInstall(Protocol):
 def find_wheel(dirs: Sequence[Path], dist: str, version: str) -> Path | None:
     """The wheel of ``dist==version`` in any of ``dirs`` (searched recursively, names read by
     :func:`packaging.utils.parse_wheel_filename`), or None. A damaged one raises :class:`CacheError`."""
-    from packaging.version import Version
 
     wanted = Version(version)
     for d in dirs:
@@ -64,9 +67,6 @@ def find_wheel(dirs: Sequence[Path], dist: str, version: str) -> Path | None:
 
 def tvm_ffi_pin(wheel: Path) -> str | None:
     """The ``apache-tvm-ffi`` version a wheel's metadata pins (``Requires-Dist: apache-tvm-ffi==X``, no extra)."""
-    import importlib.metadata as md
-
-    from packaging.requirements import InvalidRequirement, Requirement
 
     with zipfile.ZipFile(wheel) as zf:
         infos = sorted({n.split("/", 1)[0] for n in zf.namelist() if n.split("/", 1)[0].endswith(".dist-info")})
@@ -160,23 +160,24 @@ def folder_digest(folder: Path) -> dict[str, Any]:
     return {"folder": str(folder), "files": len(files), "sha256_py_and_so": h.hexdigest()}
 
 
-def install_wheel(subject: Subject, cert: dict[str, Any], site: Path, wheel_dirs: Sequence[Path], python: str, *,
-                  pip_install: PipInstall = install_release) -> None:
+def install_wheel(subject: Subject, wheel_record: dict[str, Any], site: Path, wheel_dirs: Sequence[Path],
+                  python: str, *, pip_install: PipInstall = install_release) -> None:
     """Install a wheel subject into ``site`` with its pinned apache-tvm-ffi wheel (:func:`install_release` unless
-    ``pip_install`` says otherwise); ``cert["wheel"]`` records the files, their hashes and the pin."""
+    ``pip_install`` says otherwise); ``wheel_record`` gets the files, their hashes and the pin (the certificate's
+    ``wheel``), before pip runs: a failed install still names what it installed."""
     version = subject.release
     wheel = find_wheel(wheel_dirs, SGL_DEEP_GEMM, version)
     if wheel is None:
         raise RuntimeError(f"no {SGL_DEEP_GEMM} {version} wheel in {', '.join(map(str, wheel_dirs))}")
     extra: list[Path] = []
     pin = tvm_ffi_pin(wheel)
-    cert["wheel"] = {"file": wheel.name, "sha256": sha256_file(wheel), "apache_tvm_ffi": pin}
+    wheel_record.update({"file": wheel.name, "sha256": sha256_file(wheel), "apache_tvm_ffi": pin})
     if pin:
         tvm = find_wheel(wheel_dirs, TVM_FFI, pin)
         if tvm is None:
             raise RuntimeError(f"{wheel.name} needs apache-tvm-ffi=={pin}, and no such wheel is in "
                                f"{', '.join(map(str, wheel_dirs))}")
-        cert["wheel"]["apache_tvm_ffi_file"] = tvm.name
+        wheel_record["apache_tvm_ffi_file"] = tvm.name
         extra.append(tvm)
     pip_install(wheel, extra, site, python=python)
 

@@ -12,7 +12,9 @@ import subprocess
 import sys
 from typing import Any
 
-from .output import short
+from dgcompat import __version__
+
+from .._text import short
 
 __all__ = ["environment_info", "dgcompat_version"]
 
@@ -61,8 +63,6 @@ def environment_info(python: str = sys.executable) -> dict[str, Any]:
 def dgcompat_version() -> str | None:
     """The version of the dgcompat these certificates are made with (None where it cannot be read)."""
     try:
-        from dgcompat import __version__
-
         return __version__
     except ImportError:
         return None

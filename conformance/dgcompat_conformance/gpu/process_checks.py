@@ -23,6 +23,11 @@ import subprocess
 import sys
 from typing import Any, Callable, Sequence
 
+import torch
+
+import dgcompat
+from dgcompat import reference as R
+
 from .._args import parse
 
 __all__ = ["CHECKS", "main"]
@@ -68,8 +73,6 @@ def check_fork_after_capabilities() -> dict[str, Any]:
 
 
 def _expect_bad(argument: str, call: Callable[[], Any]) -> str | None:
-    import dgcompat
-
     for _ in range(2):  # every call, not only the first
         try:
             call()
@@ -84,10 +87,6 @@ def _expect_bad(argument: str, call: Callable[[], Any]) -> str | None:
 
 
 def check_sms_above_device() -> dict[str, Any]:
-    import torch
-
-    import dgcompat
-
     device_sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
     before = dgcompat.get_num_sms()
     problems = [p for p in (_expect_bad("new_num_sms", lambda: dgcompat.set_num_sms(device_sms + 1)),
@@ -100,11 +99,6 @@ def check_sms_above_device() -> dict[str, Any]:
 
 
 def check_layout_mistakes() -> dict[str, Any]:
-    import torch
-
-    import dgcompat
-    from dgcompat import reference as R
-
     dev = "cuda"
     aq = R.per_token_cast_to_fp8(torch.randn(128, 256, device=dev))
     bq = R.per_block_cast_to_fp8(torch.randn(256, 256, device=dev))

@@ -67,6 +67,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -82,7 +83,8 @@ from .._args import (
     usage_error,
     version_text,
 )
-from ..certificate import SCHEMA, CertificateError
+from ..certificate import SCHEMA, Certificate, CertificateError
+from ..report import gpu_run_table
 from ..results import results_dir
 from . import abi as _abi
 from .cases import CASES
@@ -93,30 +95,29 @@ from .certify import (
     certify_folder,
     certify_release,
     run_case_child,
-    summarize,
     write_certificate,
 )
 from .deadline import MIN_CASE_S, Deadline, stop_children, stop_on_signals
 from .deadline import STOP as _STOP  # noqa: F401  (the stop flag, reachable here as before the split)
 from .install import detect_site, find_wheel, install_release, install_site, install_wheel, release_env
 from .machine import environment_info
-from .output import say, short
+from .output import say
 from .subject import Subject, bundle_release_id
-from .table import DEFAULT_DOCS, load_certificates, publish, render_markdown, write_docs
+from .table import DEFAULT_DOCS, publish, write_docs
 
 # The runner's names from before its split into modules stay importable from it (the same objects).
 __all__ = [
     "SCHEMA", "OUTCOMES", "Subject", "Deadline", "certify", "certify_release", "certify_folder", "install_site",
     "detect_site", "bundle_release_id", "stop_children", "environment_info", "find_wheel", "install_release",
-    "load_certificates", "write_certificate", "render_markdown", "publish", "write_docs", "release_env",
+    "write_certificate", "publish", "write_docs", "release_env",
     "run_case_child", "MIN_CASE_S", "main",
 ]
 
 
-def _install_wheel(subject: Subject, cert: dict[str, Any], site: Path, wheel_dirs: Sequence[Path],
+def _install_wheel(subject: Subject, wheel_record: dict[str, Any], site: Path, wheel_dirs: Sequence[Path],
                    python: str) -> None:
     """Install a wheel subject with this module's :func:`install_release` (:func:`~.install.install_wheel`)."""
-    install_wheel(subject, cert, site, wheel_dirs, python, pip_install=install_release)
+    install_wheel(subject, wheel_record, site, wheel_dirs, python, pip_install=install_release)
 
 
 def _steps() -> Steps:
@@ -203,18 +204,6 @@ def _subjects(opts: argparse.Namespace) -> list[Subject] | str:
     return subjects
 
 
-def _summary_table(certs: Sequence[dict[str, Any]], paths: dict[str, str]) -> str:
-    """The end-of-run table: one line per subject."""
-    rows = [("release", "subject", "verdict", "pass", "fail", "hang", "err", "xfail", "not run", "s", "certificate")]
-    for c in certs:
-        s = c.get("summary") or summarize(c.get("tests") or [])
-        rows.append((str(c["release"]), str(c.get("subject") or "-"), short(str(c["verdict"]), 60), str(s["passed"]),
-                     str(s["failed"]), str(s["hang"]), str(s["error"]), str(s["xfail"]), str(len(c.get("not_run") or [])),
-                     f"{c.get('seconds', 0):.0f}", paths.get(str(c["release"]), "not written")))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip() for r in rows)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     opts = parse(parser, argv)
@@ -247,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         say(f"machine: {json.dumps(env_info)}")
         paths: dict[str, str] = {}
 
-        def one(subject: Subject) -> dict[str, Any]:
+        def one(subject: Subject) -> Certificate:
             t0 = time.monotonic()
             deadline = Deadline.earliest(run_deadline, None if opts.release_timeout is None
                                          else t0 + opts.release_timeout)
@@ -257,25 +246,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                 path = write_certificate(cert, opts.out)  # as soon as it is done: a cut run keeps it
             except (CertificateError, OSError) as exc:
                 say(f"== {subject.release}: certificate not written: {exc}")
-                cert["verdict"] = "failed"
-                return cert
+                return replace(cert, verdict="failed")
             paths[subject.release] = path.name
-            s = cert["summary"]
-            say(f"== {subject.release}: {cert['verdict']}  passed {s['passed']} failed {s['failed']} hang {s['hang']} "
-                f"error {s['error']} xfail {s['xfail']}  {cert['seconds']:.0f}s -> {path.name}"
-                + (f"  runner error: {cert['runner_error']}" if cert.get("runner_error") else ""))
-            if cert.get("note"):
-                say(f"   note: {cert['note']}")
+            s = cert.summary
+            say(f"== {subject.release}: {cert.verdict}  passed {s['passed']} failed {s['failed']} hang {s['hang']} "
+                f"error {s['error']} xfail {s['xfail']}  {cert.seconds or 0:.0f}s -> {path.name}"
+                + (f"  runner error: {cert.runner_error}" if cert.runner_error else ""))
+            if cert.note:
+                say(f"   note: {cert.note}")
             return cert
 
         with ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
             certs = list(pool.map(one, subjects))
     say(f"\nsummary ({time.monotonic() - started:.0f} s, {len(certs)} subjects, --jobs {opts.jobs}):\n"
-        + _summary_table(certs, paths))
+        + gpu_run_table(certs, paths))
     say(f"certificates in {opts.out}/")
     if opts.publish:
         publish(certs, opts.out, opts.docs)
-    bad = [c for c in certs if c["verdict"] == "failed" or str(c["verdict"]).startswith("incomplete")]
+    bad = [c for c in certs if c.verdict == "failed" or c.verdict.startswith("incomplete")]
     return 1 if bad else 0
 
 

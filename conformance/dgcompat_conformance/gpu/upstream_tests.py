@@ -44,6 +44,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from dgcompat._tooling import launch_env
+
 from .._args import (
     output_file,
     output_folder,
@@ -55,6 +57,10 @@ from .._args import (
     release_version,
     usage_error,
 )
+from ..report import UpstreamRow, upstream_table
+from ..wheelcache import CacheError
+from .abi import kill_group
+from .install import find_wheel, install_release, release_env, tvm_ffi_pin
 
 __all__ = ["TestFunction", "discover", "run_function", "main", "DEFAULT_FILES", "MODES"]
 
@@ -152,12 +158,9 @@ class Result:
 
 def mode_env(mode: str, site: Path, jit_dir: Path) -> dict[str, str]:
     """The child environment of ``mode``: the wheel's folder first; for ``dgcompat`` the launcher's variables too."""
-    from .install import release_env
 
     env = release_env(site, jit_dir)
     if mode == "dgcompat":
-        from dgcompat._tooling import launch_env
-
         env = launch_env(env)
     return env
 
@@ -181,7 +184,6 @@ def _routed(mode: str, rec: dict[str, Any], site: Path) -> str | None:
 def run_function(test: TestFunction, folder: Path, mode: str, env: dict[str, str], timeout: float,
                  site: Path) -> Result:
     """Run ``test`` in a fresh interpreter under a watchdog (its process group is killed at ``timeout``)."""
-    from .abi import kill_group
 
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(folder), test.module, test.function, str(test.seed),
@@ -211,7 +213,6 @@ def run_function(test: TestFunction, folder: Path, mode: str, env: dict[str, str
 
 def install_wheel(release: str, wheel_dirs: Sequence[Path], work: Path) -> Path:
     """Install ``sgl-deep-gemm==release`` (and its pinned apache-tvm-ffi) into ``work/site`` with pip --target."""
-    from .install import find_wheel, install_release, tvm_ffi_pin
 
     wheel = find_wheel(wheel_dirs, "sgl-deep-gemm", release)
     if wheel is None:
@@ -230,7 +231,7 @@ def install_wheel(release: str, wheel_dirs: Sequence[Path], work: Path) -> Path:
 
 def render(rows: list[tuple[TestFunction, dict[str, Result]]]) -> str:
     """The per-function table (Markdown)."""
-    lines = ["| test function | raw | dgcompat | note |", "|---|---|---|---|"]
+    table = []
     for test, res in rows:
         raw, dg = res.get("raw"), res.get("dgcompat")
         note = ""
@@ -238,10 +239,8 @@ def render(rows: list[tuple[TestFunction, dict[str, Result]]]) -> str:
             note = dg.error
         elif raw is not None and raw.outcome != "pass" and raw.error:
             note = "raw: " + raw.error
-        cells = [f"`{test.id}`", raw.outcome if raw else "-", dg.outcome if dg else "-",
-                 note.replace("|", "\\|").replace("\n", " ")[:240]]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        table.append(UpstreamRow(test.id, raw.outcome if raw else "-", dg.outcome if dg else "-", note))
+    return upstream_table(table)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -323,9 +322,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not tests:
         return usage_error(parser, f"argument --tests: no test functions in {folder} ({', '.join(opts.files)})")
     if opts.site is None:
-        from ..wheelcache import CacheError
-        from .install import find_wheel
-
         try:
             wheel = find_wheel(opts.wheels, "sgl-deep-gemm", opts.release)
         except CacheError as exc:

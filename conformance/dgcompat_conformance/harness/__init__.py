@@ -1,6 +1,7 @@
 """The CPU tier: each published deep_gemm wheel's real Python layer over native stand-ins.
 
-* :mod:`.releases` names the published builds, :mod:`.wheels` fetches and unpacks them;
+* the published builds are named by :mod:`dgcompat_conformance.releases` and fetched and unpacked by
+  :mod:`dgcompat_conformance.wheels` (the surface, the intake and the GPU tier use them too);
 * :mod:`.signatures` recovers each release's native signatures from its binary;
 * :mod:`.standins` and :mod:`.emulation` replace the native library (checks, then the
   reference backend computes);
@@ -10,4 +11,4 @@
 
 from __future__ import annotations
 
-__all__ = ["releases", "wheels", "signatures", "standins", "emulation", "child", "runner", "certificate"]
+__all__ = ["signatures", "standins", "emulation", "child", "runner", "certificate"]

@@ -5,6 +5,11 @@ one), installs the native stand-ins when there is no GPU, imports deep_gemm once
 conformance suite in-process with pytest and writes what happened as JSON (``--out``). Two
 deep_gemm builds never share a process: the parent starts one child per release.
 
+torch, the runtime and the stand-ins are imported only after the child has set the runtime's environment
+(``DGCOMPAT_BACKEND``, ``DGCOMPAT_ARCH``, ``DGCOMPAT_ALLOW_TORCH_MISMATCH``) and put the release on ``sys.path``,
+inside the functions that need them (``# noqa: PLC0415 (after the child's settings)``), where a failing import
+is recorded in the result.
+
 Exit status: 0 when the JSON was written (whatever the test outcomes), 3 when it could not be.
 """
 
@@ -22,7 +27,11 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from .._paths import wing_root
+from .session import Session, set_current
+from .xfails import load_xfails, match
 
 __all__ = ["main", "SUITE_DIR"]
 
@@ -74,10 +83,6 @@ class _Collector:
 
     # -- collection
     def pytest_collection_modifyitems(self, session: Any, config: Any, items: list[Any]) -> None:
-        import pytest
-
-        from .xfails import match
-
         for item in items:
             for i, entry in enumerate(self.entries):
                 if match(entry, item.nodeid):
@@ -169,7 +174,7 @@ class _Collector:
 
 
 def _environment(tier: str, arch: str | None) -> dict[str, Any]:
-    import torch
+    import torch  # noqa: PLC0415 (after the child's settings)
 
     if tier == "gpu":
         device = torch.cuda.get_device_name()
@@ -185,7 +190,7 @@ def _environment(tier: str, arch: str | None) -> dict[str, Any]:
         "arch": arch,
     }
     try:
-        from dgcompat import __version__ as dg_version
+        from dgcompat import __version__ as dg_version  # noqa: PLC0415 (after the child's settings)
 
         info["dgcompat_version"] = dg_version
     except ImportError:
@@ -195,7 +200,7 @@ def _environment(tier: str, arch: str | None) -> dict[str, Any]:
 
 def _gpu_arch() -> str | None:
     try:
-        from dgcompat.table import current_arch
+        from dgcompat.table import current_arch  # noqa: PLC0415 (after the child's settings)
 
         return current_arch()
     except Exception:
@@ -205,7 +210,7 @@ def _gpu_arch() -> str | None:
 def _installed_copy() -> tuple[str, Path]:
     """(import name, package folder) of the deep_gemm copy dgcompat's detection finds here; a vendored copy also
     selects its backend (``DGCOMPAT_BACKEND=vllm``) and is what the suite's ``raw`` fixture imports."""
-    from dgcompat import detection
+    from dgcompat import detection  # noqa: PLC0415 (after the child's settings)
 
     detection.reset()
     rel = detection.release()
@@ -225,7 +230,7 @@ def _dgcompat_view() -> dict[str, Any]:
     """What dgcompat detected (label, binding, capabilities), best effort."""
     view: dict[str, Any] = {}
     try:
-        from dgcompat import detection
+        from dgcompat import detection  # noqa: PLC0415 (after the child's settings)
 
         detection.reset()
         rel = detection.release()
@@ -242,8 +247,6 @@ def _dgcompat_view() -> dict[str, Any]:
 
 
 def _run_pytest(args: argparse.Namespace, collector: _Collector) -> int:
-    import pytest
-
     paths = [Path(t).resolve() for t in (args.tests or [SUITE_DIR])]
     tests = [str(t) for t in paths]
     # Node ids are relative to the rootdir; pytest leaves the path out of the ids of files outside
@@ -289,10 +292,9 @@ def main(argv: list[str] | None = None) -> int:
     tier = "cpu-tier"
     module_name = "deep_gemm"
     try:
-        import torch
+        import torch  # noqa: PLC0415 (after the child's settings)
 
-        from .session import Session, set_current
-        from .standins import after_import, install
+        from .standins import after_import, install  # noqa: PLC0415 (after the child's settings)
 
         if args.reference:
             tier = "reference"
@@ -334,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(max(1, int(os.environ.get("DGCOMPAT_CONFORMANCE_THREADS", "1"))))
 
         if args.dropin:
-            import dgcompat
+            import dgcompat  # noqa: PLC0415 (after the child's settings)
 
             dgcompat.install_as_deep_gemm()
         t_import = time.perf_counter()
@@ -364,7 +366,6 @@ def main(argv: list[str] | None = None) -> int:
 
         session = Session(tier, result["release_id"], installed, result)
         set_current(session)
-        from .xfails import load_xfails
 
         entries = [] if args.no_xfails else load_xfails(result["release_id"], args.xfails)
         collector = _Collector(entries, session)

@@ -22,7 +22,12 @@ assertion raises, so that no stand-in error looks like one of dgcompat's own.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Literal
+
+import torch
+
+from dgcompat import reference
+from dgcompat.errors import DgcompatError
 
 from .indexer_rules import IndexerRules
 
@@ -58,7 +63,7 @@ class Profile:
     binding: str  # "tvm-ffi" or "torch-library"
     arch: str = "sm90"
     device_sms: int = 132  # the H200 of docs/sources/gpu-observed.md
-    schedule_balance: str = "tail"
+    schedule_balance: Literal["tail", "head"] = "tail"  # where the remainder of a split goes
     ffi_returns: str = "torch"  # "torch" or "dlpack" (tvm-ffi results as DLPack capsule owners)
     rules: IndexerRules | None = None  # indexer conditions read from the binary's host asserts
 
@@ -129,15 +134,8 @@ def _assert(cond: bool, where: str, expr: str) -> None:
         raise RuntimeError(f"Assertion error ({where}): {expr} [cpu-tier stand-in]")
 
 
-def _ref() -> Any:
-    from dgcompat import reference
-
-    return reference
-
-
 def _compute(where: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run a reference function; its argument errors become native-style assertions."""
-    from dgcompat.errors import DgcompatError
 
     try:
         return fn(*args, **kwargs)
@@ -151,8 +149,6 @@ def _not_emulated(ctx: Ctx, what: str) -> StandInNotEmulated:
 
 
 def _is_tensor(x: Any) -> bool:
-    import torch
-
     return isinstance(x, torch.Tensor)
 
 
@@ -411,7 +407,7 @@ def _no_extras(ctx: Ctx, a: _Args, *, psum: bool = False) -> None:
         raise _not_emulated(ctx, "alpha != 1")
     if a.get("epilogue_kind", 0) not in (0, None):
         raise _not_emulated(ctx, f"epilogue kind {a['epilogue_kind']}")
-    if a.get("use_psum_layout") and not (psum and ctx.state.mk_alignment == _ref().MK_ALIGNMENT):
+    if a.get("use_psum_layout") and not (psum and ctx.state.mk_alignment == reference.MK_ALIGNMENT):
         raise _not_emulated(ctx, f"use_psum_layout=True (alignment {ctx.state.mk_alignment})")
     if a.get("recipe_a") is not None or a.get("recipe_b") is not None:
         # Split recipes over FP8 operands are what the reference computes; FP4 operands are not.
@@ -467,7 +463,7 @@ def _gemm_fp8(ctx: Ctx, a: _Args) -> None:
         # docs/sources/upstream-history.md §1.1: D = C + AB accumulates in FP32.
         _assert(_dtype(a.c) == "float32" and _dtype(a.d) == "float32", "csrc/apis/gemm.hpp",
                 "c and d are float32 when accumulating")
-    _compute("csrc/apis/gemm.hpp", _ref().fp8_gemm_nt, (ad, asf), (bd, bsf), a.d, c=a.get("c"), **_recipes(a))
+    _compute("csrc/apis/gemm.hpp", reference.fp8_gemm_nt, (ad, asf), (bd, bsf), a.d, c=a.get("c"), **_recipes(a))
 
 
 def _contiguous_layout_checks(ctx: Ctx, grouped_layout: Any, m: int) -> None:
@@ -516,7 +512,7 @@ def _grouped_contiguous_fp8(ctx: Ctx, a: _Args) -> None:
     _check_sf(ctx, "sfa", asf)
     _check_sf(ctx, "sfb", bsf)
     _layout_checks(ctx, a, int(ad.shape[0]), int(bd.shape[0]))
-    _compute("csrc/apis/gemm.hpp", _ref().m_grouped_fp8_gemm_nt_contiguous, (ad, asf), (bd, bsf), a.d,
+    _compute("csrc/apis/gemm.hpp", reference.m_grouped_fp8_gemm_nt_contiguous, (ad, asf), (bd, bsf), a.d,
              a.grouped_layout, use_psum_layout=bool(a.get("use_psum_layout")), **_recipes(a))
 
 
@@ -542,7 +538,7 @@ def _grouped_masked_fp8(ctx: Ctx, a: _Args) -> Any:
     _check_sf(ctx, "sfa", asf)
     _check_sf(ctx, "sfb", bsf)
     _masked_checks(ctx, a.masked_m, a.d)
-    _compute("csrc/apis/gemm.hpp", _ref().m_grouped_fp8_gemm_nt_masked, (ad, asf), (bd, bsf), a.d, a.masked_m,
+    _compute("csrc/apis/gemm.hpp", reference.m_grouped_fp8_gemm_nt_masked, (ad, asf), (bd, bsf), a.d, a.masked_m,
              int(a.expected_m), **_recipes(a))
     # docs/sources/wheel-matrix.md §5: the bundled schema returns (int?, int?) = (None, None) without overlap.
     return (None, None) if bundled else None
@@ -551,7 +547,7 @@ def _grouped_masked_fp8(ctx: Ctx, a: _Args) -> Any:
 def _gemm_bf16(ctx: Ctx, a: _Args) -> None:
     _no_extras(ctx, a)
     _check_gemm_operands(ctx, a.a, a.b, a.d, fp8=False)
-    _compute("csrc/apis/gemm.hpp", _ref().bf16_gemm_nt, a.a, a.b, a.d, c=a.get("c"))
+    _compute("csrc/apis/gemm.hpp", reference.bf16_gemm_nt, a.a, a.b, a.d, c=a.get("c"))
 
 
 def _grouped_contiguous_bf16(ctx: Ctx, a: _Args) -> None:
@@ -559,7 +555,7 @@ def _grouped_contiguous_bf16(ctx: Ctx, a: _Args) -> None:
     _check_gemm_operands(ctx, a.a, a.b, a.d, fp8=False)
     _assert(_dtype(a.d) == "bfloat16", "csrc/apis/gemm.hpp", f"d.scalar_type() == torch::kBFloat16 (got {_dtype(a.d)})")
     _layout_checks(ctx, a, int(a.a.shape[0]), int(a.b.shape[0]))
-    _compute("csrc/apis/gemm.hpp", _ref().m_grouped_bf16_gemm_nt_contiguous, a.a, a.b, a.d, a.grouped_layout,
+    _compute("csrc/apis/gemm.hpp", reference.m_grouped_bf16_gemm_nt_contiguous, a.a, a.b, a.d, a.grouped_layout,
              use_psum_layout=bool(a.get("use_psum_layout")))
 
 
@@ -567,7 +563,7 @@ def _grouped_masked_bf16(ctx: Ctx, a: _Args) -> None:
     _no_extras(ctx, a)
     _check_gemm_operands(ctx, a.a, a.b, a.d, fp8=False)
     _masked_checks(ctx, a.masked_m, a.d)
-    _compute("csrc/apis/gemm.hpp", _ref().m_grouped_bf16_gemm_nt_masked, a.a, a.b, a.d, a.masked_m,
+    _compute("csrc/apis/gemm.hpp", reference.m_grouped_bf16_gemm_nt_masked, a.a, a.b, a.d, a.masked_m,
              int(a.expected_m))
 
 
@@ -604,23 +600,23 @@ def _transform_sf(ctx: Ctx, a: _Args) -> Any:
         # 32-wide K recipe ((1, 32), SGLang's FP4-expert scales) with "Unknown SF transformation": SM90 transforms
         # float32 scales of 128-wide K blocks only.
         _assert(recipe[-1] == 128, "csrc/apis/layout.hpp", "Unknown SF transformation")
-    return _compute("csrc/apis/layout.hpp", _ref().transform_sf_into_required_layout, a.sf, int(a.mn), int(a.k),
+    return _compute("csrc/apis/layout.hpp", reference.transform_sf_into_required_layout, a.sf, int(a.mn), int(a.k),
                     recipe, num_groups=a.num_groups, is_sfa=is_sfa, use_ue8m0=use_ue8m0)
 
 
 def _mn_major(ctx: Ctx, a: _Args) -> Any:
-    return _compute("csrc/jit_kernels/impls/smxx_layout.hpp", _ref().get_mn_major_tma_aligned_tensor, a.sf)
+    return _compute("csrc/jit_kernels/impls/smxx_layout.hpp", reference.get_mn_major_tma_aligned_tensor, a.sf)
 
 
 def _mn_major_packed(ctx: Ctx, a: _Args) -> Any:
     if a.get("psum_layout") is not None:
         raise _not_emulated(ctx, "psum_layout")
-    return _compute("csrc/jit_kernels/impls/smxx_layout.hpp", _ref().get_mn_major_tma_aligned_packed_ue8m0_tensor,
+    return _compute("csrc/jit_kernels/impls/smxx_layout.hpp", reference.get_mn_major_tma_aligned_packed_ue8m0_tensor,
                     a.sf)
 
 
 def _tma_aligned_size(ctx: Ctx, a: _Args) -> int:
-    return int(_compute("csrc/utils/math.hpp", _ref().get_tma_aligned_size, int(a.mn), int(a.element_size)))
+    return int(_compute("csrc/utils/math.hpp", reference.get_tma_aligned_size, int(a.mn), int(a.element_size)))
 
 
 # --------------------------------------------------------------------------- MQA logits
@@ -629,7 +625,6 @@ def _tma_aligned_size(ctx: Ctx, a: _Args) -> int:
 def _torch_dtype(ctx: Ctx, value: Any) -> Any:
     """A ``logits_dtype`` as a torch dtype: tvm-ffi builds take its name (``str(dtype).split('.')[-1]`` in their
     Python layer), TORCH_LIBRARY builds a ScalarType."""
-    import torch
 
     dt = getattr(torch, value, None) if isinstance(value, str) else value
     _assert(isinstance(dt, torch.dtype), "csrc/apis/attention.hpp", f"logits_dtype names a ScalarType (got {value!r})")
@@ -654,7 +649,6 @@ def _indexer_format(ctx: Ctx, a: _Args, q: Any, q_sf: Any, kv_sf: Any) -> tuple[
     * logits: ``logits_dtype`` where the call has one (float32 / bfloat16 where the binary asserts that list);
       without one, float32, except bfloat16 where bfloat16 weights are required (0.2.5 on SM100).
     """
-    import torch
 
     rules = ctx.profile.rules or IndexerRules()
     arch = ctx.profile.arch
@@ -731,8 +725,6 @@ def _check_positive_max_seqlen_k(ctx: Ctx, max_seqlen_k: int) -> None:
 
 
 def _mqa_logits(ctx: Ctx, a: _Args) -> Any:
-    import torch
-
     if ctx.profile.flavor == "bundled":
         kv, kv_sf = _pair(ctx, "kv", a.kv)
     else:
@@ -751,11 +743,11 @@ def _mqa_logits(ctx: Ctx, a: _Args) -> Any:
     # docs/sources/upstream-history.md §1.4 / §1.7: max_seqlen_k > 0 requires clean_logits == False (2.2.0+).
     _assert(not (max_seqlen_k > 0 and clean), "csrc/apis/attention.hpp", "max_seqlen_k == 0 or not clean_logits")
     if fmt == "fp8" and out_dtype == torch.float32:
-        return _compute("csrc/apis/attention.hpp", _ref().fp8_mqa_logits, a.q, (kv, kv_sf), a.weights, a.ks, a.ke,
+        return _compute("csrc/apis/attention.hpp", reference.fp8_mqa_logits, a.q, (kv, kv_sf), a.weights, a.ks, a.ke,
                         clean_logits=clean, max_seqlen_k=max_seqlen_k or None)
     # MX / FP4 inputs, bfloat16 logits: the reference computes them (the result is clean, which the kernel's
     # clean_logits=True also gives).
-    return _compute("csrc/apis/attention.hpp", _ref().fp8_fp4_mqa_logits, (a.q, a.get("q_sf")), (kv, kv_sf),
+    return _compute("csrc/apis/attention.hpp", reference.fp8_fp4_mqa_logits, (a.q, a.get("q_sf")), (kv, kv_sf),
                     a.weights, a.ks, a.ke, max_seqlen_k, logits_dtype=out_dtype)
 
 
@@ -801,13 +793,11 @@ def _paged_metadata(ctx: Ctx, a: _Args) -> Any:
     _assert(0 < num_sms <= ctx.profile.device_sms, where, f"0 < num_sms <= {ctx.profile.device_sms} (got {num_sms})")
     # A varlen schedule's values are the stand-in's own split (the SM100 scheduler is not reproduced); only its
     # shape is the release's. The logits stand-in checks it was built from the same lengths, like any schedule.
-    return _compute(where, _ref().get_paged_mqa_logits_metadata, a.context_lens, block_kv, num_sms,
+    return _compute(where, reference.get_paged_mqa_logits_metadata, a.context_lens, block_kv, num_sms,
                     a.get("indices"), balance=ctx.profile.schedule_balance)
 
 
 def _paged_logits(ctx: Ctx, a: _Args) -> Any:
-    import torch
-
     where = "csrc/apis/attention.hpp"
     q, kv_cache, weights = a.q, a.kv_cache, a.weights
     fmt, out_dtype = _indexer_format(ctx, a, q, a.get("q_sf"), None)
@@ -867,7 +857,7 @@ def _paged_logits(ctx: Ctx, a: _Args) -> Any:
                 f"schedule_meta.size(0) == num_sms + 1 (num_sms = {slots}, got {int(schedule_meta.shape[0])} rows)")
     # docs/sources/gpu-observed.md: a schedule built from other lengths than the launch's can leave the
     # persistent kernel waiting forever; stop here instead of computing a result.
-    if not _ref().paged_schedule_matches(schedule_meta, context_lens, block_kv, slots,
+    if not reference.paged_schedule_matches(schedule_meta, context_lens, block_kv, slots,
                                          balance=ctx.profile.schedule_balance):
         ctx.state.hangs.append(ctx.op)
         raise StandInHang(
@@ -875,12 +865,12 @@ def _paged_logits(ctx: Ctx, a: _Args) -> Any:
             f"num_sms={slots}); the real kernel could wait forever [cpu-tier stand-in]"
         )
     if fmt == "fp8" and out_dtype == torch.float32:
-        out = _compute(where, _ref().fp8_paged_mqa_logits, q, kv_cache, weights, context_lens, block_table,
+        out = _compute(where, reference.fp8_paged_mqa_logits, q, kv_cache, weights, context_lens, block_table,
                        schedule_meta, int(a.max_context_len), clean_logits=bool(a.get("clean_logits", False)),
                        indices=indices)
     else:
         # MX / FP4 inputs, bfloat16 logits; the reference allocates the 2.8 kernels' 1024-byte aligned rows.
-        return _compute(where, _ref().fp8_fp4_paged_mqa_logits, (q, a.get("q_sf")), kv_cache, weights, context_lens,
+        return _compute(where, reference.fp8_fp4_paged_mqa_logits, (q, a.get("q_sf")), kv_cache, weights, context_lens,
                         block_table, schedule_meta, int(a.max_context_len), logits_dtype=out_dtype, indices=indices)
     # docs/sources/upstream-history.md §1.5: the result is a view of rows padded to align(max_context_len, 256)
     # (docs/sources/gpu-observed.md: row stride 4352 for a 1-row result); keep the reference's layout if it has it.

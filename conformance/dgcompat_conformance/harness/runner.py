@@ -15,17 +15,21 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from packaging.version import Version
+
+from dgcompat import detection
 from dgcompat._tooling import hookless_env
 
 from .._paths import with_import_path
-from ..certificate import CertificateError
+from ..certificate import Certificate, CertificateError, write
+from ..releases import ReleaseSpec
+from ..surface import SurfaceError, extract
+from ..wheels import FetchError, fetch_wheel, prepare_workdir, wheel_record
 from . import certificate
-from .releases import ReleaseSpec
-from .wheels import FetchError, fetch_wheel, prepare_workdir, wheel_record
 
 __all__ = ["RunOptions", "child_env", "run_release", "run_installed", "run_many"]
 
@@ -124,7 +128,6 @@ def _run_child(release_id: str, cmd: list[str], opts: RunOptions, out_json: Path
 def _fingerprint(source: Path) -> dict[str, Any] | None:
     """The build's fingerprint (:mod:`dgcompat_conformance.surface.fingerprint`) from its wheel or folder, None when
     unreadable (the certificate then records none; the suite's verdict does not depend on it)."""
-    from ..surface import SurfaceError, extract
 
     try:
         fp = extract(source).get("fingerprint")
@@ -133,7 +136,7 @@ def _fingerprint(source: Path) -> dict[str, Any] | None:
     return fp if isinstance(fp, dict) else None
 
 
-def run_release(spec: ReleaseSpec, opts: RunOptions) -> dict[str, Any]:
+def run_release(spec: ReleaseSpec, opts: RunOptions) -> Certificate:
     """Certify one published release on the CPU tier; returns its certificate (also written to disk)."""
     t0 = time.perf_counter()
     wheel_info: dict[str, Any] | None = None
@@ -153,21 +156,19 @@ def run_release(spec: ReleaseSpec, opts: RunOptions) -> dict[str, Any]:
             child, err = _run_child(spec.id, _child_cmd(opts, out_json, mode), opts, out_json)
     cert = certificate.build(child, release=spec.id, distribution=spec.dist, wheel=wheel_info, harness_error=err,
                              wall_seconds=round(time.perf_counter() - t0, 2), fingerprint=fingerprint)
-    if cert.get("tier") == "cpu-tier" and cert.get("device") is None:
-        cert["device"] = "cpu-tier"
-    _write(cert, opts)
-    return cert
+    return _write(cert, opts)
 
 
-def _write(cert: dict[str, Any], opts: RunOptions) -> None:
-    """Write ``cert`` (when asked to); a failure is recorded in it, so the other releases still run."""
+def _write(cert: Certificate, opts: RunOptions) -> Certificate:
+    """Write ``cert`` (when asked to) and return it; a failure is recorded in what is returned (``harness_error``,
+    verdict ``ERROR``), so the other releases still run."""
     if not opts.write_certificates:
-        return
+        return cert
     try:
-        certificate.write(cert, opts.out_dir)
+        write(cert, opts.out_dir)
     except (OSError, CertificateError) as exc:
-        cert["harness_error"] = f"certificate not written: {exc}"
-        cert["verdict"] = "ERROR"
+        return replace(cert, harness_error=f"certificate not written: {exc}", verdict="ERROR")
+    return cert
 
 
 def installed_release(rel: Any) -> tuple[str | None, str | None]:
@@ -178,8 +179,6 @@ def installed_release(rel: Any) -> tuple[str | None, str | None]:
         host, _, rest = str(rel.owner).partition(" ")
         version = rest.split(" ", 1)[0]
         try:
-            from packaging.version import Version
-
             Version(version)
         except ValueError:
             return rel.dist, None if rel.version is None else str(rel.version)
@@ -187,7 +186,7 @@ def installed_release(rel: Any) -> tuple[str | None, str | None]:
     return rel.dist, None if rel.version is None else str(rel.version)
 
 
-def run_installed(opts: RunOptions, *, reference: bool = False, force_standins: bool = False) -> dict[str, Any]:
+def run_installed(opts: RunOptions, *, reference: bool = False, force_standins: bool = False) -> Certificate:
     """Certify the deep_gemm installed in this environment (or dgcompat's reference backend)."""
     t0 = time.perf_counter()
     release_id = "reference" if reference else "installed"
@@ -199,8 +198,6 @@ def run_installed(opts: RunOptions, *, reference: bool = False, force_standins: 
         dist: str | None = "dgcompat-reference"
         fingerprint: dict[str, Any] | None = None
         if not reference:
-            from dgcompat import detection
-
             detection.reset()
             rel = detection.release()
             dist, version = installed_release(rel)
@@ -208,25 +205,21 @@ def run_installed(opts: RunOptions, *, reference: bool = False, force_standins: 
                 fingerprint = _fingerprint(Path(rel.location))
             mode += ["--dist", dist or "", "--version", version or ""]
             if dist and version:
-                from .releases import ReleaseSpec as _Spec
-
-                release_id = _Spec(dist, version).id
+                release_id = ReleaseSpec(dist, version).id
         mode += ["--release-id", release_id]
         child, err = _run_child(release_id, _child_cmd(opts, out_json, mode), opts, out_json)
     if not reference and dist is None:
         dist = (child.get("dgcompat") or {}).get("distribution")
     cert = certificate.build(child, release=release_id, distribution=dist, harness_error=err,
-                             wall_seconds=round(time.perf_counter() - t0, 2), fingerprint=fingerprint)
-    if reference:
-        cert["binding"] = "reference"
-    _write(cert, opts)
-    return cert
+                             wall_seconds=round(time.perf_counter() - t0, 2), fingerprint=fingerprint,
+                             binding="reference" if reference else None)
+    return _write(cert, opts)
 
 
 def run_many(specs: list[ReleaseSpec], opts: RunOptions, *, jobs: int = 2,
-             on_done: Callable[[int, int, dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+             on_done: Callable[[int, int, Certificate], None] | None = None) -> list[Certificate]:
     """Run :func:`run_release` for every spec, ``jobs`` at a time; certificates come back in spec order."""
-    results: list[dict[str, Any] | None] = [None] * len(specs)
+    results: list[Certificate | None] = [None] * len(specs)
     done = 0
     lock = threading.Lock()
 

@@ -16,6 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from ..surface import native
+
 __all__ = ["Param", "OpSig", "NO_DEFAULT", "read_ops", "parse_default", "value_matches", "describe_value"]
 
 
@@ -149,14 +153,10 @@ def parse_default(text: str | None, type_: str | None = None) -> Any:
         return None
     base = Param(None, type_).base if type_ else ""
     if base in ("ScalarType", "Layout", "MemoryFormat") and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", t):
-        import torch
-
         want = {"ScalarType": torch.dtype, "Layout": torch.layout, "MemoryFormat": torch.memory_format}[base]
         value = getattr(torch, t, None)
         return value if isinstance(value, want) else t
     if base == "Device":
-        import torch
-
         try:
             return torch.device(parse_default(t))
         except (RuntimeError, TypeError):
@@ -182,7 +182,6 @@ def parse_default(text: str | None, type_: str | None = None) -> Any:
 
 def read_ops(lib: str | Path) -> tuple[str, dict[str, OpSig]]:
     """``(binding era, {op name: signature})`` of a native library file, read from its bytes."""
-    from ..surface import native
 
     scanned = native.scan_native_library(Path(lib).read_bytes())
     ops: dict[str, OpSig] = {}
@@ -202,8 +201,6 @@ def read_ops(lib: str | Path) -> tuple[str, dict[str, OpSig]]:
 def describe_value(v: Any) -> str:
     """A short type description for error messages (``Tensor[int32, (4, 2)]``, ``int``, ...)."""
     try:
-        import torch
-
         if isinstance(v, torch.Tensor):
             return f"Tensor[{str(v.dtype).replace('torch.', '')}, {tuple(v.shape)}]"
     except ImportError:  # pragma: no cover - torch is always there in the child
@@ -215,7 +212,6 @@ def describe_value(v: Any) -> str:
 
 def value_matches(param: Param, v: Any) -> bool:
     """Whether the native binding would accept ``v`` for ``param`` (after its own conversions)."""
-    import torch
 
     if v is None:
         return param.optional

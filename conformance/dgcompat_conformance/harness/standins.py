@@ -35,9 +35,14 @@ import time
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
+import torch
+from packaging.version import InvalidVersion, Version
+
+from ..surface.native import host_assert_texts
 from .emulation import NativeState, Profile, StandInHang, StandInNotEmulated, emulate
+from .indexer_rules import rules_from_asserts
 from .signatures import NO_DEFAULT, OpSig, describe_value, read_ops, value_matches
 
 __all__ = ["StandInHang", "StandInNotEmulated", "Installed", "install", "native_library", "FfiTensor", "make_cuda_home",
@@ -145,8 +150,6 @@ class TvmFunction:
 
 
 def _from_ffi(x: Any) -> Any:
-    import torch
-
     if isinstance(x, FfiTensor):
         return x._tensor
     if not isinstance(x, torch.Tensor) and hasattr(x, "__dlpack__"):
@@ -155,8 +158,6 @@ def _from_ffi(x: Any) -> Any:
 
 
 def _to_ffi(out: Any) -> Any:
-    import torch
-
     if isinstance(out, torch.Tensor):
         return FfiTensor(out)
     if isinstance(out, tuple):
@@ -226,8 +227,6 @@ _LIBRARIES: list[Any] = []  # torch.library.Library objects must outlive the pro
 
 
 def _define_torch_ops(installed: Installed) -> None:
-    import torch
-
     lib = torch.library.Library("deep_gemm", "DEF")
     _LIBRARIES.append(lib)
     for name, sig in installed.ops.items():
@@ -258,8 +257,6 @@ def _torch_impl(sig: OpSig, installed: Installed) -> Callable[..., Any]:
 
 
 def _patch_load_library(installed: Installed) -> None:
-    import torch
-
     target = installed.library.resolve()
     original = torch.ops.load_library
 
@@ -300,13 +297,12 @@ class _BundledFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 # --------------------------------------------------------------------------- entry point
 
 
-def _schedule_balance(flavor: str, version: str) -> str:
+def _schedule_balance(flavor: str, version: str) -> Literal["tail", "head"]:
     # dgcompat.reference.get_paged_mqa_logits_metadata: the remainder goes to the first SMs ("head")
     # in sgl-deep-gemm 0.0.1 - 0.1.3 and the v2.1 base of the bundled copies, to the last SMs
     # ("tail") from sgl-deep-gemm 0.1.4 on.
     if flavor == "bundled":
         return "head"
-    from packaging.version import InvalidVersion, Version
 
     try:
         return "head" if Version(version) < Version("0.1.4") else "tail"
@@ -384,8 +380,6 @@ def install(workdir: Path, *, dist: str, version: str, arch: str = "sm90", ffi_r
     if flavor == "bundled":
         era = "torch-library"
     device_sms = 132 if arch == "sm90" else 148
-    from ..surface.native import host_assert_texts
-    from .indexer_rules import rules_from_asserts
 
     rules = rules_from_asserts(host_assert_texts(lib.read_bytes()))  # the binary's own indexer conditions
     profile = Profile(dist=dist, version=version, flavor=flavor, binding=era, arch=arch, device_sms=device_sms,

@@ -22,24 +22,24 @@ importing deep_gemm:
 
 One module per question: :mod:`.claims` (what a surface claims, the table against it),
 :mod:`.calls` (the calls dgcompat declares in :mod:`dgcompat._calls`, against the signatures),
-:mod:`.mapping` (changes onto rows) and :mod:`.newest` (the index, the baseline, the CPU tier, the
-verdict and the command); :mod:`._surface` reads a surface's records.
+:mod:`.mapping` (changes onto rows), :mod:`.newest` (the index, the baseline, the CPU tier, the
+verdict), :mod:`.discovery` (every distribution of the discovery table) and :mod:`.cli` (the command);
+:mod:`._surface` reads a surface's records.
 """
 
 from __future__ import annotations
 
 from .calls import STABLE_USES, UpstreamCall, check_calls, diff_surfaces, intake_symbols
 from .claims import NOT_SURFACE_VISIBLE, SURFACE_CLAIMS, capabilities_of, check_table, check_torch, release_of
+from .cli import build_latest_parser, main_latest
 from .mapping import RELEASE_TOUCHES, ROW_TOUCHES, STATUSES, MappedChange, map_changes, mapped_to_json, render_mapped
 from .newest import (
     VERDICTS,
     CpuTier,
     IntakeError,
     Verdict,
-    build_latest_parser,
     index_versions,
     latest,
-    main_latest,
     newest_certified,
     newest_on_index,
     run_cpu_tier,

@@ -4,6 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from .newest import main_latest
+from .cli import main_latest
 
 sys.exit(main_latest(sys.argv[1:]))

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import zipfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,13 +33,19 @@ from packaging.version import Version
 
 from dgcompat.detection import KNOWN_SURFACES
 
-from ..certificate import CertificateError, load
+from ..certificate import CertificateError, file_name, load
 from ..dists import DISTRIBUTIONS, SGL_DEEP_GEMM, Distribution
 from ..index import IndexError as IndexUnavailable
 from ..index import IndexFile, PackageIndex, fetch_partial
+from ..releases import parse_release, spec_from_wheel
 from ..results import results_dir
 from ..surface import SurfaceError, extract
-from ..surface.fingerprint import compare, part_ids, recorded, render_differences
+from ..surface.fingerprint import compare, part_ids, recorded
+from ..wheels import FetchError, fetch_wheel
+from . import newest
+from .calls import check_calls, diff_surfaces
+from .claims import check_table, release_of
+from .mapping import _drift, _where, map_changes, render_differences
 
 __all__ = ["STATUSES", "Finding", "DistReport", "discover", "exit_status", "render", "to_json"]
 
@@ -111,17 +118,16 @@ def run_cpu_tier_wheel(wheel: Path, *, out_dir: Path, timeout: float) -> tuple[s
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 300)
     except subprocess.TimeoutExpired:
         return f"ERROR: did not finish within {timeout + 300:.0f} s", {}, [], None
-    from ..harness.releases import spec_from_wheel
 
-    path = out_dir / f"{spec_from_wheel(wheel).id}.json"
+    path = out_dir / file_name(spec_from_wheel(wheel).id)
     try:
         cert = load(path)
     except CertificateError as exc:
         tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
         return f"ERROR: {exc} ({tail})", {}, [], None
-    failing = [str(t["id"]) for t in cert.data["tests"] if t["outcome"] in ("failed", "error", "xpassed")]
-    if cert.data.get("harness_error"):
-        failing.insert(0, f"harness: {cert.data['harness_error']}")
+    failing = [str(t["id"]) for t in cert.tests if t["outcome"] in ("failed", "error", "xpassed")]
+    if cert.harness_error:
+        failing.insert(0, f"harness: {cert.harness_error}")
     return cert.verdict, dict(cert.summary), failing, str(path)
 
 
@@ -142,13 +148,11 @@ def _release_id(dist: str, version: str) -> str:
 
 
 def _judge_sgl(ctx: _Context, version: Version) -> Finding:
-    from .newest import IntakeError, latest
-
     try:
-        verdict = latest(version=str(version), index_url=ctx.index.url, cpu_tier=ctx.cpu_tier, out_dir=ctx.out_dir,
+        verdict = newest.latest(version=str(version), index_url=ctx.index.url, cpu_tier=ctx.cpu_tier, out_dir=ctx.out_dir,
                          certificates=ctx.certificates, arch=ctx.arch, timeout=ctx.timeout, echo=ctx.say,
                          why="new on the package index")
-    except (IntakeError, SurfaceError, OSError, ValueError) as exc:
+    except (newest.IntakeError, SurfaceError, OSError, ValueError) as exc:
         return Finding(SGL_DEEP_GEMM, str(version), "not readable", [f"cannot judge it: {exc}"])
     tier = verdict.cpu_tier
     passed = tier is not None and tier.passed
@@ -176,7 +180,7 @@ def _fingerprint_lines(fp: Mapping[str, Any], lineage: tuple[str, str], label: s
     known = KNOWN_SURFACES.get(lineage) or {}
     lines = [f"fingerprint {fp.get('id')} (" + ", ".join(f"{k} {v or '-'}" for k, v in part_ids(fp).items()) + ")"]
     record = [f"add {label}'s fingerprint to dgcompat_conformance/surface/builds.json "
-              f"(python -m dgcompat_conformance.surface.fingerprint --record {label})"]
+              f"(python -m dgcompat_conformance.intake.builds --record {label})"]
     review = False
     if known and pid and pid not in known:
         review = True
@@ -193,11 +197,6 @@ def _fingerprint_lines(fp: Mapping[str, Any], lineage: tuple[str, str], label: s
 
 def _judge_copy(ctx: _Context, row: Distribution, version: Version, wheel: IndexFile) -> Finding:
     """A kernel or engine wheel: its deep_gemm folder and dist-info only."""
-    from ..harness.releases import parse_release
-    from ..harness.wheels import FetchError, fetch_wheel
-    from .calls import check_calls, diff_surfaces
-    from .claims import check_table, release_of
-    from .mapping import _drift, _where, map_changes
 
     label = _release_id(row.name, str(version))
     finding = Finding(row.name, str(version), "needs review")
@@ -271,14 +270,12 @@ def _judge_copy(ctx: _Context, row: Distribution, version: Version, wheel: Index
     if str(version) not in row.certified:
         finding.record.append(f"add '{version}' to the discovery table's certified releases of {row.name} "
                               f"(dgcompat_conformance.dists.DISTRIBUTIONS)"
-                              + (" and its facts (harness.releases.VENDORED_FACTS)" if row.holds == "vendored" else ""))
+                              + (" and its facts (releases.VENDORED_FACTS)" if row.holds == "vendored" else ""))
     finding.status = "needs review" if (where or review or not passed) else "certified"
     return finding
 
 
 def _holds_package(partial: Path, path: str) -> bool:
-    import zipfile
-
     with zipfile.ZipFile(partial) as zf:
         return f"{path}__init__.py" in zf.namelist()
 

@@ -28,11 +28,12 @@ from typing import Any, Sequence
 
 from packaging.version import Version
 
-from dgcompat.detection import UPSTREAM_NAMES, Release
+from dgcompat._tooling import effective_release
+from dgcompat.detection import KERNEL_WHEELS, UPSTREAM_NAMES, Release
 from dgcompat.table import Capabilities, compute, lookup
 
 from .._args import parse, release_source, typed, usage_error
-from ..harness.releases import KNOWN_DISTS, VENDORED_FACTS, parse_release, release_problem
+from ..releases import KNOWN_DISTS, VENDORED_FACTS, parse_release, release_problem
 from ..surface import SurfaceError, resolve_wheel
 from ..surface._sources import read_wheel
 from ..surface.native import host_assert_texts
@@ -139,9 +140,8 @@ def release_for(text: str) -> Release:
     """``0.2.5`` (sgl-deep-gemm), ``sglang-kernel==0.4.2``, ``deep-gemm==2.8.1`` or ``vllm-0.33.0`` -> a Release.
 
     A ValueError names what was expected: an unknown distribution, or a release the wing does not
-    know (:func:`~dgcompat_conformance.harness.releases.release_problem`), is never read as another one.
+    know (:func:`~dgcompat_conformance.releases.release_problem`), is never read as another one.
     """
-    from dgcompat.detection import KERNEL_WHEELS
 
     spec = parse_release(text, dists=RELEASE_DISTS)
     problem = release_problem(spec.dist, spec.version)
@@ -170,8 +170,6 @@ def _classify(kind: str, text: str, before: dict[str, Capabilities], after: dict
             continue
         changed = [a for a in ARCHES if getattr(before[a], capability) != getattr(after[a], capability)]
         if changed:
-            from dgcompat._tooling import effective_release
-
             dist, version = effective_release(rel_after, "deep_gemm")
             row = lookup(capability, dist, version)
             shown = ", ".join(f"{a}: {getattr(before[a], capability)!r} -> {getattr(after[a], capability)!r}"

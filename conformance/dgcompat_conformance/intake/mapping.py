@@ -6,15 +6,16 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from dgcompat.table import Capabilities
+from dgcompat.table import ROWS, Capabilities
 
 from ..surface import Change
+from ..surface.fingerprint import PARTS, Difference, compare, part_ids
 from ._surface import Surface, _dg, _param, _record
 from .calls import _ALTERNATIVE_OF, _USES, UpstreamCall
 from .claims import _label, _mismatches, capabilities_of, check_torch, release_of
 
 __all__ = ["ROW_TOUCHES", "RELEASE_TOUCHES", "STATUSES", "MappedChange", "map_changes", "render_mapped",
-           "mapped_to_json", "fingerprint_lines"]
+           "mapped_to_json", "fingerprint_lines", "rows_touched", "render_differences"]
 
 
 def _touches() -> dict[tuple[str, str | None], tuple[str, ...]]:
@@ -386,8 +387,6 @@ def render_mapped(mapped: Sequence[MappedChange], a: Surface | None = None, b: S
 def fingerprint_lines(a: Surface, b: Surface) -> list[str]:
     """The two builds' fingerprints, part by part, what differs and the rows it touches (nothing when a surface
     carries no fingerprint)."""
-    from ..surface.fingerprint import PARTS, compare, part_ids, render_differences
-
     fa, fb = a.get("fingerprint"), b.get("fingerprint")
     if not isinstance(fa, dict) or not isinstance(fb, dict):
         return []
@@ -419,11 +418,53 @@ def mapped_to_json(mapped: Sequence[MappedChange], a: Surface | None = None, b: 
     if call_problems is not None:
         doc["call_problems"] = list(call_problems)
     if a is not None and b is not None and isinstance(a.get("fingerprint"), dict) and isinstance(b.get("fingerprint"), dict):
-        from ..surface.fingerprint import compare, rows_touched
-
         diffs = compare(b["fingerprint"], a["fingerprint"])
         probes, rows = rows_touched(diffs)
         doc["fingerprint"] = {"from": a["fingerprint"].get("id"), "to": b["fingerprint"].get("id"),
                               "differences": [{"part": d.part, "names": list(d.names), "detail": d.detail} for d in diffs],
                               "probes": probes, "rows": rows}
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+def rows_touched(differences: Iterable[Difference]) -> tuple[list[str], list[str]]:
+    """(capability probes, table rows) a set of differences touches.
+
+    Probes: the capability table's rows of kind ``signature`` / ``presence`` whose probe names a function,
+    parameter or op that differs (the runtime answers them from the build itself). Table rows: the
+    capabilities the intake maps changes of those names onto (:data:`ROW_TOUCHES`),
+    answered by version, which a build of the same version with another surface may contradict.
+    """
+    names: set[str] = set()
+    pairs: set[tuple[str, str | None]] = set()
+    for d in differences:
+        for n in d.names:
+            names.add(n)
+            sym = f"_C.{n}" if d.part == "native" else f"deep_gemm.{n}"
+            pairs.add((sym, None))
+            if d.part == "native":
+                pairs.add((f"deep_gemm.{n}", None))
+            pairs.update((sym, p) for p in d.params)
+    probes: list[str] = []
+    for row in ROWS:
+        if row.kind not in ("signature", "presence") or not row.probe:
+            continue
+        fn = row.probe.split(":", 1)[0]
+        targets = {t.split(".")[-1] for t in fn.split("|")}
+        if targets & names and row.capability not in probes:
+            probes.append(row.capability)
+    table: list[str] = []
+    for key, caps in ROW_TOUCHES.items():
+        if key in pairs:
+            table += [c for c in caps if c not in table and c not in probes]
+    return probes, table
+
+
+def render_differences(differences: list[Difference]) -> list[str]:
+    """One line per difference, then the probes and rows they touch."""
+    lines = [f"{d.part}: {d.detail}" for d in differences]
+    probes, table = rows_touched(differences)
+    if probes:
+        lines.append("answered from the build itself (capability probes): " + ", ".join(probes))
+    if table:
+        lines.append("table rows answered by version that these touch: " + ", ".join(table))
+    return lines

@@ -1,13 +1,12 @@
-"""Is the newest release on the index safe? The index lookup, the baseline, the CPU tier, the verdict, the command."""
+"""Is the newest release on the index safe? The index lookup, the baseline, the CPU tier, the verdict."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,19 +15,19 @@ from packaging.version import Version
 
 from dgcompat.detection import KNOWN_SGL_DEEP_GEMM
 
-from .._args import index_url, output_folder, parse, positive_seconds, readable_folder, release_version, usage_error
-from ..certificate import COMMITTED, SUITE_OUTCOMES, CertificateError, file_name, load, load_folder
+from ..certificate import COMMITTED, CertificateError, file_name, load, load_folder
 from ..index import DEFAULT_INDEX, PackageIndex, urllib_transport
 from ..index import IndexError as IndexUnavailable
 from ..results import results_dir
 from ..surface import SurfaceError, extract
+from . import host_asserts
 from ._surface import SGL
 from .calls import check_calls, diff_surfaces
 from .claims import SURFACE_CLAIMS, check_table, check_torch, release_of
 from .mapping import STATUSES, MappedChange, _drift, _where, map_changes, mapped_to_json
 
-__all__ = ["IntakeError", "CpuTier", "Verdict", "VERDICTS", "index_versions", "newest_on_index", "newest_certified",
-           "run_cpu_tier", "latest", "build_latest_parser", "main_latest"]
+__all__ = ["IntakeError", "CpuTier", "Verdict", "VERDICTS", "default_index_url", "index_versions", "newest_on_index",
+           "newest_certified", "run_cpu_tier", "latest"]
 
 
 class IntakeError(SurfaceError):
@@ -125,17 +124,16 @@ def run_cpu_tier(version: str, *, out_dir: Path, timeout: float = 900.0) -> CpuT
         return CpuTier(False, False, f"ERROR: the CPU tier did not finish within {timeout + 120:.0f} s")
     except OSError as exc:
         return CpuTier(False, False, f"ERROR: the CPU tier could not start: {exc}")
-    path = out_dir / file_name({"release": version, "summary": dict.fromkeys(SUITE_OUTCOMES, 0)})
+    path = out_dir / file_name(version)
     if not path.is_file():
         return CpuTier(False, False, f"ERROR: no certificate (exit {proc.returncode}): {_tail(proc)}")
     try:
         cert = load(path)
     except CertificateError as exc:
         return CpuTier(False, False, f"ERROR: {exc}")
-    tests = cert.data["tests"]
-    failures = [str(t["id"]) for t in tests if t["outcome"] in ("failed", "error", "xpassed")]
-    if cert.data.get("harness_error"):
-        failures.insert(0, f"harness: {cert.data['harness_error']}")
+    failures = [str(t["id"]) for t in cert.tests if t["outcome"] in ("failed", "error", "xpassed")]
+    if cert.harness_error:
+        failures.insert(0, f"harness: {cert.harness_error}")
     return CpuTier(True, cert.verdict == "PASS" and proc.returncode == 0, cert.verdict, dict(cert.summary),
                    failures, str(path))
 
@@ -274,9 +272,7 @@ def latest(*, version: str | None = None, baseline: str | None = None, index_url
         say(f"intake: running the CPU tier for {newest}")
         tier = run_cpu_tier(newest, out_dir=out_dir or results_dir("conform"), timeout=timeout)
     # The native contract (host asserts of both _C.so): a change nothing covers is never "safe".
-    from .host_asserts import latest_findings
-
-    native = latest_findings(base, newest)
+    native = host_asserts.latest_findings(base, newest)
     rows_needed += native.notes
     where = [_where(m) for m in _drift(mapped)]
     where += native.breaking
@@ -293,100 +289,3 @@ def latest(*, version: str | None = None, baseline: str | None = None, index_url
         verdict = "safe"
     return Verdict(verdict, newest, newest_why, base, why, mapped, table_problems, call_problems, torch_problems, rows_needed,
                    tier, where)
-
-
-def _dist_name(text: str) -> str:
-    from ..dists import DISTRIBUTIONS, canonical
-
-    name = canonical(text)
-    names = [d.name for d in DISTRIBUTIONS]
-    if name not in names:
-        raise argparse.ArgumentTypeError(f"expected a distribution of the discovery table ({', '.join(names)}), got "
-                                         f"{text!r}")
-    return name
-
-
-def _since(text: str) -> tuple[str, str]:
-    dist, sep, version = text.partition("=")
-    if not sep:
-        raise argparse.ArgumentTypeError(f"expected DIST=VERSION such as vllm=0.33.0, got {text!r}")
-    try:
-        Version(version)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected DIST=VERSION such as vllm=0.33.0, got {text!r} (not a version)") from None
-    return _dist_name(dist), version
-
-
-def build_latest_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``dgcompat conform --latest``."""
-    p = argparse.ArgumentParser(
-        prog="dgcompat conform --latest",
-        description="Ask the package index for the newest releases of every distribution that ships a deep_gemm "
-                    "(dgcompat_conformance.dists.DISTRIBUTIONS), fetch only what each needs and judge every new one: "
-                    "surface diff against the newest certified release mapped onto the capability table, table and "
-                    "call checks, CPU tier. --version V judges one sgl-deep-gemm release instead.",
-        epilog="Exit status: 0 nothing to do, 3 new releases certified on the CPU tier (record them), 1 a new release "
-               "needs review, 2 the index could not be read. With --version: 0 safe, 3 safe with new rows needed, "
-               "1 breaking, 2 could not decide.",
-    )
-    p.add_argument("--dist", action="append", type=_dist_name, metavar="NAME",
-                   help="only this distribution of the discovery table (repeatable; default: all)")
-    p.add_argument("--since", action="append", type=_since, default=[], metavar="DIST=V",
-                   help="judge the releases of DIST after V as new, whatever the table records (repeatable)")
-    p.add_argument("--version", metavar="V", type=release_version,
-                   help="judge this sgl-deep-gemm release instead of asking the index")
-    p.add_argument("--baseline", metavar="V", type=release_version,
-                   help="with --version: compare against this release instead of the newest certified")
-    p.add_argument("--index-url", metavar="URL", type=index_url,
-                   help="package index to ask (its JSON API; default: $PIP_INDEX_URL, else https://pypi.org/simple/)")
-    p.add_argument("--certificates", type=readable_folder, metavar="DIR",
-                   help="certificate folder (default: conformance/dgcompat_conformance/certificates)")
-    p.add_argument("--out", type=output_folder, default=None,
-                   help="where the CPU tier writes its certificates (default: $DGCOMPAT_RESULTS/conform)")
-    p.add_argument("--no-cpu-tier", action="store_true", help="skip the CPU tier (surface checks only)")
-    p.add_argument("--arch", default="sm90", choices=("sm90", "sm100", "sm120"), help="architecture the table is read for")
-    p.add_argument("--timeout", type=positive_seconds, default=900.0, help="seconds the CPU tier may take per release")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    return p
-
-
-def main_latest(argv: Sequence[str] | None = None, *, index: PackageIndex | None = None) -> int:
-    """``dgcompat conform --latest [options]``; the exit status (see :func:`build_latest_parser`).
-
-    ``argv`` may still hold ``conform`` and ``--latest``; they are ignored. ``index`` replaces the package index
-    (tests answer from recorded documents).
-    """
-    args = [a for a in (sys.argv[1:] if argv is None else list(argv)) if a != "--latest"]
-    if args[:1] == ["conform"]:
-        args = args[1:]
-    parser = build_latest_parser()
-    ns = parse(parser, args)
-    if isinstance(ns, int):
-        return ns
-    single = ns.version is not None or ns.baseline is not None
-    if single and (ns.since or (ns.dist and ns.dist != [SGL])):
-        return usage_error(parser, "argument --version/--baseline: they judge one sgl-deep-gemm release; --dist and "
-                                   "--since are for the discovery run, got both")
-    url = ns.index_url or default_index_url()
-    ix = index or PackageIndex(url)
-    say = None if ns.json else (lambda text: print(text, flush=True))
-    if single:
-        try:
-            result = latest(version=ns.version, baseline=ns.baseline, index_url=url, cpu_tier=not ns.no_cpu_tier,
-                            out_dir=ns.out, certificates=ns.certificates, arch=ns.arch, timeout=ns.timeout, echo=say,
-                            index=ix)
-        except (IntakeError, SurfaceError, ValueError, OSError) as exc:
-            print(f"dgcompat conform --latest: error: {exc}", file=sys.stderr)
-            return 2
-        sys.stdout.write(json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n" if ns.json else result.render())
-        return result.exit_status
-    from . import discovery
-
-    reports = discovery.discover(ix, dists=ns.dist, since=dict(ns.since), cpu_tier=not ns.no_cpu_tier, out_dir=ns.out,
-                                 certificates=ns.certificates, arch=ns.arch, timeout=ns.timeout, echo=say)
-    sys.stdout.write(discovery.to_json(reports, ix.url) if ns.json else discovery.render(reports, ix.url))
-    return discovery.exit_status(reports)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main_latest(sys.argv[1:]))

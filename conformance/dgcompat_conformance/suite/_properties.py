@@ -15,7 +15,7 @@ import torch
 from hypothesis import strategies as st
 
 from dgcompat import reference as R
-from dgcompat.errors import DgcompatError
+from dgcompat.errors import DgcompatError, ScheduleMismatchError
 
 COUNTS: Counter[str] = Counter()
 
@@ -149,7 +149,6 @@ def check_paged(dg: Any, backend: str, call: dict[str, Any]) -> None:
     buffers the way an engine does and the call repeated: the reference result or a dgcompat error;
     a schedule that does not belong to the lengths must never be launched (the stand-ins and fakes
     raise a hang for that, which is not a dgcompat error and fails the run)."""
-    from dgcompat.errors import ScheduleMismatchError
 
     g = torch.Generator().manual_seed(call["seed"])
     b, n, mut = call["b"], call["n"], call["mutation"]

@@ -13,7 +13,14 @@ import os
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+import pytest
 import torch
+from packaging.version import Version
+
+import dgcompat
+from dgcompat import detection, reference
+from dgcompat_conformance.harness.emulation import StandInNotEmulated
+from dgcompat_conformance.harness.session import current
 
 __all__ = [
     "tier",
@@ -38,7 +45,6 @@ __all__ = [
 
 def tier() -> str:
     """``cpu-tier`` / ``reference`` (harness child), ``gpu`` (harness or direct run with CUDA), or ``direct``."""
-    from dgcompat_conformance.harness.session import current
 
     s = current()
     if s is not None:
@@ -58,7 +64,6 @@ def subject() -> Any:
 
 def release() -> Any:
     """dgcompat's detection of the deep_gemm in this process (never imports it)."""
-    from dgcompat import detection
 
     return detection.release()
 
@@ -80,14 +85,11 @@ def flavor() -> str:
 
 def arch() -> str | None:
     """The architecture family under test: the stand-ins' on the CPU tier, else dgcompat's (``sm90``, ...)."""
-    from dgcompat_conformance.harness.session import current
 
     s = current()
     if s is not None and s.installed is not None:
         return str(s.installed.profile.arch)
     try:
-        import dgcompat
-
         return dgcompat.capabilities().arch
     except Exception:
         return None
@@ -95,7 +97,6 @@ def arch() -> str | None:
 
 def version_at_least(v: str) -> bool:
     """Whether the detected release's version is >= ``v`` (False when unknown)."""
-    from packaging.version import Version
 
     rel = release()
     return rel.version is not None and rel.version >= Version(v)
@@ -113,14 +114,12 @@ def _randn(shape: tuple[int, ...], g: torch.Generator, scale: float = 1.0) -> to
 
 def fp8_token(m: int, k: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """A ``(fp8 (m, k), fp32 (m, k/128))`` per-token (1x128) operand."""
-    from dgcompat import reference
 
     return reference.per_token_cast_to_fp8(_randn((m, k), g))
 
 
 def fp8_block(n: int, k: int, g: torch.Generator, groups: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """A ``(fp8 ([G,] n, k), fp32 ([G,] ceil(n/128), k/128))`` per-block (128x128) operand."""
-    from dgcompat import reference
 
     if groups is None:
         return reference.per_block_cast_to_fp8(_randn((n, k), g))
@@ -142,7 +141,6 @@ def contiguous_layout(sizes: list[int], align: int = 128) -> torch.Tensor:
 
 def masked_inputs(groups: int, m_max: int, n: int, k: int, g: torch.Generator) -> dict[str, Any]:
     """FP8 masked-GEMM operands with random per-group row counts."""
-    from dgcompat import reference
 
     a = [reference.per_token_cast_to_fp8(_randn((m_max, k), g)) for _ in range(groups)]
     b = fp8_block(n, k, g, groups=groups)
@@ -200,7 +198,6 @@ class PagedCase:
 def paged_case(batch: int, next_n: int, lens: list[int], g: torch.Generator, *, heads: int = 32, dim: int = 128,
                block_kv: int = 64) -> PagedCase:
     """A paged-MQA input whose sequence ``b`` has length ``lens[b]`` (row ``j`` sees ``len - next_n + j + 1``)."""
-    from dgcompat import reference
 
     max_len = max(max(lens), 1)
     max_blocks = -(-max_len // block_kv)
@@ -239,13 +236,10 @@ def unless_not_emulated() -> Iterator[None]:
     The exception may arrive wrapped (dgcompat chains the native error as ``__cause__``), so the
     whole chain is searched; any other error propagates.
     """
-    import pytest
 
     try:
         yield
     except Exception as exc:
-        from dgcompat_conformance.harness.emulation import StandInNotEmulated
-
         seen: BaseException | None = exc
         while seen is not None:
             if isinstance(seen, StandInNotEmulated):

@@ -7,12 +7,16 @@ Hypothesis runs with bounded, derandomized examples so that certificates are rep
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Any
 
 import pytest
+import torch
 from hypothesis import HealthCheck, settings
 
+import dgcompat
+from dgcompat_conformance.harness.session import current
 from dgcompat_conformance.suite import _support
 
 _EXAMPLES = int(os.environ.get("DGCOMPAT_CONFORMANCE_EXAMPLES", "6"))
@@ -49,8 +53,6 @@ _MX_REFUSED = (
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     try:
-        import dgcompat
-
         mx = dgcompat.capabilities().indexer_inputs == "mx-bf16"
     except Exception:  # no backend: the tests themselves report it
         return
@@ -65,8 +67,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def _capabilities_lines() -> list[str]:
     try:
-        import dgcompat
-
         caps = dgcompat.capabilities()
     except Exception as exc:  # the header must never break the run
         return [f"capabilities: unavailable ({type(exc).__name__}: {exc})"]
@@ -76,10 +76,6 @@ def _capabilities_lines() -> list[str]:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    import torch
-
-    from dgcompat_conformance.harness.session import current
-
     lines = []
     s = current()
     tier = _support.tier()
@@ -91,8 +87,6 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         lines.append(f"stand-ins: {p.dist} {p.version} binding={p.binding} flavor={p.flavor} arch={p.arch} "
                      f"num_sms={s.installed.state.num_sms}")
     try:
-        import dgcompat
-
         rel = dgcompat.release()
         lines.append(f"dgcompat.release(): {rel.label} (binding {rel.binding}, source {rel.source})")
     except Exception as exc:
@@ -115,7 +109,6 @@ def raw() -> Any:
     """The deep_gemm module itself (skipped on the reference tier, which has none)."""
     if _support.tier() == "reference":
         pytest.skip("the reference tier has no deep_gemm")
-    import importlib
 
     # The copy under test, under its own name (vllm.third_party.deep_gemm for vLLM's, as engines import it).
     return importlib.import_module(os.environ.get("DGCOMPAT_CONFORMANCE_MODULE", "deep_gemm"))

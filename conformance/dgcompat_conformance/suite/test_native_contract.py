@@ -14,20 +14,19 @@ from typing import Any
 import pytest
 import torch
 
+import dgcompat
+from dgcompat import reference
+from dgcompat._tooling import unit_mx_scales
 from dgcompat_conformance.suite import _support as S
 
 pytestmark = pytest.mark.stable
 
 
 def _caps() -> Any:
-    import dgcompat
-
     return dgcompat.capabilities()
 
 
 def _ragged(g: torch.Generator, *, nq: int = 6, nk: int = 90, heads: int = 32) -> dict[str, Any]:
-    from dgcompat import reference
-
     q = torch.randn((nq, heads, 128), generator=g).to(torch.float8_e4m3fn).to(S.device())
     k8, ksf = reference.per_token_cast_to_fp8(torch.randn((nk, 128), generator=g).to(S.device()))
     w = torch.rand((nq, heads), generator=g).to(S.device())
@@ -37,8 +36,6 @@ def _ragged(g: torch.Generator, *, nq: int = 6, nk: int = 90, heads: int = 32) -
 
 
 def _expected(i: dict[str, Any], weights: torch.Tensor, *, max_seqlen_k: int | None) -> torch.Tensor:
-    from dgcompat import reference
-
     return reference.fp8_mqa_logits(i["q"], i["kv"], weights, i["ks"], i["ke"], clean_logits=max_seqlen_k is None,
                                     max_seqlen_k=max_seqlen_k)
 
@@ -76,8 +73,6 @@ def test_ragged_logits_keep_the_contract(dg: Any, max_seqlen_k: int | None) -> N
 
 
 def test_paged_logits_refused_or_correct(dg: Any) -> None:
-    from dgcompat import reference
-
     caps = _caps()
     case = S.paged_case(2, 1, [70, 130], S.gen(8))
     lens = case.context_lens("2d")
@@ -111,8 +106,6 @@ def test_block_kv_outside_the_release_contract_is_a_typed_error(dg: Any) -> None
 
 
 def test_every_block_kv_of_the_contract_computes(dg: Any) -> None:
-    from dgcompat import reference
-
     caps = _caps()
     if caps.indexer_inputs == "mx-bf16":
         pytest.skip("paged logits are refused under the MX contract (test_paged_logits_refused_or_correct)")
@@ -149,8 +142,6 @@ def test_raw_release_enforces_positive_max_seqlen_k(raw: Any) -> None:
     w = i["w"]
     kv = i["kv"]
     if caps.indexer_inputs == "mx-bf16":
-        from dgcompat._tooling import unit_mx_scales
-
         q_sf = unit_mx_scales(tuple(i["q"].shape[:2]), i["q"].device)
         kv = (kv[0], unit_mx_scales((int(kv[0].shape[0]),), kv[0].device))
         w = w.to(torch.bfloat16)

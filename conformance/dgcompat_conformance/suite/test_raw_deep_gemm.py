@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import torch
 
+from dgcompat import reference
 from dgcompat_conformance.suite import _support as S
 
 pytestmark = pytest.mark.raw
@@ -71,8 +72,6 @@ def test_pdl_roundtrip(raw: Any) -> None:
 
 
 def test_fp8_gemm_nt_pairs(raw: Any) -> None:
-    from dgcompat import reference
-
     g = S.gen(1)
     a, b = S.fp8_token(64, 256, g), S.fp8_block(128, 256, g)
     d = torch.empty((64, 128), dtype=torch.bfloat16, device=S.device())
@@ -92,8 +91,6 @@ def test_fp8_gemm_nt_bare_tensor(raw: Any) -> None:
 
 
 def test_grouped_contiguous_positional(raw: Any) -> None:
-    from dgcompat import reference
-
     g = S.gen(3)
     m_indices = S.contiguous_layout([100, 0, 128])
     m = int(m_indices.numel())
@@ -121,8 +118,6 @@ def test_grouped_contiguous_m_indices_keyword(raw: Any, flavor: str) -> None:
 
 
 def test_masked_return_value(raw: Any, flavor: str) -> None:
-    from dgcompat import reference
-
     g = S.gen(5)
     x = S.masked_inputs(2, 64, 128, 256, g)
     d = torch.zeros((2, 64, 128), dtype=torch.bfloat16, device=S.device())
@@ -147,7 +142,6 @@ def test_mqa_logits_presence(raw: Any, flavor: str) -> None:
 def test_mqa_logits(raw: Any) -> None:
     if not hasattr(raw, "fp8_mqa_logits"):
         pytest.skip("no fp8_mqa_logits in this release")
-    from dgcompat import reference
 
     g = S.gen(6)
     nq, nk, h, dim = 8, 96, 32, 128
@@ -182,8 +176,6 @@ def _paged_launcher(raw: Any, api: str) -> Any:
 @pytest.mark.parametrize("next_n", [1, 2, 3, 4])
 @pytest.mark.parametrize("form", ["1d", "2d", "flat"])
 def test_paged_context_lens_forms(raw: Any, flavor: str, form: str, next_n: int, api: str) -> None:
-    from dgcompat import reference
-
     launcher = _paged_launcher(raw, api)
     case = S.paged_case(2, next_n, [70, 300], S.gen(10 + next_n))
     ctx = case.context_lens(form)

@@ -9,6 +9,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dgcompat import reference
+from dgcompat.errors import BadArgumentError
 from dgcompat_conformance.suite import _support as S
 
 pytestmark = pytest.mark.stable
@@ -21,8 +23,6 @@ SEED = st.integers(min_value=0, max_value=2**16)
 
 @given(m=M, n=N, k=K, seed=SEED, accumulate=st.booleans())
 def test_fp8_gemm_nt(dg: Any, m: int, n: int, k: int, seed: int, accumulate: bool) -> None:
-    from dgcompat import reference
-
     g = S.gen(seed)
     a, b = S.fp8_token(m, k, g), S.fp8_block(n, k, g)
     out_dtype = torch.float32 if accumulate else torch.bfloat16
@@ -36,8 +36,6 @@ def test_fp8_gemm_nt(dg: Any, m: int, n: int, k: int, seed: int, accumulate: boo
 
 @given(m=M, n=N, k=K, seed=SEED)
 def test_fp8_gemm_nt_recipe_and_mn_major_scales(dg: Any, m: int, n: int, k: int, seed: int) -> None:
-    from dgcompat import reference
-
     g = S.gen(seed)
     (a8, sfa), b = S.fp8_token(m, k, g), S.fp8_block(n, k, g)
     sfa_mn = dg.get_mn_major_tma_aligned_tensor(sfa)
@@ -50,8 +48,6 @@ def test_fp8_gemm_nt_recipe_and_mn_major_scales(dg: Any, m: int, n: int, k: int,
 
 @given(m=M, n=N, k=K, seed=SEED, accumulate=st.booleans())
 def test_bf16_gemm_nt(dg: Any, m: int, n: int, k: int, seed: int, accumulate: bool) -> None:
-    from dgcompat import reference
-
     g = S.gen(seed)
     a = torch.randn((m, k), generator=g).to(torch.bfloat16).to(S.device())
     b = torch.randn((n, k), generator=g).to(torch.bfloat16).to(S.device())
@@ -71,8 +67,6 @@ def _fp8_operands(m: int = 64, n: int = 128, k: int = 256) -> tuple[Any, Any, to
 
 @pytest.mark.parametrize("case", ["bare_a", "bf16_a", "k_mismatch", "d_shape", "d_fp16", "sfa_rows"])
 def test_fp8_gemm_nt_rejects(dg: Any, case: str) -> None:
-    from dgcompat.errors import BadArgumentError
-
     a, b, d = _fp8_operands()
     if case == "bare_a":
         a = a[0]  # 0.0.1-0.1.7 would raise the wrappers' own TypeError; dgcompat names the argument
@@ -92,8 +86,6 @@ def test_fp8_gemm_nt_rejects(dg: Any, case: str) -> None:
 
 @pytest.mark.parametrize("case", ["fp32_a", "d_shape"])
 def test_bf16_gemm_nt_rejects(dg: Any, case: str) -> None:
-    from dgcompat.errors import BadArgumentError
-
     a = torch.randn((32, 128)).to(torch.bfloat16).to(S.device())
     b = torch.randn((64, 128)).to(torch.bfloat16).to(S.device())
     d = torch.empty((32, 64), dtype=torch.bfloat16, device=S.device())

@@ -16,6 +16,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dgcompat import reference
+from dgcompat.errors import BadArgumentError, ScheduleMismatchError, UnsupportedFeatureError
+from dgcompat_conformance.harness.session import current
 from dgcompat_conformance.suite import _support as S
 
 pytestmark = pytest.mark.stable
@@ -26,16 +29,12 @@ SEED = st.integers(min_value=0, max_value=2**16)
 
 
 def _no_new_hang(before: int) -> None:
-    from dgcompat_conformance.harness.session import current
-
     s = current()
     if s is not None:
         assert s.hang_count() == before, "a stand-in hang was raised (the real kernel would never return)"
 
 
 def _hangs() -> int:
-    from dgcompat_conformance.harness.session import current
-
     s = current()
     return s.hang_count() if s is not None else 0
 
@@ -44,8 +43,6 @@ def _hangs() -> int:
 
 
 def _mqa_inputs(nq: int, nk: int, heads: int, g: torch.Generator) -> dict[str, Any]:
-    from dgcompat import reference
-
     q = torch.randn((nq, heads, 128), generator=g).to(torch.float8_e4m3fn).to(S.device())
     k8, ksf = reference.per_token_cast_to_fp8(torch.randn((nk, 128), generator=g).to(S.device()))
     w = torch.rand((nq, heads), generator=g).to(S.device())
@@ -59,8 +56,6 @@ def _mqa_inputs(nq: int, nk: int, heads: int, g: torch.Generator) -> dict[str, A
 @given(nq=st.integers(1, 16), nk=st.integers(1, 300), heads=st.sampled_from([16, 32, 64]), seed=SEED,
        clean=st.booleans())
 def test_fp8_mqa_logits(dg: Any, nq: int, nk: int, heads: int, seed: int, clean: bool) -> None:
-    from dgcompat import reference
-
     x = _mqa_inputs(nq, nk, heads, S.gen(seed))
     out = dg.fp8_mqa_logits(x["q"], x["kv"], x["weights"], x["ks"], x["ke"], clean_logits=clean)
     want = reference.fp8_mqa_logits(x["q"], x["kv"], x["weights"], x["ks"], x["ke"], clean_logits=True)
@@ -74,9 +69,6 @@ def test_fp8_mqa_logits(dg: Any, nq: int, nk: int, heads: int, seed: int, clean:
 
 @given(nq=st.integers(1, 8), nk=st.integers(8, 200), seed=SEED)
 def test_fp8_mqa_logits_compressed(dg: Any, nq: int, nk: int, seed: int) -> None:
-    from dgcompat import reference
-    from dgcompat.errors import UnsupportedFeatureError
-
     x = _mqa_inputs(nq, nk, 32, S.gen(seed))
     width = int((x["ke"] - x["ks"]).max())
     try:
@@ -94,8 +86,6 @@ def test_fp8_mqa_logits_compressed(dg: Any, nq: int, nk: int, seed: int) -> None
 
 
 def test_fp8_mqa_logits_rejects(dg: Any) -> None:
-    from dgcompat.errors import BadArgumentError
-
     x = _mqa_inputs(4, 64, 32, S.gen(1))
     with pytest.raises(BadArgumentError):
         dg.fp8_mqa_logits(x["q"], x["kv"], x["weights"], x["ks"].to(torch.int64), x["ke"])
@@ -117,8 +107,6 @@ def _launch(dg: Any, case: S.PagedCase, form: str, table_form: str, *, clean: bo
 
 
 def _expected(case: S.PagedCase) -> torch.Tensor:
-    from dgcompat import reference
-
     return reference.fp8_paged_mqa_logits(case.q, case.kv_cache, case.weights, case.context_lens("2d"),
                                           case.block_table, None, case.max_context_len)
 
@@ -202,7 +190,6 @@ def test_paged_metadata_refresh_in_place(dg: Any) -> None:
 
 def test_paged_stale_schedule_is_refused(dg: Any) -> None:
     """The lengths a schedule dgcompat built were rewritten and nothing refreshed: refused, nothing launched."""
-    from dgcompat.errors import ScheduleMismatchError
 
     before = _hangs()
     case = S.paged_case(2, 1, [40, 90], S.gen(45))
@@ -222,7 +209,6 @@ def test_paged_schedule_not_belonging_is_replaced(dg: Any, how: str) -> None:
     """A schedule that does not provably belong to the launch lengths never reaches the kernel: dgcompat
     launches the schedule of those lengths (docs/sources/engine-usage.md: SGLang copies a fresh schedule into its
     buffer, vLLM assigns buffer[:] = metadata)."""
-    from dgcompat import reference
 
     before = _hangs()
     case = S.paged_case(2, 1, [40, 90], S.gen(45))
@@ -253,8 +239,6 @@ def test_paged_schedule_not_belonging_is_replaced(dg: Any, how: str) -> None:
 
 @pytest.mark.parametrize("case_name", ["lens_int64", "lens_not_contiguous", "weights_shape", "bad_heads", "bt_int64"])
 def test_paged_rejects(dg: Any, case_name: str) -> None:
-    from dgcompat.errors import BadArgumentError
-
     case = S.paged_case(2, 2, [70, 130], S.gen(46))
     lens, table, q, weights = case.context_lens("2d"), case.block_table, case.q, case.weights
     if case_name == "lens_int64":

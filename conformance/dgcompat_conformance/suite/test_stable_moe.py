@@ -9,6 +9,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dgcompat import reference
+from dgcompat.errors import BadArgumentError, DgcompatError, UnsupportedFeatureError
 from dgcompat_conformance.suite import _support as S
 
 pytestmark = pytest.mark.stable
@@ -25,8 +27,6 @@ def _bf16(shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:
 
 @given(sizes=SIZES, n=N, k=K, seed=SEED)
 def test_m_grouped_fp8_contiguous(dg: Any, sizes: list[int], n: int, k: int, seed: int) -> None:
-    from dgcompat import reference
-
     g = S.gen(seed)
     m_indices = S.contiguous_layout(sizes, dg.get_mk_alignment_for_contiguous_layout())
     m = int(m_indices.numel())
@@ -41,8 +41,6 @@ def test_m_grouped_fp8_contiguous(dg: Any, sizes: list[int], n: int, k: int, see
 
 @given(sizes=SIZES, n=N, k=K, seed=SEED)
 def test_m_grouped_bf16_contiguous(dg: Any, sizes: list[int], n: int, k: int, seed: int) -> None:
-    from dgcompat import reference
-
     g = S.gen(seed)
     m_indices = S.contiguous_layout(sizes, dg.get_mk_alignment_for_contiguous_layout())
     m = int(m_indices.numel())
@@ -51,7 +49,6 @@ def test_m_grouped_bf16_contiguous(dg: Any, sizes: list[int], n: int, k: int, se
     want = torch.zeros_like(d)
     if S.flavor() == "sgl" and not S.version_at_least("0.1.1"):
         # docs/sources/wheel-matrix.md §3: no BF16 contiguous grouped GEMM before sgl-deep-gemm 0.1.1.
-        from dgcompat.errors import UnsupportedFeatureError
 
         with pytest.raises(UnsupportedFeatureError):
             dg.m_grouped_bf16_gemm_nt_contiguous(a, b, d, m_indices)
@@ -64,8 +61,6 @@ def test_m_grouped_bf16_contiguous(dg: Any, sizes: list[int], n: int, k: int, se
 
 @given(groups=st.integers(1, 4), m_max=st.sampled_from([16, 64, 128]), n=N, k=K, seed=SEED)
 def test_m_grouped_fp8_masked(dg: Any, groups: int, m_max: int, n: int, k: int, seed: int) -> None:
-    from dgcompat import reference
-
     x = S.masked_inputs(groups, m_max, n, k, S.gen(seed))
     d = torch.zeros((groups, m_max, n), dtype=torch.bfloat16, device=S.device())
     want = torch.zeros_like(d)
@@ -78,7 +73,6 @@ def test_m_grouped_fp8_masked(dg: Any, groups: int, m_max: int, n: int, k: int, 
 def test_masked_alias(dg: Any) -> None:
     assert dg.fp8_m_grouped_gemm_nt_masked is dg.m_grouped_fp8_gemm_nt_masked or callable(
         dg.fp8_m_grouped_gemm_nt_masked)
-    from dgcompat import reference
 
     x = S.masked_inputs(2, 64, 128, 128, S.gen(3))
     d = torch.zeros((2, 64, 128), dtype=torch.bfloat16, device=S.device())
@@ -91,8 +85,6 @@ def test_masked_alias(dg: Any) -> None:
 
 @given(groups=st.integers(1, 4), m_max=st.sampled_from([16, 64]), n=N, k=K, seed=SEED)
 def test_m_grouped_bf16_masked(dg: Any, groups: int, m_max: int, n: int, k: int, seed: int) -> None:
-    from dgcompat import reference
-
     g = S.gen(seed)
     a, b = _bf16((groups, m_max, k), g), _bf16((groups, n, k), g)
     masked = torch.randint(0, m_max + 1, (groups,), generator=g, dtype=torch.int32).to(S.device())
@@ -100,7 +92,6 @@ def test_m_grouped_bf16_masked(dg: Any, groups: int, m_max: int, n: int, k: int,
     want = torch.zeros_like(d)
     if S.flavor() == "sgl" and not S.version_at_least("0.1.1"):
         # docs/sources/wheel-matrix.md §3: no BF16 masked GEMM before sgl-deep-gemm 0.1.1.
-        from dgcompat.errors import UnsupportedFeatureError
 
         with pytest.raises(UnsupportedFeatureError):
             dg.m_grouped_bf16_gemm_nt_masked(a, b, d, masked, max(1, m_max // 2))
@@ -113,8 +104,6 @@ def test_m_grouped_bf16_masked(dg: Any, groups: int, m_max: int, n: int, k: int,
 
 @pytest.mark.parametrize("case", ["int64_indices", "short_indices", "unpadded_rows", "bare_a", "b_2d"])
 def test_contiguous_rejects(dg: Any, case: str) -> None:
-    from dgcompat.errors import BadArgumentError
-
     g = S.gen(11)
     m_indices = S.contiguous_layout([100, 28])
     m = int(m_indices.numel())
@@ -138,8 +127,6 @@ def test_contiguous_rejects(dg: Any, case: str) -> None:
 
 @pytest.mark.parametrize("case", ["masked_m_int64", "masked_m_too_large", "groups_mismatch"])
 def test_masked_rejects(dg: Any, case: str) -> None:
-    from dgcompat.errors import BadArgumentError, DgcompatError
-
     x = S.masked_inputs(2, 64, 128, 128, S.gen(12))
     d = torch.zeros((2, 64, 128), dtype=torch.bfloat16, device=S.device())
     masked = x["masked_m"]
@@ -157,8 +144,6 @@ def test_masked_rejects(dg: Any, case: str) -> None:
 
 
 def test_masked_overlap(dg: Any) -> None:
-    from dgcompat.errors import UnsupportedFeatureError
-
     caps = dg.capabilities()
     x = S.masked_inputs(2, 64, 128, 128, S.gen(14))
     d = torch.zeros((2, 64, 128), dtype=torch.bfloat16, device=S.device())

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import dgcompat
 from dgcompat_conformance.suite import _properties as P
 
 pytestmark = pytest.mark.stable
@@ -46,8 +47,6 @@ def test_generated(dg: Any, entry: str) -> None:
     outcomes = Counter(key.rsplit(":", 1)[1] for key in ran.elements())
     path = os.environ.get("DGCOMPAT_PROPERTY_COUNTS")
     if path:
-        import dgcompat
-
         with open(path, "a") as f:
             f.write(json.dumps({"release": dgcompat.release().label, "entry": entry, "calls": calls,
                                 "counts": dict(ran)}) + "\n")

@@ -6,6 +6,9 @@ from typing import Any
 
 import pytest
 
+from dgcompat.errors import BadArgumentError
+from dgcompat_conformance.harness.session import current
+from dgcompat_conformance.releases import VENDORED_PATHS
 from dgcompat_conformance.suite import _support as S
 
 pytestmark = pytest.mark.stable
@@ -16,14 +19,12 @@ def test_release_is_detected(dg: Any) -> None:
     if S.tier() == "reference":
         return
     assert rel.installed
-    from dgcompat_conformance.harness.session import current
 
     s = current()
     if s is not None and s.installed is not None:
         # The harness put exactly this release on sys.path; dgcompat must name it from its metadata
         # (a vendored upstream copy, which has none, from its own __version__).
         p = s.installed.profile
-        from dgcompat_conformance.harness.releases import VENDORED_PATHS
 
         if p.dist in VENDORED_PATHS:
             assert rel.dist == "deep-gemm" and rel.version_source.endswith("__version__")
@@ -70,8 +71,6 @@ def test_num_sms_context_manager_restores(dg: Any, restore_runtime: None) -> Non
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "8", True])
 def test_set_num_sms_rejects(dg: Any, restore_runtime: None, bad: Any) -> None:
-    from dgcompat.errors import BadArgumentError
-
     with pytest.raises(BadArgumentError):
         dg.set_num_sms(bad)
 
@@ -96,7 +95,7 @@ def test_set_pdl(dg: Any) -> None:
 def test_compile_mode(dg: Any) -> None:
     if S.flavor() == "bundled":
         # docs/sources/upstream-history.md §1.9: only the bundled copies have set/get_compile_mode.
-        import deep_gemm
+        import deep_gemm  # noqa: PLC0415 (only the bundled copies installed as deep_gemm have it; the reference tier has none)
 
         before = deep_gemm.get_compile_mode()
         with dg.compile_mode(1):

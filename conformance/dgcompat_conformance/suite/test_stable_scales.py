@@ -9,6 +9,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dgcompat import reference
+from dgcompat.errors import BadArgumentError, DgcompatError
 from dgcompat_conformance.suite import _support as S
 
 pytestmark = pytest.mark.stable
@@ -24,15 +26,11 @@ def _scales(shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:
 
 @given(x=st.integers(0, 10_000), element_size=st.sampled_from([1, 2, 4, 8]))
 def test_get_tma_aligned_size(dg: Any, x: int, element_size: int) -> None:
-    from dgcompat import reference
-
     assert dg.get_tma_aligned_size(x, element_size) == reference.get_tma_aligned_size(x, element_size)
 
 
 @given(seed=SEED)
 def test_ceil_to_ue8m0(dg: Any, seed: int) -> None:
-    from dgcompat import reference
-
     x = _scales((7, 5), S.gen(seed)) * 100
     torch.testing.assert_close(dg.ceil_to_ue8m0(x), reference.ceil_to_ue8m0(x), atol=0, rtol=0)
 
@@ -51,8 +49,6 @@ def test_get_mn_major_tma_aligned_tensor(dg: Any, mn: int, k: int, groups: int |
 
 @given(mn=MN, k=SFK, seed=SEED)
 def test_get_mn_major_tma_aligned_packed_ue8m0_tensor(dg: Any, mn: int, k: int, seed: int) -> None:
-    from dgcompat import reference
-
     sf = reference.ceil_to_ue8m0(_scales((mn, k), S.gen(seed)))
     out = dg.get_mn_major_tma_aligned_packed_ue8m0_tensor(sf)
     want = reference.get_mn_major_tma_aligned_packed_ue8m0_tensor(sf)
@@ -64,8 +60,6 @@ def test_get_mn_major_tma_aligned_packed_ue8m0_tensor(dg: Any, mn: int, k: int, 
 
 @given(mn=MN, kb=st.integers(1, 8), seed=SEED)
 def test_transform_sf_per_token(dg: Any, mn: int, kb: int, seed: int) -> None:
-    from dgcompat import reference
-
     sf = _scales((mn, kb), S.gen(seed))
     k = kb * 128
     out = dg.transform_sf_into_required_layout(sf, mn, k, (1, 128, 128), is_sfa=True)
@@ -77,8 +71,6 @@ def test_transform_sf_per_token(dg: Any, mn: int, kb: int, seed: int) -> None:
 
 @given(n=st.integers(1, 400), kb=st.integers(1, 4), seed=SEED)
 def test_transform_sf_per_block(dg: Any, n: int, kb: int, seed: int) -> None:
-    from dgcompat import reference
-
     sf = _scales((-(-n // 128), kb), S.gen(seed))
     out = dg.transform_sf_into_required_layout(sf, n, kb * 128, (1, 128, 128), is_sfa=False)
     want = reference.transform_sf_into_required_layout(sf, n, kb * 128, (1, 128, 128), is_sfa=False,
@@ -87,16 +79,12 @@ def test_transform_sf_per_block(dg: Any, n: int, kb: int, seed: int) -> None:
 
 
 def test_transform_sf_needs_is_sfa_with_three_part_recipe(dg: Any) -> None:
-    from dgcompat.errors import BadArgumentError
-
     sf = _scales((64, 2), S.gen(5))
     with pytest.raises(BadArgumentError):
         dg.transform_sf_into_required_layout(sf, 64, 256, (1, 128, 128))
 
 
 def test_transform_sf_two_part_recipe(dg: Any) -> None:
-    from dgcompat import reference
-
     sf = _scales((64, 2), S.gen(6))
     out = dg.transform_sf_into_required_layout(sf, 64, 256, (1, 128))
     want = reference.transform_sf_into_required_layout(sf, 64, 256, (1, 128),
@@ -106,8 +94,6 @@ def test_transform_sf_two_part_recipe(dg: Any) -> None:
 
 @given(mn=MN, k=SFK, seed=SEED)
 def test_transform_scale_ue8m0(dg: Any, mn: int, k: int, seed: int) -> None:
-    from dgcompat import reference
-
     sf = _scales((-(-mn // 128), k), S.gen(seed))
     out = dg.transform_scale_ue8m0(sf, mn)
     want = reference.transform_scale_ue8m0(sf, mn)
@@ -115,8 +101,6 @@ def test_transform_scale_ue8m0(dg: Any, mn: int, k: int, seed: int) -> None:
 
 
 def test_scale_functions_reject(dg: Any) -> None:
-    from dgcompat.errors import BadArgumentError, DgcompatError
-
     with pytest.raises(BadArgumentError):
         dg.get_mn_major_tma_aligned_tensor(torch.zeros(4, dtype=torch.float32, device=S.device()))
     with pytest.raises(BadArgumentError):

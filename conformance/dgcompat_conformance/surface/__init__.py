@@ -41,6 +41,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..dists import SGL_DEEP_GEMM
+from ..releases import parse_release
+from ..wheels import FetchError, fetch_wheel
 from . import fingerprint as _fingerprint
 from ._sources import (
     ReleaseFiles,
@@ -221,9 +224,6 @@ def _store_cached(path: Path, doc: Mapping[str, Any]) -> None:
 def _release_wheel(text: str, download: bool) -> Path:
     """The wheel of a release named by id: an sgl-deep-gemm version, or ``vllm-0.34.0`` / ``sglang-kernel==0.4.2``
     (fetched as the harness fetches it: an engine's or kernel wheel's deep_gemm folder and dist-info only)."""
-    from ..dists import SGL_DEEP_GEMM
-    from ..harness.releases import parse_release
-    from ..harness.wheels import FetchError, fetch_wheel
 
     try:
         spec = parse_release(text)
@@ -244,7 +244,7 @@ def extract(source: str | os.PathLike[str], *, cache: bool = True, download: boo
 
     ``source`` is a wheel file, a folder holding ``deep_gemm/`` (plus, optionally, its
     ``.dist-info``), a release id of another distribution (``"vllm-0.34.0"``: its wheel's deep_gemm folder and
-    dist-info, :func:`dgcompat_conformance.harness.wheels.fetch_wheel`), or a version such as ``"0.1.4"`` of
+    dist-info, :func:`dgcompat_conformance.wheels.fetch_wheel`), or a version such as ``"0.1.4"`` of
     ``sgl-deep-gemm`` (taken from
     ``$DGCOMPAT_CACHE/wheels`` or ``~/.cache/dgcompat/wheels``, and downloaded there with
     ``pip download`` when missing and ``download`` is true). Surfaces of wheels are cached next

@@ -15,7 +15,7 @@ from packaging.version import InvalidVersion, Version
 from dgcompat.errors import DgcompatError
 
 from .. import wheelcache
-from ..dists import SGL_DEEP_GEMM, canonical
+from ..dists import DISTRIBUTIONS, SGL_DEEP_GEMM, canonical
 from ..wheelcache import cache_root, sha256_file, wheel_dir
 
 __all__ = [
@@ -98,7 +98,6 @@ def _is_header(path: str) -> bool:
 
 def package_paths() -> tuple[str, ...]:
     """Where a deep_gemm package sits in the wheels of the discovery table's distributions (``deep_gemm`` first)."""
-    from ..dists import DISTRIBUTIONS
 
     paths = [PACKAGE] + [d.path.rstrip("/") for d in DISTRIBUTIONS]
     return tuple(dict.fromkeys(paths))

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .. import intake
 from .._args import output_file, parse, release_source, usage_error
 from . import SurfaceError, changes_to_json, diff, extract, render_changes, to_json
 
@@ -66,9 +67,6 @@ def _load(source: str, cache: bool, argument: str) -> dict[str, Any]:
 
 def _mapped_diff(a: dict[str, Any], b: dict[str, Any], *, all_symbols: bool, as_json: bool) -> str:
     """The diff from ``a`` to ``b`` with every change mapped onto the capability table."""
-    # Imported here: the capability table is not needed to extract a surface.
-    from .. import intake
-
     changes = intake.diff_surfaces(a, b, all_symbols=all_symbols)
     mapped = intake.map_changes(changes, before=a, after=b)
     try:

@@ -22,7 +22,8 @@ headers, which the engine's start-up must not pay. The certification wing comput
 (:func:`dgcompat_conformance.surface.extract`), records it per known build (:data:`RECORDED`,
 ``builds.json``), puts it into certificates, and ``dgcompat doctor`` computes it for the installed build
 and names what differs from the recorded build of the same version (:func:`compare`), mapped onto the
-capability table's rows (:func:`rows_touched`). A part that could not be read (a work folder without
+capability table's rows by the intake (:func:`dgcompat_conformance.intake.mapping.rows_touched`). The recorded
+builds are written by ``python -m dgcompat_conformance.intake.builds --record``. A part that could not be read (a work folder without
 headers) has the id ``""`` and is not compared.
 """
 
@@ -39,7 +40,7 @@ from dgcompat._tooling import parameters_from_sources, signature_digest
 from dgcompat.detection import KNOWN_SURFACES, SIGNATURE_NAMES
 
 __all__ = ["PARTS", "BUILDS_FILE", "fingerprint", "part_ids", "Difference", "compare", "recorded", "recorded_for",
-           "rows_touched", "render_differences"]
+           "write_recorded", "known_surfaces_table"]
 
 #: The parts of a fingerprint, in the order they are compared and printed.
 PARTS = ("python", "native", "asserts", "headers")
@@ -158,83 +159,14 @@ def known_python_ids() -> dict[tuple[str, str], set[str]]:
     return {k: set(v) for k, v in KNOWN_SURFACES.items()}
 
 
-def rows_touched(differences: Iterable[Difference]) -> tuple[list[str], list[str]]:
-    """(capability probes, table rows) a set of differences touches.
-
-    Probes: the capability table's rows of kind ``signature`` / ``presence`` whose probe names a function,
-    parameter or op that differs (the runtime answers them from the build itself). Table rows: the
-    capabilities the intake maps changes of those names onto (:data:`dgcompat_conformance.intake.ROW_TOUCHES`),
-    answered by version, which a build of the same version with another surface may contradict.
-    """
-    from dgcompat.table import ROWS
-
-    from ..intake.mapping import ROW_TOUCHES
-
-    names: set[str] = set()
-    pairs: set[tuple[str, str | None]] = set()
-    for d in differences:
-        for n in d.names:
-            names.add(n)
-            sym = f"_C.{n}" if d.part == "native" else f"deep_gemm.{n}"
-            pairs.add((sym, None))
-            if d.part == "native":
-                pairs.add((f"deep_gemm.{n}", None))
-            pairs.update((sym, p) for p in d.params)
-    probes: list[str] = []
-    for row in ROWS:
-        if row.kind not in ("signature", "presence") or not row.probe:
-            continue
-        fn = row.probe.split(":", 1)[0]
-        targets = {t.split(".")[-1] for t in fn.split("|")}
-        if targets & names and row.capability not in probes:
-            probes.append(row.capability)
-    table: list[str] = []
-    for key, caps in ROW_TOUCHES.items():
-        if key in pairs:
-            table += [c for c in caps if c not in table and c not in probes]
-    return probes, table
-
-
-def render_differences(differences: list[Difference]) -> list[str]:
-    """One line per difference, then the probes and rows they touch."""
-    lines = [f"{d.part}: {d.detail}" for d in differences]
-    probes, table = rows_touched(differences)
-    if probes:
-        lines.append("answered from the build itself (capability probes): " + ", ".join(probes))
-    if table:
-        lines.append("table rows answered by version that these touch: " + ", ".join(table))
-    return lines
-
-
-def _release_ids() -> list[str]:
-    from ..dists import DISTRIBUTIONS, SGL_DEEP_GEMM
-
-    return [v if d.name == SGL_DEEP_GEMM else f"{d.name}-{v}" for d in DISTRIBUTIONS for v in d.certified]
-
-
-def record(ids: Iterable[str], path: Path = BUILDS_FILE, *, echo: Any = print) -> dict[str, dict[str, Any]]:
-    """Compute the fingerprint of each release id from its wheel (whole, or the deep_gemm folder and dist-info read
-    with range requests) and write them into ``path``; returns what was written."""
-    from ..harness.releases import parse_release
-    from ..harness.wheels import fetch_wheel
-    from ..intake.claims import release_of
-    from . import extract
-
-    builds = dict(recorded(path))
-    for rid in ids:
-        spec = parse_release(rid)
-        wheel = fetch_wheel(spec)
-        doc = extract(wheel)
-        rel = release_of(doc)
-        fp = dict(doc["fingerprint"])
-        builds[spec.id] = {"dist": rel.dist, "version": str(rel.version), "wheel": wheel.name, **fp}
-        echo(f"{spec.id:<28} {rel.dist} {rel.version}: {fp['id']} " + " ".join(f"{p}={fp[p]['id'] or '-'}" for p in PARTS))
+def write_recorded(builds: Mapping[str, Mapping[str, Any]], path: Path = BUILDS_FILE) -> None:
+    """Write ``builds`` (release id -> fingerprint) as the recorded builds file at ``path``; :func:`recorded` reads
+    the new file from then on."""
     doc_out = {"about": "Fingerprints of the builds dgcompat knows (python_sources/native/asserts/headers ids); "
-                        "written by `python -m dgcompat_conformance.surface.fingerprint --record`.",
+                        "written by `python -m dgcompat_conformance.intake.builds --record`.",
                "builds": dict(sorted(builds.items()))}
     path.write_text(json.dumps(doc_out, indent=1, sort_keys=True) + "\n", "utf-8")
     _load.cache_clear()
-    return builds
 
 
 def known_surfaces_table(builds: Mapping[str, Mapping[str, Any]]) -> dict[tuple[str, str], dict[str, str]]:
@@ -246,41 +178,3 @@ def known_surfaces_table(builds: Mapping[str, Mapping[str, Any]]) -> dict[tuple[
         if pid:
             out.setdefault((str(fp["dist"]), str(fp["version"])), {}).setdefault(pid, []).append(rid)
     return {k: {pid: ", ".join(sorted(rids)) for pid, rids in v.items()} for k, v in sorted(out.items())}
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m dgcompat_conformance.surface.fingerprint [--record] [RELEASE ...]``: print (and with ``--record``
-    write into builds.json) the fingerprints of the given releases (default: every certified build)."""
-    import argparse
-    import sys
-
-    p = argparse.ArgumentParser(prog="python -m dgcompat_conformance.surface.fingerprint", description=main.__doc__)
-    p.add_argument("releases", nargs="*", help="release ids (0.1.4, sglang-kernel-0.4.2, vllm-0.34.0)")
-    p.add_argument("--record", action="store_true", help="write them into builds.json")
-    p.add_argument("--check", action="store_true", help="compare builds.json with dgcompat.detection.KNOWN_SURFACES")
-    ns = p.parse_args(sys.argv[1:] if argv is None else argv)
-    if ns.check:
-        want = known_surfaces_table(recorded())
-        have = {k: set(v) for k, v in KNOWN_SURFACES.items()}
-        bad = {k: v for k, v in want.items() if set(v) != have.get(k)}
-        for k, v in bad.items():
-            print(f"{k}: builds.json {sorted(v)} vs KNOWN_SURFACES {sorted(have.get(k) or [])}")
-        return 1 if bad else 0
-    ids = ns.releases or _release_ids()
-    if ns.record:
-        builds = record(ids)
-        for key, ids_ in known_surfaces_table(builds).items():
-            print(f"    {key!r}: {ids_!r},")
-        return 0
-    from ..harness.releases import parse_release
-    from ..harness.wheels import fetch_wheel
-    from . import extract
-
-    for rid in ids:
-        fp = extract(fetch_wheel(parse_release(rid)))["fingerprint"]
-        print(f"{rid:<28} {fp['id']} " + " ".join(f"{part}={fp[part]['id'] or '-'}" for part in PARTS))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,4 +1,5 @@
-"""The per-release work folders the CPU tier imports from, over the wheel cache (:mod:`..wheelcache`).
+"""A release's wheel (whole or in part) and the per-release work folders the CPU tier imports from, over the
+wheel cache (:mod:`.wheelcache`); the surface, the intake and the GPU tier fetch through it too.
 
 Kernel and engine wheels (240-540 MB) are not downloaded whole: where the discovery table marks a
 distribution ``partial``, only the deep_gemm folder and the dist-info are read from the index with range
@@ -22,10 +23,12 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from .. import wheelcache
-from ..dists import distribution
-from ..wheelcache import CacheError, cache_root, sha256_file, wheel_dir
+from . import wheelcache
+from .dists import distribution
+from .index import IndexError as IndexUnavailable
+from .index import PackageIndex, fetch_partial
 from .releases import ReleaseSpec
+from .wheelcache import CacheError, cache_root, sha256_file, wheel_dir
 
 __all__ = ["cache_root", "wheel_dir", "find_cached_wheel", "fetch_wheel", "prepare_workdir", "wheel_sha256",
            "wheel_record", "FetchError"]
@@ -75,9 +78,6 @@ def fetch_wheel(spec: ReleaseSpec, *, directory: Path | None = None, timeout: fl
 
 
 def _fetch_partial(spec: ReleaseSpec, path: str, index: Any) -> Path:
-    from ..index import IndexError as IndexUnavailable
-    from ..index import PackageIndex, fetch_partial
-
     ix = index if index is not None else PackageIndex()
     try:
         file = ix.wheel(spec.dist, spec.version)

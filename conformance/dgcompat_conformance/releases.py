@@ -18,8 +18,8 @@ from packaging.version import InvalidVersion, Version
 from dgcompat._tooling import expected_torch
 from dgcompat.detection import UPSTREAM_NAMES
 
-from ..dists import BUNDLED_RELEASES, DISTRIBUTIONS, KERNEL_DISTS, SGL_DEEP_GEMM, SGL_DEEP_GEMM_RELEASES, canonical
-from ..wheelcache import CacheError, parse_name
+from .dists import BUNDLED_RELEASES, DISTRIBUTIONS, KERNEL_DISTS, SGL_DEEP_GEMM, SGL_DEEP_GEMM_RELEASES, canonical
+from .wheelcache import CacheError, parse_name
 
 __all__ = [
     "ReleaseSpec",
