@@ -33,8 +33,9 @@ import statistics
 import sys
 import time
 import traceback
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from testsupport.record import write_json
 

@@ -18,7 +18,8 @@ import statistics
 import sys
 import time
 import timeit
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from testsupport.stand_in import owner
 

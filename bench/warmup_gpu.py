@@ -40,10 +40,11 @@ import subprocess
 import sys
 import time
 import zipfile
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from testsupport.record import header, write_json
 

@@ -27,8 +27,9 @@ import os
 import random
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from dgcompat.jit_warmup.cache import snapshot
 from dgcompat.jit_warmup.presets import (

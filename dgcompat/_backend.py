@@ -21,9 +21,9 @@ import importlib
 import os
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Callable
 
 from . import env
 from .detection import backend_name, release

@@ -13,7 +13,8 @@ unbinds every slot. :func:`upstream` resolves a declared :class:`~dgcompat._call
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ._backend import load, lock
 from ._backend import reset as _reset_backend
@@ -28,7 +29,7 @@ _resets: list[Callable[[], None]] = []
 
 def _attribute(module: Any, symbol: str) -> Any:
     """``deep_gemm.a.b`` / ``_C.op`` on the loaded backend module, or None."""
-    path = symbol[len("deep_gemm."):] if symbol.startswith("deep_gemm.") else symbol
+    path = symbol.removeprefix("deep_gemm.")
     obj = module
     for part in path.split("."):
         obj = getattr(obj, part, None)

@@ -7,7 +7,8 @@ turn its message into one that names the argument (see :func:`translate`).
 
 from __future__ import annotations
 
-from typing import Any, Callable, NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 from .detection import backend_name, release
 from .errors import BadArgumentError, DgcompatError, KernelError, UnsupportedFeatureError

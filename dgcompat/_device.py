@@ -19,7 +19,8 @@ from __future__ import annotations
 import ctypes
 import functools
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["MODEL_SMS", "initialized", "sm_count", "arch", "nvml_arch", "capture_probe", "capture_id", "reset"]
 

@@ -24,8 +24,9 @@ from __future__ import annotations
 import ast
 import inspect
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from .errors import UnsupportedFeatureError
 

@@ -23,9 +23,9 @@ from __future__ import annotations
 import ast
 import hashlib
 import inspect
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, NamedTuple
+from typing import Any, NamedTuple
 
 __all__ = ["SOURCES", "Registration", "registrations", "module_registrations", "source_parameters",
            "parameters_from_sources", "live_parameters", "digest"]

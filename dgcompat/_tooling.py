@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from . import _backend, _pysurface, detection, env
 from ._calls import UpstreamCall

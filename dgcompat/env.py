@@ -42,8 +42,9 @@ write, or one it can create.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Callable, Literal, Mapping, NamedTuple
+from typing import Literal, NamedTuple
 
 from .errors import ConfigurationError
 

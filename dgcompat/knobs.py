@@ -6,8 +6,9 @@ context managers restore the previous value on exit (also on error).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from . import _backend, _binding, _device
 from ._calls import UpstreamCall

@@ -12,7 +12,8 @@ the TMA-aligned layout where it came back collapsed, on every release. The repai
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from . import _binding, _math
 from ._calls import UpstreamCall

@@ -20,9 +20,10 @@ initialized (never before: see :func:`current_arch`), unless ``DGCOMPAT_ARCH`` o
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -438,7 +439,7 @@ ROWS: tuple[Row, ...] = (
         "never (dgcompat passes no compiled_dims: either default compiles a kernel per shape, results agree)"),
     Row("compiled_dims_default", SGL, "", "", "bf16_gemm_nt(..., compiled_dims='')",
         "sgl-deep-gemm compiles shape-generic bf16 kernels by default", "never (not passed)"),
-    Row("compiled_dims_default", BUNDLED, "", "", "bf16_gemm_nt(..., str compiled_dims=\"\")", "bundled schema",
+    Row("compiled_dims_default", BUNDLED, "", "", 'bf16_gemm_nt(..., str compiled_dims="")', "bundled schema",
         "bundles are unsupported"),
     Row("compiled_dims_default", ANY, "", "nk", "compiled_dims='nk'", "-", "never (not passed)"),
     Row("mk_alignment_arity", SGL, ">=0.2.0", 2,

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import sys
 import textwrap
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
-from typing import Any, Callable, Generator, Iterator
+from typing import Any
 
 import pytest
 

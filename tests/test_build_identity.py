@@ -11,8 +11,9 @@ import subprocess
 import sys
 import textwrap
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -30,7 +31,7 @@ from testsupport.dists import write_dist
 ROOT = Path(__file__).resolve().parent.parent
 
 # The registration idioms of upstream DeepGEMM 2.8.1's _C.py (vLLM's vendored copy), in miniature.
-C_PY = '''
+C_PY = """
 import torch
 _torch_ops = torch.ops.deep_gemm
 
@@ -61,7 +62,7 @@ def _register():
     _bind_guarded_ops('get_paged_mqa_logits_metadata')
 
 _register()
-'''
+"""
 INIT_PY = "from ._C import fp8_gemm_nt, fp8_fp4_gemm_nt, fp8_fp4_mqa_logits, bf16_gemm_nt, " \
           "get_paged_mqa_logits_metadata\n__version__ = '2.8.1'\n"
 

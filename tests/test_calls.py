@@ -8,7 +8,8 @@ declaration in effect on that release, and every declaration in effect must be e
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 from packaging.specifiers import SpecifierSet

@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 import torch

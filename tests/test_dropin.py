@@ -22,7 +22,7 @@ from testsupport.dists import write_dist
 
 ROOT = Path(__file__).resolve().parent.parent
 
-FAKE_INIT = '''
+FAKE_INIT = """
 import builtins, sys as _sys
 builtins.__dict__.setdefault("_dg_real_loads", []).append(__name__)
 from . import _C
@@ -51,7 +51,7 @@ __version__ = "9.9.9-real"
 for _n, _v in list(globals().items()):
     if not _n.startswith("_") and callable(_v) and not isinstance(_v, type(_sys)):
         _sys.modules.setdefault(__name__ + "." + _n, _v)
-'''
+"""
 
 FAKE_FILES: dict[str, str | bytes] = {
     "deep_gemm/__init__.py": FAKE_INIT,
@@ -456,7 +456,7 @@ def test_align_and_ceil_div() -> None:
 # --------------------------------------------------------------------------- launcher
 
 
-CHILD_SCRIPT = '''
+CHILD_SCRIPT = """
 import json, multiprocessing as mp, os, sys
 
 def probe(q):
@@ -473,7 +473,7 @@ if __name__ == "__main__":
     p.join(120)
     print(json.dumps({"main": type(deep_gemm).__name__, "spawned": child,
                       "shadowed": os.environ.get("SHADOWED_SITECUSTOMIZE_RAN"), "argv": sys.argv[1:]}))
-'''
+"""
 
 
 def test_launcher_installs_in_every_interpreter(tmp_path: Path) -> None:

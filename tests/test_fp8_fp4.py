@@ -4,7 +4,8 @@ refusal of scaled queries where the architecture has no kernel for them (fake bu
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch

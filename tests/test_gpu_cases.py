@@ -8,8 +8,9 @@ overlapped launch, where the typed refusal is its expected failure.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -24,7 +25,7 @@ def _sbo(blocks: str = "-(-valid // block_m)", spoil: str = "pass") -> str:
     """A bundled masked GEMM following the fork's protocol on SM90 (sgl-project/DeepGEMM, enable_overlap):
     block_m 64, block_n 128 here; ``blocks`` is how many block rows of a group run, ``spoil`` what is done
     to ``d`` afterwards."""
-    return f'''
+    return f"""
 def m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, expected_m, recipe=None, compiled_dims="nk",
         disable_ue8m0_cast=False, max_block_n=256, enable_overlap=False, signal=None):
     _masked(a, b, d, masked_m, expected_m)
@@ -40,7 +41,7 @@ def m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, expected_m, recipe=None, com
     {spoil}
     return (block_m, threshold)
 fp8_m_grouped_gemm_nt_masked = m_grouped_fp8_gemm_nt_masked
-'''
+"""
 
 
 VARIANTS = {

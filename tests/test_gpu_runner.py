@@ -163,7 +163,7 @@ def test_tvm_ffi_wheel_follows_each_release_pin(tmp_path: Path, monkeypatch: pyt
         record: dict[str, Any] = {}
         runner._install_wheel(runner.Subject("wheel", version), record, tmp_path / "s", [a, b], "")
         assert seen[f"sgl_deep_gemm-{version}-py3-none-any.whl"] == want
-        assert record["apache_tvm_ffi"] == (want and want[0].split("-")[1] or None)
+        assert record["apache_tvm_ffi"] == ((want and want[0].split("-")[1]) or None)
     lone = tmp_path / "c"
     wheel(lone, "sgl_deep_gemm", "0.1.3", "apache-tvm-ffi==0.1.9")
     with pytest.raises(RuntimeError, match="needs apache-tvm-ffi==0.1.9"):
@@ -341,7 +341,7 @@ def test_an_abi_check_cut_by_the_deadline_is_not_a_verdict(tmp_path: Path, fakes
     assert json.loads((out / "gpu-0.1.4.json").read_text())["verdict"].startswith("incompatible: ")
 
 
-_DRIVER = r'''
+_DRIVER = r"""
 import sys
 from pathlib import Path
 sys.path[:0] = [sys.argv[1]]
@@ -355,7 +355,7 @@ runner._install_wheel = lambda subject, cert, site, dirs, python: _sgl_site(site
 runner.run_case_child = lambda case_id, env, timeout, cwd, python="", *, cut_short=False: real(
     case_id, env, timeout, cwd, fakepy, cut_short=cut_short)
 sys.exit(runner.main(sys.argv[3:]))
-'''
+"""
 
 
 def test_sigterm_keeps_certificates_and_leaves_no_child(tmp_path: Path) -> None:

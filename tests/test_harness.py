@@ -532,7 +532,7 @@ def test_correct_adapter_passes_the_same_selection(tmp_path: Path) -> None:
         assert cert.summary["passed"] > 20
 
 
-_XFAIL_PROBE = '''
+_XFAIL_PROBE = """
 def test_passes():
     import deep_gemm
     assert deep_gemm.get_num_sms() > 0
@@ -544,7 +544,7 @@ def test_fails_as_listed():
 
 def test_fails_unlisted():
     raise AssertionError("a real failure")
-'''
+"""
 
 
 @pytest.mark.wheels
@@ -665,11 +665,11 @@ def test_a_corrupt_cache_entry_is_fetched_again(tmp_path: Path, monkeypatch: pyt
         wheelcache.fetch("sgl-deep-gemm", "9.9.9", directory=folder, download=False)
 
 
-_PROBE_OK = '''
+_PROBE_OK = """
 def test_imports():
     import deep_gemm
     assert deep_gemm.get_num_sms() > 0
-'''
+"""
 
 
 @pytest.mark.wheels

@@ -3,7 +3,8 @@ it, float32 everywhere, a typed refusal naming the parameter and the release oth
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch

@@ -4,7 +4,8 @@ the installed function has them, emulated where exact, refused with a typed erro
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch

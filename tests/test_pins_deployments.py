@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from packaging.version import Version
@@ -23,9 +24,9 @@ from testsupport.dists import write_dist
 # Requires-Dist of SGLang 0.5.23 and vLLM 0.34.0 (their wheels' METADATA, the lines about deep_gemm, torch and
 # the kernel wheel, plus a few others and an extra's, which must not count).
 SGLANG_0_5_23 = ["aiohttp", "sgl-deep-gemm==0.2.3.post2", "sglang-kernel==0.4.10", "torch==2.14.1",
-                 "torchaudio==2.11.0", "sgl-eval==0.1.3; extra == \"test\"", "torch==2.9.0; extra == \"old\""]
+                 "torchaudio==2.11.0", 'sgl-eval==0.1.3; extra == "test"', 'torch==2.9.0; extra == "old"']
 VLLM_0_34_0 = ["torch==2.14.0", "torchaudio==2.11.0", "flashinfer_python[cu13]==0.7.2",
-               "deepseek-recipe==0.2.0; sys_platform == \"linux\""]
+               'deepseek-recipe==0.2.0; sys_platform == "linux"']
 
 
 def test_a_refused_release_gets_no_requirement(capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from collections.abc import Sequence
 
 import pytest
 import torch
@@ -58,7 +58,7 @@ def ue8m0_byte(v: float) -> int:
     return (bits >> 23) & 0xFF
 
 
-def unpack_int_bytes(v: int) -> List[int]:
+def unpack_int_bytes(v: int) -> list[int]:
     return [(v >> (8 * j)) & 0xFF for j in range(4)]
 
 
@@ -109,7 +109,7 @@ def fp8_byte_values(raw: Sequence[int]) -> torch.Tensor:
     return torch.tensor(list(raw), dtype=torch.uint8).view(FP8).to(torch.float64)
 
 
-def naive_kv_decode(kv_cache: torch.Tensor) -> Tuple[List[List[torch.Tensor]], List[List[float]]]:
+def naive_kv_decode(kv_cache: torch.Tensor) -> tuple[list[list[torch.Tensor]], list[list[float]]]:
     """Per block/token float64 FP8 values and float32 scales, decoded from raw bytes."""
     nb, bkv, _, width = kv_cache.shape
     d = width - 4
@@ -242,7 +242,7 @@ def test_packed_ue8m0_masks_mantissa() -> None:
 # transform_sf_into_required_layout / transform_scale_ue8m0
 
 
-def naive_packed(sf_rows: torch.Tensor) -> List[List[List[int]]]:
+def naive_packed(sf_rows: torch.Tensor) -> list[list[list[int]]]:
     """UE8M0 bytes of ceil_to_ue8m0(sf) per (group, row), padded to 4."""
     sf3 = sf_rows.reshape(-1, sf_rows.shape[-2], sf_rows.shape[-1]).tolist()
     out = []
@@ -259,7 +259,7 @@ def naive_packed(sf_rows: torch.Tensor) -> List[List[List[int]]]:
     return out
 
 
-def packed_bytes(t: torch.Tensor) -> List[List[List[int]]]:
+def packed_bytes(t: torch.Tensor) -> list[list[list[int]]]:
     t3 = t.reshape(-1, t.shape[-2], t.shape[-1]).tolist()
     return [[[b for v in row for b in unpack_int_bytes(v)] for row in grp] for grp in t3]
 
@@ -324,7 +324,7 @@ def test_transform_sf_int32_input_is_laid_out() -> None:
         (dict(sf=torch.ones(1, 1, dtype=torch.int32), mn=4, k=128, recipe=(128, 128)), "sf"),
     ],
 )
-def test_transform_sf_rejects(kwargs: Dict[str, object], argument: str) -> None:
+def test_transform_sf_rejects(kwargs: dict[str, object], argument: str) -> None:
     with pytest.raises(BadArgumentError) as info:
         R.transform_sf_into_required_layout(**kwargs)  # type: ignore[arg-type]
     assert info.value.argument == argument
@@ -633,7 +633,7 @@ def test_grouped_masked_rejects() -> None:
 # MQA logits
 
 
-def naive_logit(q_rows: torch.Tensor, w_row: torch.Tensor, k_row: torch.Tensor, scale: float) -> Tuple[float, float]:
+def naive_logit(q_rows: torch.Tensor, w_row: torch.Tensor, k_row: torch.Tensor, scale: float) -> tuple[float, float]:
     """(value, error bound): sum_h w[h] * relu(q[h] . (k * scale))."""
     q64, k64, w64 = q_rows.to(torch.float64), k_row.to(torch.float64) * scale, w_row.to(torch.float64)
     dots = q64 @ k64
@@ -737,7 +737,7 @@ def test_pack_kv_cache_layout(data: st.DataObject) -> None:
 
 def test_unpack_kv_cache_from_hand_built_bytes() -> None:
     nb, bkv, dim = 2, 3, 4
-    raw: List[int] = []
+    raw: list[int] = []
     expected_vals = []
     expected_scales = []
     for b in range(nb):
@@ -763,10 +763,10 @@ def naive_paged(
     q: torch.Tensor,
     kv: torch.Tensor,
     w: torch.Tensor,
-    row_lengths: List[int],
-    block_rows: List[List[int]],
+    row_lengths: list[int],
+    block_rows: list[list[int]],
     max_len: int,
-) -> Tuple[torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(values, bounds) float64 (B*next_n, max_len); NaN marks positions that must be -inf."""
     b, next_n, h, dim = q.shape
     bkv = kv.shape[1]
@@ -789,7 +789,7 @@ def check_paged(out: torch.Tensor, want: torch.Tensor, bound: torch.Tensor) -> N
     assert bool(((out[live].double() - want[live]).abs() <= bound[live]).all())
 
 
-def paged_case(data: st.DataObject) -> Dict[str, object]:
+def paged_case(data: st.DataObject) -> dict[str, object]:
     gen = gen_for(data)
     b = data.draw(st.integers(1, 3), label="batch")
     next_n = data.draw(st.integers(1, 3), label="next_n")
@@ -819,8 +819,8 @@ def test_paged_logits_context_len_forms(data: st.DataObject) -> None:
     case = paged_case(data)
     q, kv, w = case["q"], case["kv"], case["w"]
     assert isinstance(q, torch.Tensor) and isinstance(kv, torch.Tensor) and isinstance(w, torch.Tensor)
-    ctx: List[int] = case["ctx"]  # type: ignore[assignment]
-    table: List[List[int]] = case["table"]  # type: ignore[assignment]
+    ctx: list[int] = case["ctx"]  # type: ignore[assignment]
+    table: list[list[int]] = case["table"]  # type: ignore[assignment]
     max_len: int = case["max_len"]  # type: ignore[assignment]
     b, next_n = q.shape[0], q.shape[1]
     rows = b * next_n
@@ -857,8 +857,8 @@ def test_paged_logits_2d_rows_independent(data: st.DataObject) -> None:
     case = paged_case(data)
     q, kv, w = case["q"], case["kv"], case["w"]
     assert isinstance(q, torch.Tensor) and isinstance(kv, torch.Tensor) and isinstance(w, torch.Tensor)
-    ctx: List[int] = case["ctx"]  # type: ignore[assignment]
-    table: List[List[int]] = case["table"]  # type: ignore[assignment]
+    ctx: list[int] = case["ctx"]  # type: ignore[assignment]
+    table: list[list[int]] = case["table"]  # type: ignore[assignment]
     max_len: int = case["max_len"]  # type: ignore[assignment]
     b, next_n = q.shape[0], q.shape[1]
     # arbitrary per-row lengths, each at most the sequence's allocated length
@@ -877,7 +877,7 @@ def test_paged_logits_rejects() -> None:
     bt = torch.tensor([[0, 1], [2, 3]], dtype=torch.int32)
     ctx = torch.tensor([5, 8], dtype=torch.int32)
     R.fp8_paged_mqa_logits(q, kv, w, ctx, bt, None, 8)
-    cases: List[Tuple[Dict[str, object], str]] = [
+    cases: list[tuple[dict[str, object], str]] = [
         (dict(max_context_len=7), "max_context_len"),
         (dict(context_lens=torch.tensor([5, 8, 1], dtype=torch.int32)), "context_lens"),
         (dict(context_lens=torch.tensor([5, 12], dtype=torch.int32), max_context_len=12), "block_table"),
@@ -886,7 +886,7 @@ def test_paged_logits_rejects() -> None:
         (dict(weights=torch.ones(2, 3)), "weights"),
         (dict(q=torch.zeros(2, 1, 2, 8)), "q"),
     ]
-    base: Dict[str, object] = dict(
+    base: dict[str, object] = dict(
         q=q, kv_cache=kv, weights=w, context_lens=ctx, block_table=bt, schedule_meta=None, max_context_len=8
     )
     for override, argument in cases:
@@ -911,7 +911,7 @@ def test_paged_logits_ignore_garbage_block_ids_past_length() -> None:
 # paged MQA schedule
 
 
-def naive_schedule(lens: List[int], next_n: int, num_sms: int, balance: str) -> List[List[int]]:
+def naive_schedule(lens: list[int], next_n: int, num_sms: int, balance: str) -> list[list[int]]:
     atoms = ceil_div(next_n, 2 if next_n >= 2 else 1)
     units = []
     for b, length in enumerate(lens):
@@ -929,8 +929,8 @@ def naive_schedule(lens: List[int], next_n: int, num_sms: int, balance: str) -> 
 
 
 def walk(
-    schedule: List[List[int]], sm: int, lens: List[int], atoms: int, limit: int
-) -> Optional[List[Tuple[int, int]]]:
+    schedule: list[list[int]], sm: int, lens: list[int], atoms: int, limit: int
+) -> list[tuple[int, int]] | None:
     """Follow the kernel's task walk for one SM; None when it does not reach its end row."""
     q_idx, kv = schedule[sm]
     end = tuple(schedule[sm + 1])
@@ -939,7 +939,7 @@ def walk(
     def splits(qa: int) -> int:
         return ceil_div(lens[qa // atoms], 256) if qa // atoms < batch else 0
 
-    done: List[Tuple[int, int]] = []
+    done: list[tuple[int, int]] = []
     for _ in range(limit):
         if (q_idx, kv) == end:
             return done
@@ -951,7 +951,7 @@ def walk(
     return None
 
 
-def schedule_lengths(data: st.DataObject) -> Tuple[torch.Tensor, List[int], int]:
+def schedule_lengths(data: st.DataObject) -> tuple[torch.Tensor, list[int], int]:
     b = data.draw(st.integers(0, 10), label="batch")
     lens = data.draw(st.lists(st.integers(0, 1500), min_size=b, max_size=b), label="lens")
     form = data.draw(st.sampled_from(["1d", "2d"]), label="form")
@@ -978,7 +978,7 @@ def test_schedule_matches_enumeration_and_walks(data: st.DataObject) -> None:
     assert all(tuple(x) <= tuple(y) for x, y in zip(rows, rows[1:]))  # monotone
     total = sum(ceil_div(n, 256) for n in lens) * atoms
     q, r = divmod(total, num_sms)
-    seen: List[Tuple[int, int]] = []
+    seen: list[tuple[int, int]] = []
     for sm in range(num_sms):
         done = walk(rows, sm, lens, atoms, limit=4 * total + 4 * len(lens) + 8)
         assert done is not None, sm
@@ -1053,7 +1053,7 @@ def test_schedule_rejects() -> None:
 
 
 def test_public_surface() -> None:
-    expected: Set[str] = {
+    expected: set[str] = {
         "ceil_to_ue8m0", "get_tma_aligned_size", "get_mn_major_tma_aligned_tensor",
         "get_mn_major_tma_aligned_packed_ue8m0_tensor", "transform_sf_into_required_layout",
         "transform_scale_ue8m0", "per_token_cast_to_fp8", "per_block_cast_to_fp8", "dequantize_fp8",

@@ -10,7 +10,8 @@ from __future__ import annotations
 import inspect
 import math
 import struct
-from typing import Any, Callable, List, Optional, Tuple
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -27,9 +28,9 @@ E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 # independent helpers
 
 
-def naive_decode_fp4(byte_values: List[int]) -> List[float]:
+def naive_decode_fp4(byte_values: list[int]) -> list[float]:
     """Packed bytes -> e2m1 values: low nibble first, bit 3 the sign."""
-    out: List[float] = []
+    out: list[float] = []
     for b in byte_values:
         for code in (b & 0x0F, (b >> 4) & 0x0F):
             mag = E2M1[code & 7]
@@ -37,13 +38,13 @@ def naive_decode_fp4(byte_values: List[int]) -> List[float]:
     return out
 
 
-def naive_scales(word: int) -> List[float]:
+def naive_scales(word: int) -> list[float]:
     """int32 -> the four UE8M0 scales, byte g = bits 8g..8g+7."""
     u = word & 0xFFFFFFFF
     return [2.0 ** (((u >> (8 * g)) & 0xFF) - 127) for g in range(4)]
 
 
-def naive_dequant_fp4_row(packed: torch.Tensor, sf: int) -> List[float]:
+def naive_dequant_fp4_row(packed: torch.Tensor, sf: int) -> list[float]:
     vals = naive_decode_fp4([int(b) & 0xFF for b in packed.tolist()])
     scales = naive_scales(sf)
     return [v * scales[i // 32] for i, v in enumerate(vals)]
@@ -185,8 +186,8 @@ def test_mx_fp8_cache_holds_int32_scales() -> None:
 # logits
 
 
-def naive_logits(q: List[List[List[float]]], k: List[List[float]], w: List[List[float]],
-                 post: Optional[List[float]] = None) -> List[List[float]]:
+def naive_logits(q: list[list[list[float]]], k: list[list[float]], w: list[list[float]],
+                 post: list[float] | None = None) -> list[list[float]]:
     """sum_h w[i][h] * relu(q[i][h] . k[j]) (times post[j]) in float64."""
     out = []
     for i, qi in enumerate(q):
@@ -200,7 +201,7 @@ def naive_logits(q: List[List[List[float]]], k: List[List[float]], w: List[List[
     return out
 
 
-def _ragged_inputs(fmt: str, nq: int = 3, h: int = 2, dim: int = 64, nk: int = 5, seed: int = 0) -> Tuple:
+def _ragged_inputs(fmt: str, nq: int = 3, h: int = 2, dim: int = 64, nk: int = 5, seed: int = 0) -> tuple:
     gen = torch.Generator().manual_seed(seed)
     q, k = torch.randn(nq, h, dim, generator=gen), torch.randn(nk, dim, generator=gen)
     w = torch.randn(nq, h, generator=gen)
@@ -257,7 +258,7 @@ def test_bf16_logits_are_the_float32_logits_rounded_once() -> None:
     assert torch.equal(b16w, f32w.to(torch.bfloat16))  # bf16 weights: widened, reduced in float32, rounded once
 
 
-def _paged_case(fmt: str, seed: int = 0) -> Tuple:
+def _paged_case(fmt: str, seed: int = 0) -> tuple:
     """A shuffled block table over a cache of per-sequence keys; returns paged inputs and each sequence's keys."""
     gen = torch.Generator().manual_seed(seed)
     b, next_n, h, dim, bkv = 2, 2, 4, 128, 16
@@ -268,7 +269,7 @@ def _paged_case(fmt: str, seed: int = 0) -> Tuple:
     table = torch.stack([order[:3], order[3:]])
     q = torch.randn(b, next_n, h, dim, generator=gen)
     w = torch.randn(b * next_n, h, generator=gen)
-    qp: Tuple[torch.Tensor, Optional[torch.Tensor]]
+    qp: tuple[torch.Tensor, torch.Tensor | None]
     if fmt == "fp4":
         cache, qp = R.pack_fp4_kv_cache(keys), R.cast_to_fp4(q)
         kq = R.cast_to_fp4(keys)
@@ -330,7 +331,7 @@ def test_every_argument_is_checked() -> None:
     ks, ke = torch.zeros(3, dtype=torch.int32), torch.full((3,), 5, dtype=torch.int32)
     k8 = R.cast_to_mxfp8(torch.randn(5, 64))
     rag: Any = reference_backend.fp8_fp4_mqa_logits
-    cases: List[Tuple[str, Callable[[], object]]] = [
+    cases: list[tuple[str, Callable[[], object]]] = [
         ("q", lambda: rag(q[0], kv, w, ks, ke, 0)),
         ("q[1]", lambda: rag((q[0], None), kv, w, ks, ke, 0)),
         ("q[1]", lambda: rag((q[0], q[1].float()), kv, w, ks, ke, 0)),

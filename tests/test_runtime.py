@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -24,10 +25,9 @@ def test_num_sms_context_restores(fake_release: Callable[[str], Any]) -> None:
     fake_release("sgl-0.2.5")
     with dgcompat.num_sms(None):
         assert dgcompat.get_num_sms() == 132
-    with pytest.raises(RuntimeError):
-        with dgcompat.num_sms(66):
-            assert dgcompat.get_num_sms() == 66
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), dgcompat.num_sms(66):
+        assert dgcompat.get_num_sms() == 66
+        raise RuntimeError("boom")
     assert dgcompat.get_num_sms() == 132
     with pytest.raises(dgcompat.BadArgumentError, match="positive int"):
         dgcompat.set_num_sms(0)
@@ -57,9 +57,8 @@ def test_more_sms_than_the_device_is_a_bad_argument(fake_release: Callable[[str]
         with pytest.raises(dgcompat.BadArgumentError, match="at most the device's 132 SMs") as info:
             dgcompat.set_num_sms(1000)
         assert info.value.argument == "new_num_sms"
-    with pytest.raises(dgcompat.BadArgumentError, match="new_num_sms"):
-        with dgcompat.num_sms(1000):
-            pass
+    with pytest.raises(dgcompat.BadArgumentError, match="new_num_sms"), dgcompat.num_sms(1000):
+        pass
     assert dgcompat.get_num_sms() == before
     dgcompat.set_num_sms(132)
     dgcompat.set_num_sms(new_num_sms=before)

@@ -21,8 +21,9 @@ from __future__ import annotations
 import inspect
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import torch

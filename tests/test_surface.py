@@ -162,7 +162,7 @@ class TestNativeReader:
 # Synthetic packages
 # ---------------------------------------------------------------------------------------------
 
-INIT_V1 = '''
+INIT_V1 = """
 from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
@@ -223,14 +223,14 @@ from . import utils
 from .utils import *
 
 _C.init(os.path.dirname(__file__), "")
-'''
+"""
 
 UTILS_INIT = """
 from . import layout
 from .layout import *
 """
 
-LAYOUT = '''
+LAYOUT = """
 import torch
 
 __all__ = ["get_mn_major_tma_aligned_tensor", "pack_scales"]
@@ -250,7 +250,7 @@ def pack_scales(x, /, y, *args, z, **kw):
 
 
 hidden = 3
-'''
+"""
 
 SO_V1 = _blob(
     "init(str library_root_path, str cuda_home) -> ()",
@@ -322,7 +322,7 @@ def _unpack(folder: Path, files: dict[str, str | bytes]) -> Path:
     return folder
 
 
-@pytest.fixture()
+@pytest.fixture
 def fake_wheels(tmp_path: Path) -> tuple[Path, Path]:
     v1 = _make_wheel(tmp_path / "wheels", "9.1.0", _package_files("9.1.0", INIT_V1, LAYOUT, SO_V1, ["apache-tvm-ffi==0.1.9"]))
     v2 = _make_wheel(tmp_path / "wheels", "9.2.0", _package_files("9.2.0", INIT_V2, LAYOUT_V2, SO_V2, []))

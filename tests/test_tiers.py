@@ -7,7 +7,7 @@ import pytest
 
 from testsupport.tiers import TIERS, grid
 
-_PROBE = '''
+_PROBE = """
 import pytest
 
 
@@ -23,7 +23,7 @@ def test_passes_in_the_wheels_tier():
 
 def test_skips_in_the_fast_tier():
     pytest.skip("a fast-tier skip stays a skip")
-'''
+"""
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from testsupport.dists import write_dist
 
 from .test_dropin import FAKE_FILES
 
-TEST_FILE = '''
+TEST_FILE = """
 import random
 import torch
 import deep_gemm
@@ -47,7 +47,7 @@ if __name__ == "__main__":
     torch.manual_seed(3)
     random.seed(3)
     test_stable_layout()
-'''
+"""
 
 
 @pytest.mark.slow

@@ -120,7 +120,7 @@ def test_conform_with_vllm_installed_certifies_its_copy(tmp_path: Path) -> None:
     site = tmp_path / "site"
     with zipfile.ZipFile(wheel) as zf:
         for name in zf.namelist():
-            if name.startswith("vllm/third_party/deep_gemm/") and "/include/" not in name or name.endswith(
+            if (name.startswith("vllm/third_party/deep_gemm/") and "/include/" not in name) or name.endswith(
                     ".dist-info/METADATA"):
                 zf.extract(name, site)
     # The engine's own package is not under test: an empty vllm/__init__.py stands for it.

@@ -85,7 +85,7 @@ def test_the_gpu_script_finds_the_release_wheel_and_its_tvm_ffi_pin(tmp_path: Pa
 
     dg = wheel(tmp_path / "a", "sgl_deep_gemm", "0.1.4",
                "Requires-Dist: torch\nRequires-Dist: apache-tvm-ffi==0.1.9\n"
-               "Requires-Dist: apache-tvm-ffi==0.1.12; extra == \"test\"\n")
+               'Requires-Dist: apache-tvm-ffi==0.1.12; extra == "test"\n')
     wheel(tmp_path / "a", "sgl_deep_gemm", "0.1.5")
     wheel(tmp_path / "b" / "x", "apache_tvm_ffi", "0.1.12")
     tvm = wheel(tmp_path / "b" / "x", "apache_tvm_ffi", "0.1.9")

@@ -136,7 +136,7 @@ def as_reader() -> dict[str, Any]:
     if not (hasattr(os, "geteuid") and os.geteuid() == 0):
         return {}
     try:
-        subprocess.run(["true"], preexec_fn=_no_dac_override, capture_output=True, check=True)  # noqa: PLW1509
+        subprocess.run(["true"], preexec_fn=_no_dac_override, capture_output=True, check=True)
     except (subprocess.SubprocessError, OSError):
         pytest.skip("running as root without CAP_SETPCAP: a read-only folder cannot be made read-only for root")
     return {"preexec_fn": _no_dac_override}

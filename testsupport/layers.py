@@ -15,9 +15,9 @@ markers :data:`BEGIN` and :data:`END`. A checkout-only module: nothing installed
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 from . import layout
 

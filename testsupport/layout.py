@@ -20,9 +20,10 @@ from __future__ import annotations
 import ast
 import functools
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import AbstractSet, Mapping
+from typing import AbstractSet
 
 __all__ = ["Wing", "Edge", "wings", "module_imports", "import_edges", "read_wing", "runtime_layers", "runtime_tables",
            "parsed", "NOT_IMPORTED", "LAZY_DEPENDENCIES", "ROOT", "render"]
@@ -210,7 +211,7 @@ def _edges_at(path: Path, mtime_ns: int, size: int, name: str, known: frozenset[
             elif table is not None:
                 for target in table:
                     add(_resolve(target, known), "computed", node.lineno)
-            elif name.split(".")[0] in {k.split(".")[0] for k in known}:
+            elif name.split(".", maxsplit=1)[0] in {k.split(".")[0] for k in known}:
                 # A computed name in a module that declares no table: unknown, reported as such.
                 edges.append(Edge("<undeclared computed import>", "computed", node.lineno))
     return tuple(edges)

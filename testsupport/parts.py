@@ -15,7 +15,7 @@ from importlib import resources
 __all__ = ["joined"]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def joined(package: str, *parts: str) -> str:
     """The source of one module: the parts (module names inside ``package``, in order) joined."""
     texts = []

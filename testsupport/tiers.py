@@ -7,7 +7,8 @@ together, a covering part of it in the fast one.
 from __future__ import annotations
 
 import itertools
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from _pytest.mark.structures import ParameterSet

@@ -13,8 +13,9 @@ import argparse
 import math
 import os
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence, TypeVar
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 from packaging.version import InvalidVersion, Version

@@ -12,9 +12,9 @@ no deep_gemm or as refused. Every comparison of distribution names goes through 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
 
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name

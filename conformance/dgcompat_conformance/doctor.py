@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from typing import Any, NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 from dgcompat import __version__, _tooling, detection
 from dgcompat.errors import DgcompatError

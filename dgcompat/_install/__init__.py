@@ -84,8 +84,9 @@ import importlib.util
 import sys
 import threading
 import types
+from collections.abc import Iterator, Sequence
 from types import ModuleType
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from .. import _backend, detection
 from .._backend import REAL, TOP
@@ -475,13 +476,13 @@ def _hold_initializing(module: ModuleType) -> None:
     spec = module.__spec__
     if spec is not None:
         held = copy.copy(spec)
-        setattr(held, "_initializing", True)
+        setattr(held, "_initializing", True)  # noqa: B010 - a private ModuleSpec field typeshed does not declare
         module.__spec__ = held
 
 
 def _release_initializing(module: ModuleType) -> None:
     if module.__spec__ is not None and getattr(module.__spec__, "_initializing", False):
-        setattr(module.__spec__, "_initializing", False)
+        setattr(module.__spec__, "_initializing", False)  # noqa: B010 - as above
 
 
 def _take_real_submodules() -> None:

@@ -29,8 +29,8 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from ..env import env_report
 

@@ -6,7 +6,8 @@ Loaded on first use of one of these names (``import dgcompat`` loads only the na
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .. import _backend, _binding, _device, detection, table
 from .._params import parameter_names

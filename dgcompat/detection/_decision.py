@@ -256,7 +256,7 @@ def backend_choice() -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-_VERSION_ATTR_RE = re.compile(r"^__version__\s*(?::\s*str\s*)?=\s*(?:version\s*=\s*)?['\"]([^'\"]+)['\"]", re.M)
+_VERSION_ATTR_RE = re.compile(r"^__version__\s*(?::\s*str\s*)?=\s*(?:version\s*=\s*)?['\"]([^'\"]+)['\"]", re.MULTILINE)
 
 
 def _version_attribute(path: Path) -> str | None:
@@ -360,7 +360,7 @@ def _choose_owner(found: _Found, claims: list[DistInfo]) -> DistInfo | None:
 
 
 _V1_API_RE = re.compile(r"\bgemm_fp8_fp8_bf16_nt\b")
-_AMD_RE = re.compile(r"\b(rocm|hip|hipify|amdgpu|amd)\b", re.I)
+_AMD_RE = re.compile(r"\b(rocm|hip|hipify|amdgpu|amd)\b", re.IGNORECASE)
 
 
 def _lineage_refusal(found: _Found, name: str, needed: tuple[str, ...]) -> str | None:

@@ -9,9 +9,9 @@ exception, a huge allocation or a hang.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 __all__ = ["DynamicSymbols", "read_dynamic", "read_dynamic_bytes"]
 

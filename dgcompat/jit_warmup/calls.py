@@ -26,7 +26,8 @@ and viewed per call, so a call allocates nothing but what deep_gemm allocates it
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import IncompatibleBuildError, UnsupportedFeatureError
 from ..gemm import bf16_gemm_nt, fp8_gemm_nt

@@ -18,9 +18,10 @@ import queue
 import random
 import time
 import traceback
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..detection import backend_name, release
 from ..errors import BadArgumentError, DeepGemmUnavailableError

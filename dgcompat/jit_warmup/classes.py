@@ -32,8 +32,8 @@ that the verify pass checks.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Hashable, Sequence
 
 from packaging.version import Version
 

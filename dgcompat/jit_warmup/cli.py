@@ -8,8 +8,9 @@ import math
 import os
 import signal
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from ..errors import BadArgumentError, DgcompatError
 from .artifact import export, import_cache

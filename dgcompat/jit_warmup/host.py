@@ -11,8 +11,8 @@ import functools
 import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from ..table import arch_family, current_arch
 from .spec import Call, DenseGemm, GroupedGemm, PagedIndexer, RaggedIndexer, Shape, weight_key

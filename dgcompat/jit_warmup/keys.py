@@ -28,8 +28,9 @@ each finished by splitmix64, printed as 32 hex digits.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Literal
 
 __all__ = [
     "Lineage", "LINEAGES", "hex_digest", "nvcc_signature", "nvcc_release", "lineage_of", "flags_of", "parse_entry",

@@ -30,9 +30,9 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Iterator
 
 from .report import WarmupInterrupted
 

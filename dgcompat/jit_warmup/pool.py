@@ -39,11 +39,12 @@ import random
 import signal
 import time
 from collections import deque
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from queue import Empty
-from typing import Any, Iterator, Literal, TextIO
+from typing import Any, Literal, TextIO
 
 from ..detection import release
 from ..errors import UnsupportedFeatureError

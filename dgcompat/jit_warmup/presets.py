@@ -6,7 +6,7 @@ The MoE and indexer shapes are those of one rank of an EP-8 deployment (32 of th
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from .spec import (
     DEFAULT_MAX_TOKENS,

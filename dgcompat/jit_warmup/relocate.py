@@ -32,9 +32,10 @@ import os
 import shutil
 import subprocess
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ..detection import release
 from . import host

@@ -5,8 +5,9 @@ Pure data and arithmetic: nothing here imports torch or deep_gemm or asks anythi
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Literal, Sequence, Union
+from typing import Any, Literal, Union
 
 from ..errors import BadArgumentError
 

@@ -33,9 +33,9 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 __all__ = ["STAND_IN", "Record", "read_log", "digest", "keep_recipe"]
 

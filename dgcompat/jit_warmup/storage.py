@@ -15,8 +15,8 @@ import os
 import resource
 import shutil
 import signal
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Iterator, Mapping
 
 from .report import WarmupError
 

@@ -25,10 +25,11 @@ import os
 import shutil
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from queue import Empty
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import BadArgumentError, KernelError, UnsupportedFeatureError
 from ..knobs import compile_mode
@@ -156,7 +157,7 @@ class Worker:
         if records:
             return records[0].identity
         if error is None:
-            raise NotHonored()
+            raise NotHonored
         raise error
 
     def probe(self, shape: Shape, m: int, form: str) -> str | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Tuple
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -29,7 +29,7 @@ from ._common import (
 from ._mx import cast_to_mxfp8, dequantize_mx, mx_dim, unpack_fp4_kv_cache
 from ._scales import cast_groups
 
-__all__ = ['fp8_mqa_logits', 'fp8_fp4_mqa_logits', 'fp8_fp4_paged_mqa_logits', 'pack_kv_cache', 'unpack_kv_cache', 'fp8_paged_mqa_logits', 'get_paged_mqa_logits_metadata', 'paged_schedule_matches']
+__all__ = ["fp8_mqa_logits", "fp8_fp4_mqa_logits", "fp8_fp4_paged_mqa_logits", "pack_kv_cache", "unpack_kv_cache", "fp8_paged_mqa_logits", "get_paged_mqa_logits_metadata", "paged_schedule_matches"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -43,12 +43,12 @@ def _head_reduce(scores: Tensor, weights: Tensor) -> Tensor:
 
 def fp8_mqa_logits(
     q: Tensor,
-    kv: Tuple[Tensor, Tensor],
+    kv: tuple[Tensor, Tensor],
     weights: Tensor,
     ks: Tensor,
     ke: Tensor,
     clean_logits: bool = False,
-    max_seqlen_k: Optional[int] = 0,
+    max_seqlen_k: int | None = 0,
 ) -> Tensor:
     """Ragged (prefill) indexer logits, called like sgl-deep-gemm's ``fp8_mqa_logits`` (positionally).
 
@@ -104,7 +104,7 @@ def fp8_mqa_logits(
                    stride, torch.float32)
 
 
-def _ragged(qf: Tensor, kf: Tensor, post_scale: Optional[Tensor], weights: Tensor, ks: Tensor, ke: Tensor,
+def _ragged(qf: Tensor, kf: Tensor, post_scale: Tensor | None, weights: Tensor, ks: Tensor, ke: Tensor,
             compressed: int, stride: int, out_dtype: torch.dtype) -> Tensor:
     """The ragged logits of checked inputs, in float32, stored as ``out_dtype`` (rounded once, to nearest even).
 
@@ -114,7 +114,7 @@ def _ragged(qf: Tensor, kf: Tensor, post_scale: Optional[Tensor], weights: Tenso
     nq, h = qf.shape[0], qf.shape[1]
     nk = kf.shape[0]
     device = qf.device
-    width = compressed if compressed else nk
+    width = compressed or nk
     out = torch.full((nq, stride), float("-inf"), dtype=out_dtype, device=device)[:, :width]
     if nq == 0 or width == 0 or nk == 0:
         return out
@@ -176,7 +176,7 @@ def pack_kv_cache(k: Tensor, *, mx: bool = False) -> Tensor:
     return fused.view(nb, bkv, 1, dim + 4)
 
 
-def unpack_kv_cache(kv_cache: Tensor, *, mx: bool = False) -> Tuple[Tensor, Tensor]:
+def unpack_kv_cache(kv_cache: Tensor, *, mx: bool = False) -> tuple[Tensor, Tensor]:
     """Split a fused paged cache into ``(fp8 (num_blocks, block_kv, D), scales (num_blocks, block_kv))``.
 
     ``kv_cache``: uint8 ``(num_blocks, block_kv, 1, D + 4)`` as built by :func:`pack_kv_cache`
@@ -205,9 +205,7 @@ def _row_lengths(fn: str, context_lens: Tensor, b: int, next_n: int) -> Tensor:
     if ctx.dim() == 1 and ctx.shape[0] == b:
         j = torch.arange(next_n, device=ctx.device)
         lens = ctx.unsqueeze(1) - next_n + j + 1
-    elif ctx.dim() == 2 and tuple(ctx.shape) == (b, next_n):
-        lens = ctx
-    elif ctx.dim() == 2 and tuple(ctx.shape) == (rows, 1):
+    elif (ctx.dim() == 2 and tuple(ctx.shape) == (b, next_n)) or (ctx.dim() == 2 and tuple(ctx.shape) == (rows, 1)):
         lens = ctx
     else:
         raise BadArgumentError(
@@ -222,10 +220,10 @@ def fp8_paged_mqa_logits(
     weights: Tensor,
     context_lens: Tensor,
     block_table: Tensor,
-    schedule_meta: Optional[Tensor],
+    schedule_meta: Tensor | None,
     max_context_len: int,
     clean_logits: bool = False,
-    indices: Optional[Tensor] = None,
+    indices: Tensor | None = None,
 ) -> Tensor:
     """Paged (decode / verify) indexer logits, called like sgl-deep-gemm's ``fp8_paged_mqa_logits``.
 
@@ -279,7 +277,7 @@ def fp8_paged_mqa_logits(
     values, scales = unpack_kv_cache(kv_cache)
     raw = values.view(torch.uint8)
 
-    def gather(blocks: Tensor, slots: Tensor) -> Tuple[Tensor, Optional[Tensor]]:
+    def gather(blocks: Tensor, slots: Tensor) -> tuple[Tensor, Tensor | None]:
         # gather raw bytes: integer indexing is available for uint8 on every backend
         return raw[blocks, slots].view(FP8).to(torch.float32), scales[blocks, slots]
 
@@ -287,7 +285,7 @@ def fp8_paged_mqa_logits(
                   align_up(max_context_len, SPLIT_KV), torch.float32)
 
 
-Gather = Callable[[Tensor, Tensor], Tuple[Tensor, Optional[Tensor]]]
+Gather = Callable[[Tensor, Tensor], tuple[Tensor, Tensor | None]]
 
 
 def _paged(fn: str, qf: Tensor, gather: Gather, weights: Tensor, context_lens: Tensor, block_table: Tensor, nb: int,
@@ -357,7 +355,7 @@ def _logits_stride(width: int, out_dtype: torch.dtype) -> int:
     return align_up(width, 1024 // torch.empty((), dtype=out_dtype).element_size())
 
 
-def _indexer_q(fn: str, q: object, rank: int, device: Optional[torch.device] = None) -> Tuple[Tensor, Optional[Tensor], str, int]:
+def _indexer_q(fn: str, q: object, rank: int, device: torch.device | None = None) -> tuple[Tensor, Tensor | None, str, int]:
     """``(values, scales or None, format, D)`` of an indexer ``q`` pair; format ``fp8``, ``mxfp8`` or ``fp4``."""
     form = "(Nq, H, D)" if rank == 3 else "(B, next_n, H, D)"
     if not isinstance(q, (tuple, list)) or len(q) != 2:
@@ -380,7 +378,7 @@ def _indexer_q(fn: str, q: object, rank: int, device: Optional[torch.device] = N
     return values, sf, "fp4" if fp4 else "mxfp8", dim
 
 
-def _indexer_weights(fn: str, weights: object, shape: Tuple[int, int], out_dtype: torch.dtype, device: torch.device) -> Tensor:
+def _indexer_weights(fn: str, weights: object, shape: tuple[int, int], out_dtype: torch.dtype, device: torch.device) -> Tensor:
     weights = need_tensor(fn, "weights", weights)
     need_dtype(fn, "weights", weights, (torch.float32, torch.bfloat16))
     if weights.dtype == torch.bfloat16 and out_dtype != torch.bfloat16:
@@ -393,14 +391,14 @@ def _indexer_weights(fn: str, weights: object, shape: Tuple[int, int], out_dtype
 
 
 def fp8_fp4_mqa_logits(
-    q: Tuple[Tensor, Optional[Tensor]],
-    kv: Tuple[Tensor, Tensor],
+    q: tuple[Tensor, Tensor | None],
+    kv: tuple[Tensor, Tensor],
     weights: Tensor,
     cu_seq_len_k_start: Tensor,
     cu_seq_len_k_end: Tensor,
-    max_seqlen_k: Optional[int],
+    max_seqlen_k: int | None,
     logits_dtype: torch.dtype = torch.float32,
-    schedule_meta: Optional[Tensor] = None,
+    schedule_meta: Tensor | None = None,
 ) -> Tensor:
     """Ragged (prefill) indexer logits over FP8, MX FP8 or FP4 inputs, called like upstream DeepGEMM 2.8.1's
     ``fp8_fp4_mqa_logits`` (vLLM 0.34.0's vendored copy).
@@ -463,15 +461,15 @@ def fp8_fp4_mqa_logits(
 
 
 def fp8_fp4_paged_mqa_logits(
-    q: Tuple[Tensor, Optional[Tensor]],
+    q: tuple[Tensor, Tensor | None],
     kv_cache: Tensor,
     weights: Tensor,
     context_lens: Tensor,
     block_table: Tensor,
-    schedule_meta: Optional[Tensor],
+    schedule_meta: Tensor | None,
     max_context_len: int,
     logits_dtype: torch.dtype = torch.float32,
-    indices: Optional[Tensor] = None,
+    indices: Tensor | None = None,
 ) -> Tensor:
     """Paged (decode / verify) indexer logits over FP8, MX FP8 or FP4 inputs, called like upstream DeepGEMM
     2.8.1's ``fp8_fp4_paged_mqa_logits`` (vLLM 0.34.0's vendored copy).
@@ -531,7 +529,7 @@ def fp8_fp4_paged_mqa_logits(
         fp8_values, scales = unpack_kv_cache(kv_cache)
         raw = fp8_values.view(torch.uint8)
 
-        def gather(blocks: Tensor, slots: Tensor) -> Tuple[Tensor, Optional[Tensor]]:
+        def gather(blocks: Tensor, slots: Tensor) -> tuple[Tensor, Tensor | None]:
             return raw[blocks, slots].view(FP8).to(torch.float32), scales[blocks, slots]
 
         qf = values.to(torch.float32)
@@ -544,7 +542,7 @@ def fp8_fp4_paged_mqa_logits(
             kv_raw = mx_values.view(torch.uint8)
         fp4 = fmt == "fp4"
 
-        def gather(blocks: Tensor, slots: Tensor) -> Tuple[Tensor, Optional[Tensor]]:
+        def gather(blocks: Tensor, slots: Tensor) -> tuple[Tensor, Tensor | None]:
             picked = kv_raw[blocks, slots]
             return dequantize_mx(picked if fp4 else picked.view(FP8), sf[blocks, slots]), None
 
@@ -565,7 +563,7 @@ def _need_varlen(fn: str, indices: object, rows: int, next_n: int, device: torch
     need_device(fn, "indices", ix, device)
 
 
-def _schedule_lengths(fn: str, context_lens: object) -> Tuple[Tensor, int]:
+def _schedule_lengths(fn: str, context_lens: object) -> tuple[Tensor, int]:
     """(per-sequence scheduled length (int64, (B,)), number of next_n atoms per sequence)."""
     ctx = need_int_tensor(fn, "context_lens", context_lens)
     if ctx.dim() == 1:
@@ -581,7 +579,7 @@ def _schedule_lengths(fn: str, context_lens: object) -> Tuple[Tensor, int]:
 
 
 def get_paged_mqa_logits_metadata(
-    context_lens: Tensor, block_kv: int, num_sms: int, indices: Optional[Tensor] = None, *, balance: Balance = "tail"
+    context_lens: Tensor, block_kv: int, num_sms: int, indices: Tensor | None = None, *, balance: Balance = "tail"
 ) -> Tensor:
     """Per-SM work split of the SM90 paged MQA logits kernel.
 
@@ -651,7 +649,7 @@ def paged_schedule_matches(
     block_kv: int,
     num_sms: int,
     *,
-    balance: Optional[Balance] = None,
+    balance: Balance | None = None,
 ) -> bool:
     """True when ``schedule_meta`` is the schedule of ``context_lens`` for ``num_sms`` SMs.
 
@@ -664,7 +662,7 @@ def paged_schedule_matches(
     if tuple(meta.shape) != (num_sms + 1, 2) or meta.dtype.is_floating_point:
         return False
     got = meta.to(device="cpu", dtype=torch.int64)
-    options: Tuple[Balance, ...] = ("tail", "head") if balance is None else (balance,)
+    options: tuple[Balance, ...] = ("tail", "head") if balance is None else (balance,)
     for option in options:
         want = get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms, balance=option)
         if torch.equal(want.to(device="cpu", dtype=torch.int64), got):

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Literal, Sequence, Tuple, Union
+from collections.abc import Sequence
+from typing import Literal, Union
 
 import torch
 from torch import Tensor
 
 from ..errors import BadArgumentError
 
-__all__ = ['FP8', 'FP8_MAX', 'SPLIT_KV', 'CHUNK_ELEMENTS', 'MK_ALIGNMENT', 'Recipe', 'Balance', 'ceil_div', 'align_up', 'describe', 'need_tensor', 'need_dtype', 'need_int_tensor', 'need_int', 'need_shape', 'need_device', 'need_pair', 'need_float']
+__all__ = ["FP8", "FP8_MAX", "SPLIT_KV", "CHUNK_ELEMENTS", "MK_ALIGNMENT", "Recipe", "Balance", "ceil_div", "align_up", "describe", "need_tensor", "need_dtype", "need_int_tensor", "need_int", "need_shape", "need_device", "need_pair", "need_float"]
 
 FP8 = torch.float8_e4m3fn
 FP8_MAX = 448.0
@@ -22,7 +23,7 @@ CHUNK_ELEMENTS = 1 << 24
 #: Row alignment of the contiguous grouped layout (deep_gemm's value on SM90 and SM100).
 MK_ALIGNMENT = 128
 
-Recipe = Union[Tuple[int, int, int], Tuple[int, int], Sequence[int]]
+Recipe = Union[tuple[int, int, int], tuple[int, int], Sequence[int]]
 Balance = Literal["tail", "head"]
 
 
@@ -50,7 +51,7 @@ def need_tensor(fn: str, name: str, t: object) -> Tensor:
     return t
 
 
-def need_dtype(fn: str, name: str, t: Tensor, dtypes: Tuple[torch.dtype, ...]) -> None:
+def need_dtype(fn: str, name: str, t: Tensor, dtypes: tuple[torch.dtype, ...]) -> None:
     if t.dtype not in dtypes:
         want = " or ".join(str(d) for d in dtypes)
         raise BadArgumentError(fn, name, f"dtype {want}", describe(t))
@@ -73,7 +74,7 @@ def need_int(fn: str, name: str, v: object, *, minimum: int = 0) -> int:
     return v
 
 
-def need_shape(fn: str, name: str, t: Tensor, shape: Tuple[int, ...]) -> None:
+def need_shape(fn: str, name: str, t: Tensor, shape: tuple[int, ...]) -> None:
     if tuple(t.shape) != shape:
         raise BadArgumentError(fn, name, f"shape {shape}", describe(t))
 
@@ -83,7 +84,7 @@ def need_device(fn: str, name: str, t: Tensor, device: torch.device) -> None:
         raise BadArgumentError(fn, name, f"a tensor on {device}", describe(t))
 
 
-def need_pair(fn: str, name: str, v: object) -> Tuple[Tensor, Tensor]:
+def need_pair(fn: str, name: str, v: object) -> tuple[Tensor, Tensor]:
     if not isinstance(v, (tuple, list)) or len(v) != 2:
         raise BadArgumentError(fn, name, "a (data, scale) pair of tensors", describe(v))
     return need_tensor(fn, f"{name}[0]", v[0]), need_tensor(fn, f"{name}[1]", v[1])

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
-
 import torch
 from torch import Tensor
 
@@ -24,14 +22,14 @@ from ._common import (
 from ._mx import unpack_fp4
 from ._scales import dequant
 
-__all__ = ['fp8_gemm_nt', 'bf16_gemm_nt', 'm_grouped_fp8_gemm_nt_contiguous', 'm_grouped_fp8_gemm_nt_masked', 'm_grouped_bf16_gemm_nt_contiguous', 'm_grouped_bf16_gemm_nt_masked']
+__all__ = ["fp8_gemm_nt", "bf16_gemm_nt", "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked", "m_grouped_bf16_gemm_nt_contiguous", "m_grouped_bf16_gemm_nt_masked"]
 
 
 # ---------------------------------------------------------------------------------------------
 # GEMMs
 
 
-def _parse_gemm_recipe(fn: str, recipe: object) -> Tuple[Optional[int], Optional[int], int]:
+def _parse_gemm_recipe(fn: str, recipe: object) -> tuple[int | None, int | None, int]:
     if recipe is None:
         return None, None, 128
     if not isinstance(recipe, (tuple, list)) or len(recipe) != 3:
@@ -44,7 +42,7 @@ def _parse_gemm_recipe(fn: str, recipe: object) -> Tuple[Optional[int], Optional
 
 def _parse_split_recipe(
     fn: str, recipe: object, recipe_a: object, recipe_b: object
-) -> Tuple[Optional[int], Optional[int], int, int]:
+) -> tuple[int | None, int | None, int, int]:
     """``(gran_m, gran_n, gran_k of a, gran_k of b)`` from ``recipe`` or the per-operand pair.
 
     ``recipe_a = (gran_m, gran_k)`` and ``recipe_b = (gran_n, gran_k)`` (upstream's split recipes) are
@@ -77,7 +75,7 @@ def _check_compile_options(fn: str, compiled_dims: object, disable_ue8m0_cast: o
 
 
 def _fp8_operand(
-    fn: str, name: str, pair: object, rank: int, gran_mn: Optional[int], gran_k: int
+    fn: str, name: str, pair: object, rank: int, gran_mn: int | None, gran_k: int
 ) -> Tensor:
     """An FP8 operand, or packed FP4 (int8, two e2m1 values per byte, low nibble first: upstream's kPackedFP4) with a
     32-wide K recipe (``recipe_a`` / ``recipe_b`` ``(gran_mn, 32)``, SGLang's DeepSeek-V4 FP4 experts), dequantized
@@ -95,7 +93,7 @@ def _fp8_operand(
     return dequant(fn, name, data, sf, gran_mn=gran_mn, gran_k=gran_k, strict_gran=gran_mn is not None)
 
 
-def _check_out(fn: str, d: object, shape: Tuple[int, ...], device: torch.device, *, grouped: bool = False) -> Tensor:
+def _check_out(fn: str, d: object, shape: tuple[int, ...], device: torch.device, *, grouped: bool = False) -> Tensor:
     """``d`` as every release takes it: N-major (``stride(-1) == 1``), bfloat16 (or float32 for the dense GEMMs)."""
     d = need_tensor(fn, "d", d)
     need_dtype(fn, "d", d, (torch.bfloat16,) if grouped else (torch.bfloat16, torch.float32))
@@ -111,7 +109,7 @@ def _need_contiguous(fn: str, name: str, t: Tensor) -> None:
         raise BadArgumentError(fn, name, "a contiguous tensor", f"{describe(t)} with strides {tuple(t.stride())}")
 
 
-def _gemm_into(fn: str, a32: Tensor, b32: Tensor, d: Tensor, c: Optional[Tensor]) -> None:
+def _gemm_into(fn: str, a32: Tensor, b32: Tensor, d: Tensor, c: Tensor | None) -> None:
     m, n = a32.shape[0], b32.shape[0]
     if a32.shape[1] != b32.shape[1]:
         raise BadArgumentError(fn, "b", f"K = {a32.shape[1]} columns", f"K = {b32.shape[1]}")
@@ -129,13 +127,13 @@ def _gemm_into(fn: str, a32: Tensor, b32: Tensor, d: Tensor, c: Optional[Tensor]
 
 
 def fp8_gemm_nt(
-    a: Tuple[Tensor, Tensor],
-    b: Tuple[Tensor, Tensor],
+    a: tuple[Tensor, Tensor],
+    b: tuple[Tensor, Tensor],
     d: Tensor,
-    c: Optional[Tensor] = None,
-    recipe: Optional[Tuple[int, int, int]] = None,
-    recipe_a: Optional[Tuple[int, int]] = None,
-    recipe_b: Optional[Tuple[int, int]] = None,
+    c: Tensor | None = None,
+    recipe: tuple[int, int, int] | None = None,
+    recipe_a: tuple[int, int] | None = None,
+    recipe_b: tuple[int, int] | None = None,
     compiled_dims: str = "nk",
     disable_ue8m0_cast: bool = False,
 ) -> None:
@@ -160,7 +158,7 @@ def fp8_gemm_nt(
     _gemm_into(fn, a32, b32, d, c)
 
 
-def bf16_gemm_nt(a: Tensor, b: Tensor, d: Tensor, c: Optional[Tensor] = None, compiled_dims: str = "nk") -> None:
+def bf16_gemm_nt(a: Tensor, b: Tensor, d: Tensor, c: Tensor | None = None, compiled_dims: str = "nk") -> None:
     """``d = a @ b.T (+ c)`` with float32 accumulation.
 
     ``a``: ``(M, K)`` bfloat16, ``b``: ``(N, K)`` bfloat16, ``d``: ``(M, N)`` bfloat16 or float32,
@@ -266,18 +264,18 @@ def _grouped_masked(fn: str, a32: Tensor, b32: Tensor, d: object, masked_m: obje
 
 
 def m_grouped_fp8_gemm_nt_contiguous(
-    a: Tuple[Tensor, Tensor],
-    b: Tuple[Tensor, Tensor],
+    a: tuple[Tensor, Tensor],
+    b: tuple[Tensor, Tensor],
     d: Tensor,
     m_indices: Tensor,
-    recipe: Optional[Tuple[int, int, int]] = None,
-    recipe_a: Optional[Tuple[int, int]] = None,
-    recipe_b: Optional[Tuple[int, int]] = None,
+    recipe: tuple[int, int, int] | None = None,
+    recipe_a: tuple[int, int] | None = None,
+    recipe_b: tuple[int, int] | None = None,
     compiled_dims: str = "nk",
     disable_ue8m0_cast: bool = False,
     use_psum_layout: bool = False,
     ensure_zero_padding: bool = True,
-    expected_m_for_psum_layout: Optional[int] = None,
+    expected_m_for_psum_layout: int | None = None,
 ) -> None:
     """Grouped FP8 GEMM, groups laid out contiguously along M.
 
@@ -300,14 +298,14 @@ def m_grouped_fp8_gemm_nt_contiguous(
 
 
 def m_grouped_fp8_gemm_nt_masked(
-    a: Tuple[Tensor, Tensor],
-    b: Tuple[Tensor, Tensor],
+    a: tuple[Tensor, Tensor],
+    b: tuple[Tensor, Tensor],
     d: Tensor,
     masked_m: Tensor,
     expected_m: int,
-    recipe: Optional[Tuple[int, int, int]] = None,
-    recipe_a: Optional[Tuple[int, int]] = None,
-    recipe_b: Optional[Tuple[int, int]] = None,
+    recipe: tuple[int, int, int] | None = None,
+    recipe_a: tuple[int, int] | None = None,
+    recipe_b: tuple[int, int] | None = None,
     compiled_dims: str = "nk",
     disable_ue8m0_cast: bool = False,
 ) -> None:
@@ -343,7 +341,7 @@ def m_grouped_bf16_gemm_nt_contiguous(
     compiled_dims: str = "nk",
     use_psum_layout: bool = False,
     ensure_zero_padding: bool = True,
-    expected_m_for_psum_layout: Optional[int] = None,
+    expected_m_for_psum_layout: int | None = None,
 ) -> None:
     """BF16 version of :func:`m_grouped_fp8_gemm_nt_contiguous`.
 

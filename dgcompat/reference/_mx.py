@@ -44,8 +44,6 @@ on any device.
 
 from __future__ import annotations
 
-from typing import Tuple
-
 import torch
 from torch import Tensor
 
@@ -58,7 +56,7 @@ __all__ = ["FP4_E2M1_VALUES", "FP4_MAX", "MX_GROUP", "MX_MAX_DIM", "cast_to_fp4"
            "mx_pack_scales"]
 
 #: The e2m1 magnitudes, indexed by the low 3 bits of a code (bit 3 is the sign).
-FP4_E2M1_VALUES: Tuple[float, ...] = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+FP4_E2M1_VALUES: tuple[float, ...] = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 FP4_MAX = 6.0
 #: Values per UE8M0 scale.
 MX_GROUP = 32
@@ -74,7 +72,7 @@ def mx_dim(fn: str, name: str, dim: int) -> None:
                                f"{dim} values per row")
 
 
-def _group_scales(fn: str, x: Tensor, fmax: float) -> Tuple[Tensor, Tensor]:
+def _group_scales(fn: str, x: Tensor, fmax: float) -> tuple[Tensor, Tensor]:
     """``(x32 (..., G, 32), scale (..., G) float32 powers of two)`` of rows ``x (..., D)``."""
     mx_dim(fn, "x", x.shape[-1])
     x32 = x.to(torch.float32).reshape(*x.shape[:-1], x.shape[-1] // MX_GROUP, MX_GROUP)
@@ -137,7 +135,7 @@ def unpack_fp4(values: Tensor) -> Tensor:
     return torch.where((codes & 0x08) != 0, -magnitude, magnitude) + 0.0  # + 0.0: -0 reads as 0
 
 
-def cast_to_fp4(x: Tensor) -> Tuple[Tensor, Tensor]:
+def cast_to_fp4(x: Tensor) -> tuple[Tensor, Tensor]:
     """Quantize rows to FP4 with one UE8M0 scale per 32 values (the indexer's FP4 Q and K).
 
     ``x``: float ``(..., D)`` with D in 32, 64, 96, 128. Returns ``(values int8 (..., D/2), scales int32 (...))``:
@@ -156,7 +154,7 @@ def cast_to_fp4(x: Tensor) -> Tuple[Tensor, Tensor]:
     return _pack_nibbles(codes).contiguous(), mx_pack_scales(scale)
 
 
-def cast_to_mxfp8(x: Tensor) -> Tuple[Tensor, Tensor]:
+def cast_to_mxfp8(x: Tensor) -> tuple[Tensor, Tensor]:
     """Quantize rows to MX FP8: float8_e4m3fn values with one UE8M0 scale per 32 values.
 
     ``x``: float ``(..., D)`` with D in 32, 64, 96, 128. Returns ``(values float8_e4m3fn (..., D),
@@ -225,7 +223,7 @@ def pack_fp4_kv_cache(k: Tensor) -> Tensor:
     return fused.view(nb, bkv, 1, half + 4)
 
 
-def unpack_fp4_kv_cache(kv_cache: Tensor) -> Tuple[Tensor, Tensor]:
+def unpack_fp4_kv_cache(kv_cache: Tensor) -> tuple[Tensor, Tensor]:
     """Split an FP4 paged cache into ``(values int8 (num_blocks, block_kv, D/2), scales int32 (num_blocks, block_kv))``.
 
     ``kv_cache``: uint8 ``(num_blocks, block_kv, 1, D/2 + 4)`` as built by :func:`pack_fp4_kv_cache` (any strides;

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
-
 import torch
 from torch import Tensor
 
@@ -23,7 +21,7 @@ from ._common import (
     need_tensor,
 )
 
-__all__ = ['ceil_to_ue8m0', 'get_tma_aligned_size', 'get_mn_major_tma_aligned_tensor', 'get_mn_major_tma_aligned_packed_ue8m0_tensor', 'transform_sf_into_required_layout', 'transform_scale_ue8m0', 'cast_groups', 'per_token_cast_to_fp8', 'per_block_cast_to_fp8', 'dequant', 'dequantize_fp8']
+__all__ = ["ceil_to_ue8m0", "get_tma_aligned_size", "get_mn_major_tma_aligned_tensor", "get_mn_major_tma_aligned_packed_ue8m0_tensor", "transform_sf_into_required_layout", "transform_scale_ue8m0", "cast_groups", "per_token_cast_to_fp8", "per_block_cast_to_fp8", "dequant", "dequantize_fp8"]
 
 
 
@@ -50,7 +48,7 @@ def get_tma_aligned_size(x: int, element_size: int) -> int:
 
 
 def _mn_major_empty(
-    groups: Optional[int], mn: int, cols: int, dtype: torch.dtype, device: torch.device
+    groups: int | None, mn: int, cols: int, dtype: torch.dtype, device: torch.device
 ) -> Tensor:
     """Zero-filled padded buffer viewed MN-major with TMA-aligned strides."""
     aligned_mn = get_tma_aligned_size(mn, torch.empty((), dtype=dtype).element_size())
@@ -135,7 +133,7 @@ def _unpack_ue8m0(sf: Tensor, num_k_blocks: int) -> Tensor:
     return (exps.to(torch.int32) << 23).contiguous().view(torch.float32)
 
 
-def _parse_recipe(fn: str, recipe: object, is_sfa: Optional[bool]) -> Tuple[int, int]:
+def _parse_recipe(fn: str, recipe: object, is_sfa: bool | None) -> tuple[int, int]:
     """Return (gran_mn, gran_k) of a transform recipe."""
     if is_sfa is not None and not isinstance(is_sfa, bool):
         raise BadArgumentError(fn, "is_sfa", "None, True or False", describe(is_sfa))
@@ -166,8 +164,8 @@ def transform_sf_into_required_layout(
     mn: int,
     k: int,
     recipe: Recipe,
-    num_groups: Optional[int] = None,
-    is_sfa: Optional[bool] = None,
+    num_groups: int | None = None,
+    is_sfa: bool | None = None,
     disable_ue8m0_cast: bool = False,
     *,
     use_ue8m0: bool = False,
@@ -274,7 +272,7 @@ def cast_groups(x: Tensor, sf: Tensor) -> Tensor:
     return (x.to(torch.float32) * (1.0 / sf)).to(FP8)
 
 
-def per_token_cast_to_fp8(x: Tensor, *, use_ue8m0: bool = False, gran_k: int = 128) -> Tuple[Tensor, Tensor]:
+def per_token_cast_to_fp8(x: Tensor, *, use_ue8m0: bool = False, gran_k: int = 128) -> tuple[Tensor, Tensor]:
     """Quantize per 1 x ``gran_k`` group.
 
     ``x``: ``(m, k)`` bfloat16/float16/float32 (``k`` not a multiple of ``gran_k`` is zero-padded
@@ -298,7 +296,7 @@ def per_token_cast_to_fp8(x: Tensor, *, use_ue8m0: bool = False, gran_k: int = 1
     return q, sf
 
 
-def per_block_cast_to_fp8(x: Tensor, *, use_ue8m0: bool = False, gran_k: int = 128) -> Tuple[Tensor, Tensor]:
+def per_block_cast_to_fp8(x: Tensor, *, use_ue8m0: bool = False, gran_k: int = 128) -> tuple[Tensor, Tensor]:
     """Quantize per 128 x ``gran_k`` block.
 
     ``x``: ``(n, k)`` float tensor (both dims zero-padded internally). Returns
@@ -328,7 +326,7 @@ def dequant(
     x: Tensor,
     sf: Tensor,
     *,
-    gran_mn: Optional[int],
+    gran_mn: int | None,
     gran_k: int,
     strict_gran: bool,
 ) -> Tensor:

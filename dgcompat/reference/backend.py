@@ -8,8 +8,7 @@ deliberately has no ``from __future__`` import (which would add a name) and impo
 underscore names.
 """
 
-import dgcompat._device as _device
-import dgcompat._math as _math
+from dgcompat import _device, _math
 from dgcompat.errors import BadArgumentError as _BadArgumentError
 
 from . import _attention, _common, _gemm, _scales

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from typing import Any, Iterator, NamedTuple
+from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 # SGLang deep_gemm_wrapper/configurer.py + entrypoint.py: imported eagerly at module load.
 import deep_gemm

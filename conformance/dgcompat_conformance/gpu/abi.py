@@ -28,7 +28,8 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import dgcompat
 from dgcompat import _tooling

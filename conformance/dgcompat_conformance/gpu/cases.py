@@ -32,8 +32,9 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import dgcompat
 from dgcompat import _tooling

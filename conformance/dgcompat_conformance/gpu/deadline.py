@@ -14,9 +14,10 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 __all__ = ["STOP", "MIN_CASE_S", "Deadline", "stop_children", "stop_on_signals"]
 
@@ -35,7 +36,7 @@ class Deadline:
     at: float | None = None
 
     @staticmethod
-    def earliest(*ats: float | None) -> "Deadline":
+    def earliest(*ats: float | None) -> Deadline:
         known = [a for a in ats if a is not None]
         return Deadline(min(known) if known else None)
 

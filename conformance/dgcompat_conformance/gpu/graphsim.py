@@ -25,8 +25,9 @@ fake's ``HANG``).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -59,7 +60,7 @@ class Graph:
         return sum(1 for kind, fn, *_ in self.nodes if kind == "native" and fn.__name__ == name)
 
     @contextmanager
-    def capture(self, module: Any, *, driver_id: bool = True) -> Iterator["Graph"]:
+    def capture(self, module: Any, *, driver_id: bool = True) -> Iterator[Graph]:
         """Record the calls made inside the block (dgcompat sees a capture with this graph's id, or, with
         ``driver_id=False``, a capture whose id the driver does not tell); ``module`` is the bound
         deep_gemm (or reference) module whose native calls become nodes."""

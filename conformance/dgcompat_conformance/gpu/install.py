@@ -17,8 +17,9 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Protocol, Sequence
+from typing import Any, Protocol
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version

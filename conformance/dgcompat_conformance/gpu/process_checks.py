@@ -21,7 +21,8 @@ import json
 import os
 import subprocess
 import sys
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 

@@ -8,8 +8,8 @@ folder first.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from .. import certificate
 from .._paths import wing_root

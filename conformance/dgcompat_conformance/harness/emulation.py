@@ -21,8 +21,9 @@ assertion raises, so that no stand-in error looks like one of dgcompat's own.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 import torch
 

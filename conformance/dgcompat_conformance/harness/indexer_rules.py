@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
 __all__ = ["IndexerRules", "rules_from_asserts", "ARCH_MAJOR"]
 

@@ -33,9 +33,10 @@ import sys
 import tempfile
 import time
 import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 import torch
 from packaging.version import InvalidVersion, Version

@@ -9,7 +9,8 @@ draw; ``COUNTS`` tallies outcomes per entry point so a run can report how many c
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from hypothesis import strategies as st

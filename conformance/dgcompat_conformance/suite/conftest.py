@@ -120,7 +120,7 @@ def flavor() -> str:
     return _support.flavor()
 
 
-@pytest.fixture()
+@pytest.fixture
 def restore_runtime(dg: Any) -> Any:
     """Put back the SM count and PDL flag a test changes."""
     try:

@@ -61,9 +61,8 @@ def test_num_sms_context_manager_restores(dg: Any, restore_runtime: None) -> Non
     with dg.num_sms(n - 2):
         assert dg.get_num_sms() == n - 2
     assert dg.get_num_sms() == n
-    with pytest.raises(RuntimeError):
-        with dg.num_sms(n - 1):
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), dg.num_sms(n - 1):
+        raise RuntimeError("boom")
     assert dg.get_num_sms() == n
     with dg.num_sms(None):
         assert dg.get_num_sms() == n

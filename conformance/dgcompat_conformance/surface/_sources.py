@@ -112,7 +112,7 @@ def _owns_package(dist: md.Distribution, package_path: str = PACKAGE) -> bool:
     except (OSError, UnicodeDecodeError, ValueError):
         return False  # an unreadable RECORD claims nothing
     parts = (*package_path.split("/"), "__init__.py")
-    return package_path.split("/")[0] in top_level or any(f.parts == parts for f in files)
+    return package_path.split("/", maxsplit=1)[0] in top_level or any(f.parts == parts for f in files)
 
 
 def _pick_metadata(candidates: Iterable[md.Distribution], package_path: str = PACKAGE) -> str | None:

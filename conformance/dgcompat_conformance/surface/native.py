@@ -331,7 +331,7 @@ def _read_tvm_ffi(so_bytes: bytes, names: Iterable[str]) -> tuple[dict[str, Nati
 _SCHEMA_CANDIDATE_RE = re.compile(
     rb"(?<=\x00)((?:[A-Za-z_][A-Za-z0-9_]*::)?[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)?\([^\x00]*\) -> [^\x00]+)(?=\x00)"
 )
-_SCHEMA_RE = re.compile(r"^(?:(\w+)::)?([A-Za-z_]\w*(?:\.\w+)?)\((.*)\)\s*->\s*(.+)$", re.S)
+_SCHEMA_RE = re.compile(r"^(?:(\w+)::)?([A-Za-z_]\w*(?:\.\w+)?)\((.*)\)\s*->\s*(.+)$", re.DOTALL)
 _IDENT_RE = re.compile(r"^[A-Za-z_]\w*$")
 _TYPE_RE = re.compile(r"^(?:Dict\([^()]+\)|[A-Za-z_][\w.]*)(?:\[\d*\])?\??(?:\[\d*\])?\??$")
 _ALIAS_RE = re.compile(r"\([a-z_]+!?(?:\s*->\s*[a-z_*]+!?)?\)")

@@ -297,11 +297,10 @@ class _Evaluator:
                         ns[alias.asname] = _ModuleRef(alias.name)
                     else:
                         ns[alias.name.split(".")[0]] = _ModuleRef(alias.name.split(".")[0])
+                elif alias.asname:
+                    ns[alias.asname] = _External(alias.name)
                 else:
-                    if alias.asname:
-                        ns[alias.asname] = _External(alias.name)
-                    else:
-                        ns[alias.name.split(".")[0]] = _External(alias.name.split(".")[0])
+                    ns[alias.name.split(".")[0]] = _External(alias.name.split(".")[0])
         elif isinstance(st, ast.ImportFrom):
             self.exec_import_from(st, mod)
         elif isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -412,10 +411,10 @@ class _Evaluator:
 
     def exec_try(self, st: ast.stmt, mod: _Module, guard: str | None) -> None:
         assert isinstance(st, ast.Try) or type(st).__name__ == "TryStar"
-        body: list[ast.stmt] = getattr(st, "body")
-        handlers: list[ast.ExceptHandler] = getattr(st, "handlers")
-        orelse: list[ast.stmt] = getattr(st, "orelse")
-        finalbody: list[ast.stmt] = getattr(st, "finalbody")
+        body: list[ast.stmt] = st.body
+        handlers: list[ast.ExceptHandler] = st.handlers
+        orelse: list[ast.stmt] = st.orelse
+        finalbody: list[ast.stmt] = st.finalbody
         caught = [self.handler_types(h) for h in handlers]
         label = "try/except " + ", ".join("/".join(c) if c else "*" for c in caught) if handlers else "try/finally"
         try:
