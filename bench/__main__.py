@@ -33,7 +33,7 @@ def _run_release(version: str, site: Path, args: argparse.Namespace) -> dict[str
            "--calls", str(args.calls), "--alloc-calls", str(args.alloc_calls), "--cpu", str(args.cpu),
            "--only", args.only, "--clock", args.clock, "--device", args.device]
     out = subprocess.run(cmd, capture_output=True, text=True, env=child_env(site, REPO), cwd=str(REPO),
-                         timeout=args.timeout)
+                         timeout=args.timeout, check=False)
     if out.returncode != 0:
         raise RuntimeError(f"benchmark of the {version} stand-in failed:\n{out.stderr}")
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
@@ -76,7 +76,7 @@ def _gpu_dry_run(out: Path, command: str, timeout: int) -> int:
     with tempfile.TemporaryDirectory(prefix="dgcompat-bench-") as tmp:
         site = write_site(Path(tmp) / "0.1.4", "0.1.4")
         return subprocess.run([sys.executable, "-c", code], env=child_env(site, REPO), cwd=str(REPO),
-                              timeout=timeout).returncode
+                              timeout=timeout, check=False).returncode
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -63,7 +63,7 @@ def measure_import(site: Path, repo: Path, *, runs: int) -> dict[str, Any]:
     samples: list[dict[str, Any]] = []
     for i in range(runs + 1):
         out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=300,
-                             env=child_env(site, repo), cwd=str(repo))
+                             env=child_env(site, repo), cwd=str(repo), check=False)
         if out.returncode != 0:
             raise RuntimeError(f"import probe failed:\n{out.stderr}")
         if i:

@@ -314,7 +314,7 @@ def _cold(args: argparse.Namespace) -> int:
             if args.processes:
                 cmd += ["--processes", str(args.processes)]
             t0 = time.perf_counter()
-            out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout, cwd=str(REPO))
+            out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout, cwd=str(REPO), check=False)
             wall = time.perf_counter() - t0
             if out.returncode != 0:
                 print(out.stderr[-3000:], file=sys.stderr)

@@ -306,7 +306,7 @@ def _one(cmd: list[str], env: dict[str, str], limit: float, reader: bool) -> tup
     if reader and hasattr(os, "geteuid") and os.geteuid() == 0:
         extra["preexec_fn"] = _no_write_override
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=limit, **extra)
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=limit, **extra, check=False)
         return done.returncode, done.stdout, done.stderr
     except subprocess.TimeoutExpired as exc:
         stdout = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
@@ -518,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
         files = wheels(a.wheels, a.release)
         print("installing", " ".join(f.name for f in files), flush=True)
         return subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target",
-                               str(a.target), *map(str, files)]).returncode
+                               str(a.target), *map(str, files)], check=False).returncode
     if argv[:1] == ["pack"]:
         p = argparse.ArgumentParser(prog="python -m bench.warmup_gpu pack",
                                     description="the deep_gemm/ a vllm wheel vendors, as the .tgz --lineage vllm-* takes")

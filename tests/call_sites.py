@@ -110,7 +110,7 @@ def run(family: str, arch: str, binding: str, *, timeout: float = 900.0, keyword
         env = child_env()
         env["ENGINE_CALLS_RECORD"] = str(record_path)
         env.pop("ENGINE_CALLS_BINDING", None)
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT, check=False)
         if proc.returncode != 0 or not result_path.is_file():
             out.not_run = f"harness child exit {proc.returncode}: {(proc.stdout + proc.stderr)[-600:]}"
             return out

@@ -197,7 +197,7 @@ print(json.dumps({"label": r.label, "source": r.source, "owner": r.owner, "insta
 
 def _probe(site: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
     proc = subprocess.run([sys.executable, "-c", _PROBE, str(site)], capture_output=True, text=True, timeout=120,
-                          cwd=str(site), env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+                          cwd=str(site), env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     found: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     return found
@@ -209,7 +209,7 @@ def _finder_module(name: str, mapping: dict[str, str]) -> str:
     code = ("import sys, json; from setuptools.command.editable_wheel import _finder_template; "
             "sys.stdout.write(_finder_template(sys.argv[1], json.loads(sys.argv[2]), {}))")
     proc = subprocess.run([sys.executable, "-c", code, name, json.dumps(mapping)], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, check=False)
     if proc.returncode != 0:
         pytest.skip(f"setuptools' editable finder template is not available: {proc.stderr[-300:]}")
     return proc.stdout
@@ -277,7 +277,7 @@ def test_pip_install_editable_of_a_checkout(tmp_path: Path) -> None:
     (project / "deep_gemm").rename(project / "python" / "deep_gemm")
     prefix = tmp_path / "prefix"
     proc = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index",
-                           "--prefix", str(prefix), "-e", str(project)], capture_output=True, text=True, timeout=600)
+                           "--prefix", str(prefix), "-e", str(project)], capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     site = Path(sysconfig.get_path("purelib", vars={"base": str(prefix), "platbase": str(prefix)}))
     assert list(site.glob("__editable__*deep_gemm*.pth")), sorted(p.name for p in site.iterdir())

@@ -17,7 +17,7 @@ from dgcompat.detection import KNOWN_SGL_DEEP_GEMM
 def test_every_published_release_is_certified(tmp_path: Path) -> None:
     out = tmp_path / "certs"
     proc = subprocess.run([sys.executable, "-m", "dgcompat", "conform", "--all", "--jobs", "2", "--out", str(out)],
-                          capture_output=True, text=True, timeout=3000)
+                          capture_output=True, text=True, timeout=3000, check=False)
     print(proc.stdout[-6000:])
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     found = {}
@@ -45,7 +45,7 @@ def test_vllm_0_34_is_certified_on_the_cpu_tier(tmp_path: Path) -> None:
         pytest.skip("the vllm 0.34.0 wheel is not in the wheel cache's engine folder ($DGCOMPAT_CACHE/vllm)")
     out = tmp_path / "certs"
     proc = subprocess.run([sys.executable, "-m", "dgcompat", "conform", "--release", "vllm-0.34.0", "--out", str(out)],
-                          capture_output=True, text=True, timeout=1200)
+                          capture_output=True, text=True, timeout=1200, check=False)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     cert = json.loads((out / "vllm-0.34.0.json").read_text())
     assert cert["verdict"] == "PASS" and cert["summary"]["failed"] == 0 and cert["summary"]["passed"] >= 100

@@ -140,7 +140,7 @@ def test_import_and_capabilities_create_no_context_on_a_cuda_build() -> None:
         "print(torch.cuda.is_initialized())\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                         env={**_clean_env(), "CUDA_VISIBLE_DEVICES": ""})
+                         env={**_clean_env(), "CUDA_VISIBLE_DEVICES": ""}, check=False)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split()[-1] == "False"
 

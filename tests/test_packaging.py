@@ -42,7 +42,7 @@ def test_wheel_installs_and_runs_doctor(tmp_path: Path) -> None:
     source = _clean_source(tmp_path / "source")
     # cwd outside the project so that a local folder named build/ cannot shadow the build package.
     proc = subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out),
-                           str(source)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+                           str(source)], cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     wheel = next(out.glob("dgcompat-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
@@ -59,15 +59,15 @@ def test_wheel_installs_and_runs_doctor(tmp_path: Path) -> None:
     py = env_dir / "bin" / "python"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("DGCOMPAT_")}
     proc = subprocess.run([str(py), "-m", "pip", "install", "--no-deps", "--quiet", str(wheel)],
-                          capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     proc = subprocess.run([str(env_dir / "bin" / "dgcompat"), "doctor", "--json", "--no-abi"], capture_output=True,
-                          text=True, timeout=300, env=env, cwd=tmp_path)
+                          text=True, timeout=300, env=env, cwd=tmp_path, check=False)
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
     data = json.loads(proc.stdout)
     assert data["dgcompat"] == dgcompat.__version__ and "capabilities" in data and "pin" in data
     where = subprocess.run([str(py), "-c", "import dgcompat; print(dgcompat.__file__)"], capture_output=True,
-                           text=True, timeout=120, env=env, cwd=tmp_path).stdout.strip()
+                           text=True, timeout=120, env=env, cwd=tmp_path, check=False).stdout.strip()
     assert where.startswith(str(env_dir)), f"dgcompat was imported from {where}, not from the installed wheel"
     # The certification wing ships whole: the intake package, the one wheel cache and certificate
     # reader, and the committed certificates, which the installed `dgcompat pin` reads and checks.
@@ -75,7 +75,7 @@ def test_wheel_installs_and_runs_doctor(tmp_path: Path) -> None:
                  "dgcompat_conformance/certificate.py", "dgcompat_conformance/certificates/gpu-0.1.4.json"):
         assert name in names, name
     proc = subprocess.run([str(py), "-m", "dgcompat", "pin", "--release", "0.1.4"], capture_output=True, text=True,
-                          timeout=300, env=env, cwd=tmp_path)
+                          timeout=300, env=env, cwd=tmp_path, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     status = proc.stdout.splitlines()[-1]
     assert status.startswith("# certificates: ") and "cpu-tier: PASS" in status, status
@@ -83,7 +83,7 @@ def test_wheel_installs_and_runs_doctor(tmp_path: Path) -> None:
     # The launcher from the installed wheel: the command's interpreter has dgcompat installed as deep_gemm.
     proc = subprocess.run([str(env_dir / "bin" / "dgcompat"), "run", "--", str(py), "-c",
                            "import dgcompat; print(dgcompat.installed_as_deep_gemm(), dgcompat.__file__)"],
-                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     flag, origin = proc.stdout.split()
     assert flag == "True" and origin.startswith(str(env_dir)), proc.stdout

@@ -57,7 +57,7 @@ PROBE = "import deep_gemm, sys; print(type(deep_gemm).__name__)"
 
 def _launch_run(env: dict[str, str], *command: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "dgcompat", "run", "--", *command], capture_output=True, text=True,
-                          env=env, timeout=240)
+                          env=env, timeout=240, check=False)
 
 
 @pytest.mark.parametrize("variable, value", [("DGCOMPAT_BACKEND", "refrence"), ("DGCOMPAT_DEBUG", "2"),
@@ -78,7 +78,7 @@ def test_a_bad_setting_in_a_child_stops_that_child_loudly(tmp_path: Path, variab
     env = _launch.launch_env(_env(site, _user_hook(tmp_path)))
     env[variable] = value
     proc = subprocess.run([sys.executable, "-c", "print('engine ran')"], capture_output=True, text=True, env=env,
-                          timeout=240)
+                          timeout=240, check=False)
     assert proc.returncode == 2 and "engine ran" not in proc.stdout, proc.stdout + proc.stderr
     assert variable in proc.stderr and "Traceback" not in proc.stderr
 
@@ -90,7 +90,7 @@ def test_the_install_switch_takes_the_usual_spellings(tmp_path: Path, value: str
     site = _site(tmp_path)
     env = _launch.launch_env(_env(site, _user_hook(tmp_path)))
     env["DGCOMPAT_INSTALL"] = value
-    proc = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, timeout=240)
+    proc = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, timeout=240, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == ("_Facade" if installed else "module")
     assert len(_runs(tmp_path)) == 1  # the user's sitecustomize, exactly once
@@ -126,7 +126,7 @@ def test_two_dgcompat_hooks_on_the_path_neither_recurse_nor_install_twice(tmp_pa
         (tmp_path / "ran.txt").unlink(missing_ok=True)
         variant = dict(env, PYTHONPATH=os.pathsep.join(order))
         proc = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=variant,
-                              timeout=240)
+                              timeout=240, check=False)
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert proc.stdout.strip() == "_Facade" and "RecursionError" not in proc.stderr
         assert len(_runs(tmp_path)) == 1
@@ -191,7 +191,7 @@ def test_a_refused_import_is_retried_under_the_install_as_without_it(tmp_path: P
         env = _env(site)
         env.pop("DGCOMPAT_ALLOW_TORCH_MISMATCH")
         proc = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True, env=env,
-                              timeout=240)
+                              timeout=240, check=False)
         if proc.stdout.strip() == "torch-matches":
             pytest.skip("this machine's torch happens to match 0.2.5's")
         assert proc.returncode == 0, (mode, proc.stdout, proc.stderr[-3000:])
@@ -220,7 +220,7 @@ def test_conform_a_release_from_an_engine_environment_with_the_hook_baked_in(tmp
     env = _launch.launch_env({k: v for k, v in os.environ.items() if not k.startswith("DGCOMPAT_")})
     env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(ROOT), str(ROOT / "conformance")])
     proc = subprocess.run([sys.executable, "-m", "dgcompat", "conform", "--release", "0.1.4", "--out",
-                           str(tmp_path / "c"), "-k", "gemm"], capture_output=True, text=True, env=env, timeout=900)
+                           str(tmp_path / "c"), "-k", "gemm"], capture_output=True, text=True, env=env, timeout=900, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "PASS" in proc.stdout
 
@@ -233,7 +233,7 @@ _PATH_PROBE = "import json, sys; print(json.dumps(sys.path))"
 def _child_path(env: dict[str, str], cwd: Path) -> list[str]:
     """``sys.path`` of a Python started with ``env`` in ``cwd``, dgcompat hook folders left out."""
     proc = subprocess.run([sys.executable, "-c", _PATH_PROBE], capture_output=True, text=True, env=env, cwd=cwd,
-                          timeout=240)
+                          timeout=240, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return [p for p in json.loads(proc.stdout.strip().splitlines()[-1]) if not (p and _launch.is_hook_dir(p))]
 
@@ -283,11 +283,11 @@ def test_a_launch_script_imports_the_deployments_module_from_the_working_folder(
     env = _env(site)
     env["PYTHONPATH"] = os.pathsep + env["PYTHONPATH"]
     plain = subprocess.run([sys.executable, str(scripts / "launch.py")], capture_output=True, text=True, env=env,
-                           cwd=work, timeout=240)
+                           cwd=work, timeout=240, check=False)
     assert plain.returncode == 0, plain.stderr[-2000:]
     assert json.loads(plain.stdout) == ["from the working folder", "module"]
     launched = subprocess.run([sys.executable, "-m", "dgcompat", "run", "--", sys.executable, str(scripts / "launch.py")],
-                              capture_output=True, text=True, env=env, cwd=work, timeout=240)
+                              capture_output=True, text=True, env=env, cwd=work, timeout=240, check=False)
     assert launched.returncode == 0, launched.stderr[-2000:]
     assert json.loads(launched.stdout.strip().splitlines()[-1]) == ["from the working folder", "_Facade"]
 
@@ -297,7 +297,7 @@ def test_an_unknown_launcher_option_is_a_usage_error_not_a_command(tmp_path: Pat
     site = _site(tmp_path)
     marker = tmp_path / "engine-ran"
     proc = subprocess.run([sys.executable, "-m", "dgcompat", "run", *argv, sys.executable, "-c",
-                           f"open({str(marker)!r}, 'w')"], capture_output=True, text=True, env=_env(site), timeout=240)
+                           f"open({str(marker)!r}, 'w')"], capture_output=True, text=True, env=_env(site), timeout=240, check=False)
     unknown = next(a for a in argv if a not in ("--", "--print-env"))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stdout == "" and len(proc.stderr.splitlines()) == 1 and repr(unknown) in proc.stderr, proc.stderr

@@ -131,7 +131,7 @@ def test_conform_with_vllm_installed_certifies_its_copy(tmp_path: Path) -> None:
     env.pop("DGCOMPAT_BACKEND", None)
     proc = subprocess.run([sys.executable, "-m", "dgcompat", "conform", "--cpu-tier", "--out", str(tmp_path / "out"),
                            "-k", "test_release_is_detected or test_is_available or test_num_sms_roundtrip"],
-                          capture_output=True, text=True, timeout=900, env=env, cwd=str(tmp_path))
+                          capture_output=True, text=True, timeout=900, env=env, cwd=str(tmp_path), check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     cert = json.loads((tmp_path / "out" / "vllm-0.34.0.json").read_text())
     assert cert["verdict"] == "PASS" and cert["summary"]["passed"] >= 3 and cert["distribution"] == "vllm"

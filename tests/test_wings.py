@@ -47,7 +47,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 def test_using_the_runtime_loads_nothing_of_the_certification_wing() -> None:
     proc = subprocess.run([sys.executable, "-c", _USE_THE_RUNTIME], capture_output=True, text=True, timeout=300,
-                          env=_env(DGCOMPAT_BACKEND="reference"), cwd=str(ROOT))
+                          env=_env(DGCOMPAT_BACKEND="reference"), cwd=str(ROOT), check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     found = json.loads(proc.stdout.strip().splitlines()[-1])
     assert found["gemm_ok"] and found["alignment"] > 0 and found["scales"] == [64, 4]  # the stable calls ran
@@ -123,7 +123,7 @@ def test_the_command_works_both_ways(command: list[str], tmp_path: Path) -> None
     for args, expect in ((["--help"], "commands:"), (["table"], "mqa_logits"), (["pin", "--release", "0.1.4"],
                                                                                   "sgl-deep-gemm==0.1.4")):
         proc = subprocess.run([*command, *args], capture_output=True, text=True, timeout=300, env=_env(),
-                              cwd=str(tmp_path))
+                              cwd=str(tmp_path), check=False)
         assert proc.returncode == 0, (args, proc.stderr[-2000:])
         assert expect in proc.stdout, (args, proc.stdout[-2000:])
 

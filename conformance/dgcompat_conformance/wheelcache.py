@@ -176,7 +176,7 @@ def _download(dist: str, version: str, folder: Path, timeout: float) -> Path:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
                "--only-binary=:all:", *platforms, "--dest", tmp, requirement]
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
         except (OSError, subprocess.SubprocessError) as exc:
             raise CacheError(f"pip download {requirement} failed: {exc}") from exc
         got = sorted(p for p in Path(tmp).iterdir() if p.suffix == ".whl")

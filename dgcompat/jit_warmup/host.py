@@ -57,7 +57,7 @@ def _nvidia_smi(query: str, device: int, visible: str) -> str | None:
             ident = items[device]
     try:
         out = subprocess.run([exe, f"--query-gpu={query}", "--format=csv,noheader,nounits", "-i", ident],
-                             capture_output=True, text=True, timeout=20)
+                             capture_output=True, text=True, timeout=20, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
     lines = out.stdout.strip().splitlines()

@@ -182,7 +182,7 @@ def package_fingerprint(location: str | os.PathLike[str]) -> str:
 def nvcc_version(nvcc: str) -> str:
     """``<nvcc> --version``'s output, stripped ("" when it cannot be run): what the JITs key on."""
     try:
-        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60)
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return out.stdout.strip() if out.returncode == 0 else ""

@@ -90,7 +90,7 @@ def install_release(wheel: Path, extra: Iterable[Path], target: Path, *, python:
     target.parent.mkdir(parents=True, exist_ok=True)
     cmd = [python, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--no-compile",
            "--disable-pip-version-check", "--target", str(target), str(wheel), *map(str, extra)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"pip install of {wheel.name} failed: {short(proc.stderr or proc.stdout, 400)}")
 
@@ -140,7 +140,7 @@ def detect_site(site: Path, python: str = sys.executable) -> dict[str, Any]:
     imports neither torch nor deep_gemm, with ``site`` first on its path)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), *import_path()]), DGCOMPAT_BACKEND="deep_gemm")
     proc = subprocess.run([python, "-c", _DETECT_PROBE], capture_output=True, text=True, timeout=120, env=env,
-                          cwd=str(site))
+                          cwd=str(site), check=False)
     line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("{")), None)
     if line is None:
         raise RuntimeError(f"detection in {site} gave no answer: {short(proc.stderr, 400)}")

@@ -51,7 +51,7 @@ print(json.dumps(info))
 
 def environment_info(python: str = sys.executable) -> dict[str, Any]:
     """torch, CUDA, driver, Python, platform and device of this machine (probed in a child)."""
-    proc = subprocess.run([python, "-c", _ENV_PROBE], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([python, "-c", _ENV_PROBE], capture_output=True, text=True, timeout=300, check=False)
     line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("{")), None)
     if line is None:
         return {"python": platform.python_version(), "platform": platform.platform(),

@@ -57,7 +57,7 @@ sys.exit(os.waitstatus_to_exitcode(status))
 
 def _run(code: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ))
+                          env=dict(os.environ), check=False)
 
 
 def check_no_cuda_before_kernel() -> dict[str, Any]:

@@ -105,7 +105,7 @@ def _run_child(release_id: str, cmd: list[str], opts: RunOptions, out_json: Path
             # The child's working folder is private, so nothing it writes there (hypothesis' storage,
             # stray files of a wheel) lands in the caller's folder.
             proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=child_env(opts.extra_env),
-                                  timeout=opts.timeout, cwd=str(out_json.parent))
+                                  timeout=opts.timeout, cwd=str(out_json.parent), check=False)
             if proc.returncode != 0:
                 err = f"child exited with status {proc.returncode} (see {log})"
         except subprocess.TimeoutExpired:

@@ -115,7 +115,7 @@ def run_cpu_tier_wheel(wheel: Path, *, out_dir: Path, timeout: float) -> tuple[s
     cmd = [sys.executable, "-m", "dgcompat", "conform", "--wheel", str(wheel), "--out", str(out_dir), "--quiet",
            "--timeout", str(timeout)]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 300)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 300, check=False)
     except subprocess.TimeoutExpired:
         return f"ERROR: did not finish within {timeout + 300:.0f} s", {}, [], None
 

@@ -298,7 +298,7 @@ def cxxfilt(symbols: list[str]) -> dict[str, str]:
     if not cxxfilt or not symbols:
         return {}
     try:
-        proc = subprocess.run([cxxfilt], input="\n".join(symbols) + "\n", capture_output=True, text=True, timeout=60)
+        proc = subprocess.run([cxxfilt], input="\n".join(symbols) + "\n", capture_output=True, text=True, timeout=60, check=False)
     except (OSError, subprocess.SubprocessError):
         return {}
     lines = proc.stdout.splitlines()
