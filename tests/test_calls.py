@@ -166,7 +166,7 @@ _CALLERS = sorted({c.caller for c in _tooling.all_calls()})
 _PENDING: set[tuple[str, str]] = set()
 
 
-@pytest.mark.parametrize("family, caller", [
+@pytest.mark.parametrize(("family", "caller"), [
     pytest.param(f, c, marks=[pytest.mark.xfail(strict=True, reason="indexer's reference branch")]
                  if (f, c) in _PENDING else []) for f in _FAMILIES for c in _CALLERS])
 def test_declared_calls_are_the_calls_made(fake_release: Callable[[str], Any], monkeypatch: pytest.MonkeyPatch,

@@ -27,7 +27,7 @@ def test_nothing_installed(clean_dgcompat: None, monkeypatch: pytest.MonkeyPatch
     assert not rel.installed and rel.label == "none"
 
 
-@pytest.mark.parametrize("version, spec", [("0.1.4", "==2.11.*"), ("0.1.5.post1", "==2.11.*"),
+@pytest.mark.parametrize(("version", "spec"), [("0.1.4", "==2.11.*"), ("0.1.5.post1", "==2.11.*"),
                                            ("0.1.5.post2", "==2.13.*"), ("0.2.1", "==2.13.*"),
                                            ("0.2.1.post1", "==2.14.*"), ("0.2.5", "==2.14.*")])
 def test_sgl_deep_gemm(fake_site: Callable[..., Path], version: str, spec: str) -> None:
@@ -207,7 +207,7 @@ def test_upstream_source_build(fake_site: Callable[..., Path]) -> None:
     assert rel.binding == "pybind" and rel.torch_rule == "exact" and rel.refusal is None
 
 
-@pytest.mark.parametrize("init_py, version, why", [(V1_INIT, "1.0.0", "v1 API"), (AMD_INIT, "2.0.0", "AMD")])
+@pytest.mark.parametrize(("init_py", "version", "why"), [(V1_INIT, "1.0.0", "v1 API"), (AMD_INIT, "2.0.0", "AMD")])
 def test_unrelated_deep_gemm_distributions_are_refused(fake_site: Callable[..., Path], init_py: str, version: str,
                                                        why: str) -> None:
     fake_site("deep_gemm", version, init_py)

@@ -95,7 +95,7 @@ def test_pin_never_copies_an_injected_line(tmp_path: Path, capsys: pytest.Captur
                        "0dceb8cba3e9)"
 
 
-@pytest.mark.parametrize("body, why", [
+@pytest.mark.parametrize(("body", "why"), [
     ("[1, 2, 3]", "JSON list"),
     (None, "summary is not a count per outcome"),
     ("{", "unreadable certificate"),

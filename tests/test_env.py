@@ -17,7 +17,7 @@ import dgcompat
 from dgcompat import _backend, env, table
 
 
-@pytest.mark.parametrize("variable, value, call", [
+@pytest.mark.parametrize(("variable", "value", "call"), [
     ("DGCOMPAT_BACKEND", "refrence", lambda: dgcompat.get_num_sms()),
     ("DGCOMPAT_ARCH", "sm999", lambda: dgcompat.capabilities()),
     ("DGCOMPAT_DEBUG", "maybe", lambda: env.debug()),
@@ -140,10 +140,10 @@ def test_process_contract_in_a_subprocess() -> None:
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {"cuda_init": False}
 
 
-@pytest.mark.parametrize("value, expected", [("1", True), ("true", True), ("TRUE", True), ("yes", True), (" 1", True),
+@pytest.mark.parametrize(("value", "expected"), [("1", True), ("true", True), ("TRUE", True), ("yes", True), (" 1", True),
                                              ("on", True), ("0", False), ("false", False), ("No", False),
                                              ("off", False), ("", False)])
-@pytest.mark.parametrize("variable, read", [("DGCOMPAT_DEBUG", "debug"), ("DGCOMPAT_INSTALL", "install"),
+@pytest.mark.parametrize(("variable", "read"), [("DGCOMPAT_DEBUG", "debug"), ("DGCOMPAT_INSTALL", "install"),
                                             ("DGCOMPAT_ALLOW_TORCH_MISMATCH", "allow_torch_mismatch")])
 def test_switches_take_the_usual_spellings(monkeypatch: pytest.MonkeyPatch, variable: str, read: str, value: str,
                                            expected: bool) -> None:

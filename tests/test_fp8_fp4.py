@@ -145,7 +145,7 @@ def test_scaled_queries_are_refused_on_sm90_naming_the_architecture(fake_release
                                               i["max_len"])
 
 
-@pytest.mark.parametrize("args, kwargs, argument", [
+@pytest.mark.parametrize(("args", "kwargs", "argument"), [
     ((torch.bfloat16,), {"logits_dtype": torch.float32}, "logits_dtype"),
     ((torch.bfloat16, torch.float32), {}, "logits_dtype"),
     (("yes",), {}, "clean_logits"),
@@ -185,7 +185,7 @@ _RAGGED_LAYOUTS = ["vllm-0.34", "sglang-0.5.23", "0.2.5-positional", "sgl-positi
 
 
 # The bundled copies have no compressed layout: their compressed calls are test_bundled_refuses_compressed.
-@pytest.mark.parametrize("family, layout", [(f, layout) for f in RAGGED_FAMILIES for layout in _RAGGED_LAYOUTS
+@pytest.mark.parametrize(("family", "layout"), [(f, layout) for f in RAGGED_FAMILIES for layout in _RAGGED_LAYOUTS
                                             if f != "bundled" or layout == "sgl-positional"])
 def test_ragged_call_forms_of_every_build(fake_release: Callable[..., Any], family: str, layout: str) -> None:
     fake_release(family)
@@ -223,7 +223,7 @@ def test_bundled_refuses_compressed(fake_release: Callable[..., Any]) -> None:
             dgcompat.fp8_fp4_mqa_logits((q, None), kv, w, ks, ke, 64, logits_dtype=torch.float32)
 
 
-@pytest.mark.parametrize("args, kwargs, argument", [
+@pytest.mark.parametrize(("args", "kwargs", "argument"), [
     ((24, 24), {}, "max_seqlen_k"),
     ((24, torch.bfloat16, torch.float32), {}, "logits_dtype"),
     ((24, torch.bfloat16), {"logits_dtype": torch.float32}, "logits_dtype"),

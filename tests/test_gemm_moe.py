@@ -195,7 +195,7 @@ def test_upstream_positions_are_accepted(fake_release: Callable[[str], Any], fam
                                                  (1, 128, 128)) is None
 
 
-@pytest.mark.parametrize("family, arch", [("bundled", "sm100"), ("bundled", "sm120"), ("sgl-0.1.3", "sm90"),
+@pytest.mark.parametrize(("family", "arch"), [("bundled", "sm100"), ("bundled", "sm120"), ("sgl-0.1.3", "sm90"),
                                           ("sgl-0.2.5", "sm90")])
 def test_overlap_is_refused_before_anything_changes(fake_release: Callable[[str], Any],
                                                     monkeypatch: pytest.MonkeyPatch, family: str, arch: str) -> None:

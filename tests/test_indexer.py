@@ -143,7 +143,7 @@ def test_one_row_result_keeps_aligned_stride(fake_release: Callable[[str], Any])
     assert out.stride(0) % 4 == 0
 
 
-@pytest.mark.parametrize("bad_arg, value, match", [
+@pytest.mark.parametrize(("bad_arg", "value", "match"), [
     ("ctx", torch.tensor([64, 100], dtype=torch.int64), "int32"),
     ("ctx", torch.tensor([[64, 1], [100, 1]], dtype=torch.int32)[:, 0], "contiguous"),
     ("q", torch.randn(2, 1, 32, 128), "FP8"),

@@ -70,7 +70,7 @@ def test_forwarded_where_the_release_has_it(fake_release: Callable[..., Any], fa
 
 
 # (the bundled copies have no compressed layout: a typed refusal, tested elsewhere)
-@pytest.mark.parametrize("family, max_seqlen_k", [("sgl-0.2.5", None), ("sgl-0.2.5", 24), ("up-2.8.1", None),
+@pytest.mark.parametrize(("family", "max_seqlen_k"), [("sgl-0.2.5", None), ("sgl-0.2.5", 24), ("up-2.8.1", None),
                                                   ("up-2.8.1", 24), ("bundled", None)])
 def test_converted_where_the_build_returns_float32_only(fake_release: Callable[..., Any], family: str,
                                                        max_seqlen_k: int | None) -> None:

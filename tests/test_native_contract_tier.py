@@ -48,7 +48,7 @@ _PAGED_BLOCKS = "test_every_block_kv_of_the_contract_computes"  # paged refused 
 
 
 @pytest.mark.wheels
-@pytest.mark.parametrize("release, arch, skipped", [
+@pytest.mark.parametrize(("release", "arch", "skipped"), [
     ("0.2.5", "sm100", {_PAGED_BLOCKS}),
     ("0.2.5", "sm120", {_MX}),
     ("0.2.3.post2", "sm100", {_MX, _POSITIVE}),
@@ -61,7 +61,7 @@ def test_contract_on_the_cpu_tier(release: str, arch: str, skipped: set[str], tm
 
 
 @pytest.mark.wheels
-@pytest.mark.parametrize("arch, skipped", [("sm100", {_PAGED_BLOCKS}), ("sm120", {_MX})])
+@pytest.mark.parametrize(("arch", "skipped"), [("sm100", {_PAGED_BLOCKS}), ("sm120", {_MX})])
 def test_contract_of_vllm_2_8_1_on_the_cpu_tier(arch: str, skipped: set[str], tmp_path: Path) -> None:
     published_wheel("vllm-0.33.0")  # ~340 MB: $DGCOMPAT_CACHE/vllm/ or the wheel cache, downloaded once
     outcomes = _run("vllm-0.33.0", arch, tmp_path)

@@ -311,7 +311,7 @@ def test_transform_sf_int32_input_is_laid_out() -> None:
 
 
 @pytest.mark.parametrize(
-    "kwargs, argument",
+    ("kwargs", "argument"),
     [
         (dict(sf=torch.ones(4, 1), mn=4, k=128, recipe=(1, 128, 128)), "is_sfa"),
         (dict(sf=torch.ones(4, 1), mn=4, k=128, recipe=(1, 128), is_sfa=True), "is_sfa"),

@@ -10,7 +10,7 @@ import pytest
 import dgcompat
 
 
-@pytest.mark.parametrize("family, pdl", [("sgl-0.1.3", "native"), ("sgl-0.2.5", "top-level"), ("bundled", None)])
+@pytest.mark.parametrize(("family", "pdl"), [("sgl-0.1.3", "native"), ("sgl-0.2.5", "top-level"), ("bundled", None)])
 def test_set_pdl(fake_release: Callable[[str], Any], family: str, pdl: str | None) -> None:
     mod = fake_release(family)
     assert dgcompat.capabilities().pdl == pdl
@@ -33,7 +33,7 @@ def test_num_sms_context_restores(fake_release: Callable[[str], Any]) -> None:
         dgcompat.set_num_sms(0)
 
 
-@pytest.mark.parametrize("family, has", [("sgl-0.2.5", False), ("bundled", True)])
+@pytest.mark.parametrize(("family", "has"), [("sgl-0.2.5", False), ("bundled", True)])
 def test_compile_mode(fake_release: Callable[[str], Any], family: str, has: bool) -> None:
     mod = fake_release(family)
     with dgcompat.compile_mode(1):

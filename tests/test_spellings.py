@@ -69,7 +69,7 @@ def _unholdable(sig: inspect.Signature, position: int) -> bool:
     return any(p.default is inspect.Parameter.empty for p in params[position + 1:])
 
 
-@pytest.mark.parametrize("release, fn", TIERED_FORMS)
+@pytest.mark.parametrize(("release", "fn"), TIERED_FORMS)
 def test_every_name_of_the_release_is_a_keyword(release: str, fn: str) -> None:
     sig = _stable(fn)
     missing = []
@@ -90,7 +90,7 @@ def _names_at(fn: str) -> dict[int, set[str]]:
     return out
 
 
-@pytest.mark.parametrize("release, fn", TIERED_FORMS)
+@pytest.mark.parametrize(("release", "fn"), TIERED_FORMS)
 def test_positions_bind_as_the_release_binds_them(release: str, fn: str) -> None:
     """A positional call in the release's order binds each argument to that parameter, up to the first
     position where the release differs from the stable (newest) order."""

@@ -60,7 +60,7 @@ def _launch_run(env: dict[str, str], *command: str) -> subprocess.CompletedProce
                           env=env, timeout=240, check=False)
 
 
-@pytest.mark.parametrize("variable, value", [("DGCOMPAT_BACKEND", "refrence"), ("DGCOMPAT_DEBUG", "2"),
+@pytest.mark.parametrize(("variable", "value"), [("DGCOMPAT_BACKEND", "refrence"), ("DGCOMPAT_DEBUG", "2"),
                                              ("DGCOMPAT_ARCH", "sm999"), ("DGCOMPAT_ALLOW_TORCH_MISMATCH", "yes please")])
 def test_a_bad_setting_stops_the_launcher_before_the_engine_runs(tmp_path: Path, variable: str, value: str) -> None:
     site = _site(tmp_path)
@@ -71,7 +71,7 @@ def test_a_bad_setting_stops_the_launcher_before_the_engine_runs(tmp_path: Path,
     assert not marker.exists(), "the engine ran"
 
 
-@pytest.mark.parametrize("variable, value", [("DGCOMPAT_BACKEND", "refrence"), ("DGCOMPAT_INSTALL", "maybe")])
+@pytest.mark.parametrize(("variable", "value"), [("DGCOMPAT_BACKEND", "refrence"), ("DGCOMPAT_INSTALL", "maybe")])
 def test_a_bad_setting_in_a_child_stops_that_child_loudly(tmp_path: Path, variable: str, value: str) -> None:
     # The launcher checked its own environment; a child started with another one is stopped by the hook.
     site = _site(tmp_path)
@@ -83,7 +83,7 @@ def test_a_bad_setting_in_a_child_stops_that_child_loudly(tmp_path: Path, variab
     assert variable in proc.stderr and "Traceback" not in proc.stderr
 
 
-@pytest.mark.parametrize("value, installed", [  # each a process of its own: one of each answer in the fast tier
+@pytest.mark.parametrize(("value", "installed"), [  # each a process of its own: one of each answer in the fast tier
     ("1", True), ("no", False), *(pytest.param(v, i, marks=pytest.mark.slow) for v, i in (
         ("true", True), ("yes", True), (" 1", True), ("ON", True), ("0", False), ("false", False)))])
 def test_the_install_switch_takes_the_usual_spellings(tmp_path: Path, value: str, installed: bool) -> None:

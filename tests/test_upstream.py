@@ -21,7 +21,7 @@ def _upstream(version: str, **kw: Any) -> Release:
     return Release("deep-gemm", Version(version), "vendored", "stable-abi", None, None, None, None, None, True, **kw)
 
 
-@pytest.mark.parametrize("version, mqa, paged, clean, seqlen, q_form, det", [
+@pytest.mark.parametrize(("version", "mqa", "paged", "clean", "seqlen", "q_form", "det"), [
     ("2.6.1", "fp8_mqa_logits", "fp8_paged_mqa_logits", "native", "optional", "bare", None),
     ("2.8.1", "fp8_fp4_mqa_logits", "fp8_fp4_paged_mqa_logits", "emulated", "positive", "pair", "off"),
 ])
@@ -50,7 +50,7 @@ def test_vllm_fork_native_next_n_and_block_kv() -> None:
     assert 4 in table.compute(_upstream("2.8.1"), backend="deep_gemm", arch="sm100").paged_native_next_n
 
 
-@pytest.mark.parametrize("dist, version", [("sglang-kernel", "0.4.2"), ("sgl-kernel", "0.3.21")])
+@pytest.mark.parametrize(("dist", "version"), [("sglang-kernel", "0.4.2"), ("sgl-kernel", "0.3.21")])
 def test_bundled_next_n_row_matches_their_host_assert(dist: str, version: str) -> None:
     rel = Release(dist, Version(version), "bundled", "bundled-torch-ops", None, None, None, None, None, True)
     for arch in ("sm90", "sm100"):
@@ -162,7 +162,7 @@ def test_masked_gemm_names_on_2_8_1(fake_release: Callable[..., Any]) -> None:
     torch.testing.assert_close(d[0], ref[0]) and torch.testing.assert_close(d[1, :3], ref[1, :3])
 
 
-@pytest.mark.parametrize("family, expected", [("up-2.8.1", 128), ("sgl-0.2.5", 64), ("bundled", 128)])
+@pytest.mark.parametrize(("family", "expected"), [("up-2.8.1", 128), ("sgl-0.2.5", 64), ("bundled", 128)])
 def test_theoretical_alignment_follows_the_arity(fake_release: Callable[..., Any], family: str, expected: int) -> None:
     fake_release(family)
     # 2.8.1 takes one argument (two would be a TypeError), 0.2.5 two, the bundled copies none (fixed 128)

@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 # ---- the description -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("make, arg", [
+@pytest.mark.parametrize(("make", "arg"), [
     (lambda: W.DenseGemm(256, 100), "k"),
     (lambda: W.DenseGemm(0, 128), "n"),
     (lambda: W.DenseGemm(256, 128, "fp16"), "dtype"),  # type: ignore[arg-type]

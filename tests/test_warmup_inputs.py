@@ -39,7 +39,7 @@ def _cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None)
 
 # ---- usage errors ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("args, option", [
+@pytest.mark.parametrize(("args", "option"), [
     (["--timeout", "-1"], "--timeout"),
     (["--timeout", "nan"], "--timeout"),
     (["--timeout", "inf"], "--timeout"),
@@ -82,7 +82,7 @@ def test_a_relative_cache_folder_is_taken_from_the_current_folder(tmp_path: Path
     assert out.stdout.strip() == str(tmp_path / "rel" / "cache")
 
 
-@pytest.mark.parametrize("kwargs, argument", [
+@pytest.mark.parametrize(("kwargs", "argument"), [
     ({"timeout_s": -1}, "timeout_s"),
     ({"timeout_s": float("nan")}, "timeout_s"),
     ({"timeout_s": True}, "timeout_s"),

@@ -189,7 +189,7 @@ def _fsize(limit: int) -> Any:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("limit, where", [(2048, "the warmup's scratch folder"), (40_000, "the warmup's scratch folder")])
+@pytest.mark.parametrize(("limit", "where"), [(2048, "the warmup's scratch folder"), (40_000, "the warmup's scratch folder")])
 def test_a_file_size_limit_is_one_clear_error(tmp_path: Path, limit: int, where: str) -> None:
     env = install(tmp_path, "compiler")
     env.update(TMPDIR=str(tmp_path), FAKE_NVCC_PAD="65536")  # outputs of 64 KiB: NVCC's write fails

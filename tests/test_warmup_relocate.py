@@ -111,7 +111,7 @@ def test_a_warmup_after_a_move_adopts_and_compiles_nothing(tmp_path: Path) -> No
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("change, why", [
+@pytest.mark.parametrize(("change", "why"), [
     ("headers", "another build"),
     ("nvcc", "another compiler"),
     ("settings", "other compiler settings: DG_JIT_DEBUG='1' here"),
