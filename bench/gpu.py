@@ -526,9 +526,9 @@ def render(result: dict[str, Any]) -> str:
                      f"{r['TFLOPs']:.1f}" if r.get("TFLOPs") else "-", f"{r['GBps']:.0f}" if r.get("GBps") else "-",
                      allocs, str(r["same_result"]) if r["same_result"] is not None else "-"])
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    lines.append("  ".join(h.ljust(w) for h, w in zip(headers, widths)))
+    lines.append("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
     lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
     for err in result["errors"]:
         lines.append(f"error: {err['error']}")
     return "\n".join(lines)

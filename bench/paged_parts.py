@@ -55,7 +55,7 @@ def main() -> None:
             rounds[i].append(timer.timeit(10000) / 10000)
     d_min, d_med = min(rounds[0]), statistics.median(rounds[0])
     print(f"# {header()}; {dgcompat.release().label} cuda={cuda} q on {q.device}")
-    for st, r in zip(stmts, rounds):
+    for st, r in zip(stmts, rounds, strict=True):
         print(f"{min(r):8.1f} min {statistics.median(r):8.1f} median  (added min {min(r) - d_min:7.1f} / "
               f"median {statistics.median(r) - d_med:7.1f})  {st}")
 

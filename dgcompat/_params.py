@@ -168,7 +168,7 @@ def bind(fn: Callable[..., Any], caller: str, positional: tuple[str, ...], commo
     names = parameter_names(fn)
     tail = positional[common:]
     if names is not None and len(names) >= len(positional) and all(
-            _name_ok(p, n) for p, n in zip(tail, names[common:])):
+            _name_ok(p, n) for p, n in zip(tail, names[common:], strict=False)):
         return fn
     have = frozenset(names or ())
     absent = {p.name: (defaults[p.name] if p.absent is RELEASE_DEFAULT else p.absent) for p in params}
@@ -188,8 +188,8 @@ def _adapter(fn: Callable[..., Any], fn_name: str, positional: tuple[str, ...], 
     args = [f"p{i}" for i in range(len(positional))]
     env: dict[str, Any] = {"_fn": fn, "_refuse": _refuser(fn_name, release)}
     body = []
-    present = [(i, n) for i, n in zip(range(common, len(positional)), tail) if n in have]
-    for i, name in zip(range(common, len(positional)), tail):
+    present = [(i, n) for i, n in zip(range(common, len(positional)), tail, strict=True) if n in have]
+    for i, name in zip(range(common, len(positional)), tail, strict=True):
         if name in have:
             continue
         value = absent[name]

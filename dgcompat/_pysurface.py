@@ -98,7 +98,7 @@ def _updated(arg: ast.expr, bound: Mapping[str, list[str]]) -> list[Registration
     constant strings its call passed."""
     out: list[Registration] = []
     if isinstance(arg, ast.Dict):
-        for key, value in zip(arg.keys, arg.values):
+        for key, value in zip(arg.keys, arg.values, strict=True):
             if isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(value, ast.Name):
                 out.append(Registration(key.value, "def", value.id))
         return out
@@ -130,7 +130,7 @@ def _bound_strings(fn: _Def, call: ast.Call) -> dict[str, list[str]]:
     bound: dict[str, list[str]] = {}
     positional = [p.arg for p in (*fn.args.posonlyargs, *fn.args.args)]
     consts = [a.value if isinstance(a, ast.Constant) and isinstance(a.value, str) else None for a in call.args]
-    for name, value in zip(positional, consts):
+    for name, value in zip(positional, consts, strict=False):
         if value is not None:
             bound[name] = [value]
     if fn.args.vararg is not None:

@@ -89,10 +89,10 @@ def restore_tma_strides(sf: torch.Tensor) -> torch.Tensor:
     if have == want:
         return sf
     # Only a stride of a size-1 dim can have been rewritten; anything else is a real layout.
-    for size, h, w in zip(sf.shape, have, want):
+    for size, h, w in zip(sf.shape, have, want, strict=True):
         if h != w and size != 1:
             return sf
-    needed = sf.storage_offset() + 1 + sum((s - 1) * st for s, st in zip(sf.shape, want))
+    needed = sf.storage_offset() + 1 + sum((s - 1) * st for s, st in zip(sf.shape, want, strict=True))
     if sf.untyped_storage().nbytes() < needed * sf.element_size():
         return sf
     return sf.as_strided(tuple(sf.shape), want)

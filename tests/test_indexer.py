@@ -301,7 +301,7 @@ def _replay_each(graphs: list[Any], outs: list[list[Any]], batches: list[dict[st
     """Write each batch into the buffers (no schedule refresh), replay every graph, check every output."""
     for batch in batches:
         buf.write(batch, "nothing", buf.kv)
-        for graph, layer_outs in zip(graphs, outs):
+        for graph, layer_outs in zip(graphs, outs, strict=True):
             graph.replay()
             for out in layer_outs:
                 torch.testing.assert_close(out, _expect(batch, 4, buf.max_len), rtol=1e-4, atol=1e-3)

@@ -536,7 +536,7 @@ def test_diff_0_1_3_to_0_1_4_maps_ensure_zero_padding() -> None:
 @pytest.mark.wheels
 def test_no_release_step_drifts() -> None:
     """Every published release step is covered by the table (what --latest would have said each time)."""
-    for old, new in zip(KNOWN_SGL_DEEP_GEMM, KNOWN_SGL_DEEP_GEMM[1:]):
+    for old, new in zip(KNOWN_SGL_DEEP_GEMM, KNOWN_SGL_DEEP_GEMM[1:], strict=False):
         a, b = _surface(old), _surface(new)
         bad = [(m.change.symbol, m.change.kind, m.change.param, m.reason) for m in _mapped(a, b)
                if m.status in ("drift", "new-row")]

@@ -144,7 +144,7 @@ def _psum_case(groups: int = 3, n: int = 64, k: int = 128) -> dict[str, Any]:
 
 
 def _check_psum(d: torch.Tensor, case: dict[str, Any], a32: torch.Tensor, b32: torch.Tensor) -> None:
-    for g, (s, size) in enumerate(zip(case["starts"], case["sizes"])):
+    for g, (s, size) in enumerate(zip(case["starts"], case["sizes"], strict=True)):
         if size:
             assert _rel_err(d[s:s + size], a32[s:s + size] @ b32[g].T) < 1e-2
 

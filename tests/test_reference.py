@@ -135,7 +135,7 @@ def test_ceil_to_ue8m0_is_next_power_of_two(data: st.DataObject) -> None:
         st.lists(st.floats(2.0**-100, 2.0**100, allow_nan=False, width=32), min_size=1, max_size=16), label="xs"
     )
     got = R.ceil_to_ue8m0(torch.tensor(xs, dtype=torch.float32)).tolist()
-    for x, g in zip(xs, got):
+    for x, g in zip(xs, got, strict=True):
         mant, exp = math.frexp(x)  # x = mant * 2**exp, 0.5 <= mant < 1
         want = 2.0 ** (exp - 1) if mant == 0.5 else 2.0**exp
         assert g == want, (x, g, want)
@@ -652,7 +652,7 @@ def test_fp8_mqa_logits(data: st.DataObject) -> None:
     dim = data.draw(st.sampled_from([8, 32]), label="dim")
     starts = data.draw(st.lists(st.integers(-1, nk), min_size=nq, max_size=nq), label="ks")
     lengths = data.draw(st.lists(st.integers(0, nk + 1), min_size=nq, max_size=nq), label="lengths")
-    ends = [s + n for s, n in zip(starts, lengths)]
+    ends = [s + n for s, n in zip(starts, lengths, strict=True)]
     clean = data.draw(st.booleans(), label="clean_logits")
     q = rand_fp8(gen, nq, h, dim)
     k = rand_fp8(gen, nk, dim)
@@ -975,7 +975,7 @@ def test_schedule_matches_enumeration_and_walks(data: st.DataObject) -> None:
     assert rows == naive_schedule(lens, next_n, num_sms, balance)
     atoms = ceil_div(next_n, 2) if next_n >= 2 else 1
     assert rows[-1] == [len(lens) * atoms, 0]
-    assert all(tuple(x) <= tuple(y) for x, y in zip(rows, rows[1:]))  # monotone
+    assert all(tuple(x) <= tuple(y) for x, y in zip(rows, rows[1:], strict=False))  # monotone
     total = sum(ceil_div(n, 256) for n in lens) * atoms
     q, r = divmod(total, num_sms)
     seen: list[tuple[int, int]] = []

@@ -195,7 +195,7 @@ def naive_logits(q: list[list[list[float]]], k: list[list[float]], w: list[list[
         for j, kj in enumerate(k):
             total = 0.0
             for h, qh in enumerate(qi):
-                total += w[i][h] * max(0.0, sum(a * b for a, b in zip(qh, kj)))
+                total += w[i][h] * max(0.0, sum(a * b for a, b in zip(qh, kj, strict=True)))
             row.append(total * (post[j] if post is not None else 1.0))
         out.append(row)
     return out

@@ -213,7 +213,7 @@ class RangeFile(io.RawIOBase):
         end = start + len(data)
         keep_s, keep_c = [], []
         new_start, pieces = start, [(start, data)]
-        for s, c in zip(self._starts, self._chunks):
+        for s, c in zip(self._starts, self._chunks, strict=True):
             if s + len(c) < start or s > end:
                 keep_s.append(s)
                 keep_c.append(c)

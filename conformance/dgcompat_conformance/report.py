@@ -58,7 +58,7 @@ def _text_table(head: Sequence[str], rows: Sequence[Sequence[object]], *, right:
     widths = [max(len(h), *(len(r[i]) for r in shown)) for i, h in enumerate(head)]
 
     def line(cells: Sequence[str]) -> str:
-        return "  ".join(v.rjust(w) if i in right else v.ljust(w) for i, (v, w) in enumerate(zip(cells, widths))).rstrip()
+        return "  ".join(v.rjust(w) if i in right else v.ljust(w) for i, (v, w) in enumerate(zip(cells, widths, strict=False))).rstrip()
 
     return [line(head), *([line(["-" * w for w in widths])] if rule else []), *(line(r) for r in shown)]
 

@@ -45,7 +45,7 @@ class StorageError(WarmupError):
         self.folder = folder
         self.role = role
         folders, roles = folder.split(" or "), role.split(" or ")
-        where = " or ".join(f"{f} ({r}{_free(f)})" for f, r in zip(folders, roles))
+        where = " or ".join(f"{f} ({r}{_free(f)})" for f, r in zip(folders, roles, strict=False))
         msg = f"warmup(): {what} writing under {where}"
         if detail:
             msg += f": {detail}"

@@ -272,7 +272,7 @@ class Worker:
                 ids[i] = _at(candidates[i], lambda: self.identify(shape, candidates[i], task.form))
             return ids[i]
 
-        stack = [(a, b) for a, b in zip(pos, pos[1:])]
+        stack = [(a, b) for a, b in zip(pos, pos[1:], strict=False)]
         for i in pos:
             ident(i)
         while stack:

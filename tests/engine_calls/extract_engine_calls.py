@@ -263,7 +263,7 @@ def _masked_operands(g: torch.Generator, groups: int, m_max: int, n: int, k: int
 
 
 def _check_masked(out: torch.Tensor, ops: dict[str, Any]) -> None:
-    for gi, (x, w) in enumerate(zip(ops["xs"], ops["ws"])):
+    for gi, (x, w) in enumerate(zip(ops["xs"], ops["ws"], strict=True)):
         rows = int(ops["masked_m"][gi])
         _similar(out[gi, :rows], _dequant_token(*x)[:rows] @ _dequant_block(*w).t())
 
@@ -606,14 +606,14 @@ def test_deepgemm_bf16_contiguous_psum_layout() -> None:
             layout = torch.tensor(ends, dtype=torch.int32, device=DEVICE)
         else:
             layout = torch.full((total,), -1, dtype=torch.int32, device=DEVICE)
-            for i, (s0, e0) in enumerate(zip(starts, ends)):
+            for i, (s0, e0) in enumerate(zip(starts, ends, strict=True)):
                 layout[s0:e0] = i
         d = torch.empty((total, n), dtype=torch.bfloat16, device=DEVICE)
         if not _ran("use_psum_layout", deep_gemm.m_grouped_bf16_gemm_nt_contiguous, a, b, d, layout,
                     use_psum_layout=use_psum_layout):
             assert use_psum_layout  # the per-row layout works everywhere
             continue
-        for i, (s0, e0) in enumerate(zip(starts, ends)):
+        for i, (s0, e0) in enumerate(zip(starts, ends, strict=True)):
             if e0 > s0:
                 _similar(d[s0:e0], a[s0:e0].float() @ b[i].float().t(), 1e-4)
 

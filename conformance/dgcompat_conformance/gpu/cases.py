@@ -434,7 +434,7 @@ def expected_signal(masked_m: Any, m_max: int, block_m: int, threshold: int, siz
 
 
 def _first_differences(got: list[int], want: list[int], limit: int = 6) -> str:
-    bad = [(i, g, w) for i, (g, w) in enumerate(zip(got, want)) if g != w]
+    bad = [(i, g, w) for i, (g, w) in enumerate(zip(got, want, strict=False)) if g != w]
     return ", ".join(f"[{i}] {g} (want {w})" for i, g, w in bad[:limit]) + (f", ... {len(bad)} in all" if bad else "")
 
 
@@ -1164,7 +1164,7 @@ def _paged_replay_two_graphs(c: Checks) -> None:
     graphs = [_Graph(), _Graph()]
     outs = [g.capture(lambda: [buf.launch() for _ in range(3)]) for g in graphs]
     buf.write(second, "nothing")
-    for gi, (graph, layer_outs) in enumerate(zip(graphs, outs)):
+    for gi, (graph, layer_outs) in enumerate(zip(graphs, outs, strict=True)):
         graph.replay()
         _sync()
         for li, out in enumerate(layer_outs):

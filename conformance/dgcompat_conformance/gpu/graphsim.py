@@ -86,7 +86,7 @@ class Graph:
                 fn(*args, **kwargs)
                 continue
             fresh = fn(*args, **kwargs)
-            for dst, src in zip(_tensors(out), _tensors(fresh)):
+            for dst, src in zip(_tensors(out), _tensors(fresh), strict=True):
                 dst.copy_(src)
 
 

@@ -368,7 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Functions may run side by side (--jobs): the kernels' JIT compilation is CPU-bound, and
     # deep_gemm's cache publishes each kernel with an atomic rename.
     with ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
-        rows = list(zip(tests, pool.map(both, tests)))
+        rows = list(zip(tests, pool.map(both, tests), strict=True))
     write(True)
     print()
     print(render(rows))

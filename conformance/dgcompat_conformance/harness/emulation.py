@@ -322,7 +322,7 @@ def schema_names(flavor: str, op: str, names: tuple[str | None, ...]) -> tuple[s
     mapped = tuple(own.get(n) or SCHEMA_ALIASES.get(n) or n for n in names if n is not None)
     known = {n for table in (LAYOUTS.get((flavor, op)), _COMMON_LAYOUTS.get(op)) if table
              for layout in table.values() for n in layout} | _SCHEMA_ONLY_NAMES.get(op, frozenset())
-    unknown = [orig for orig, n in zip(names, mapped) if n not in known]
+    unknown = [orig for orig, n in zip(names, mapped, strict=True) if n not in known]
     if unknown:
         raise StandInNotEmulated(f"cpu-tier stand-in of {op} does not know the schema argument(s) {unknown}")
     return mapped
@@ -932,4 +932,4 @@ def emulate(profile: Profile, state: NativeState, op: str, args: tuple[Any, ...]
     names = names or layout_for(profile.flavor, op, len(args))
     if names is None:
         raise _not_emulated(ctx, f"a {len(args)}-argument signature (no known layout)")
-    return fn(ctx, _Args(zip(names, args)))
+    return fn(ctx, _Args(zip(names, args, strict=False)))

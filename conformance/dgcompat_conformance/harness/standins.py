@@ -99,7 +99,7 @@ def _check_call(sig: OpSig, args: tuple[Any, ...], error: type[Exception]) -> No
             f"Mismatched number of arguments when calling `{sig.signature_text()}`: expected {sig.arity}, "
             f"got {len(args)} [cpu-tier stand-in]"
         )
-    for i, (param, value) in enumerate(zip(sig.params, args)):
+    for i, (param, value) in enumerate(zip(sig.params, args, strict=False)):
         if not value_matches(param, value):
             label = f"#{i}" + (f" '{param.name}'" if param.name else "")
             raise error(

@@ -328,7 +328,7 @@ def mqa_calls(draw: st.DrawFn) -> dict[str, Any]:
     nk = draw(st.integers(1, 64), label="keys")
     starts = draw(st.lists(st.integers(0, nk - 1), min_size=nq, max_size=nq), label="ks")
     spans = draw(st.lists(st.integers(1, nk), min_size=nq, max_size=nq), label="spans")
-    return {"nq": nq, "nk": nk, "ks": starts, "ke": [min(nk, s + w) for s, w in zip(starts, spans)],
+    return {"nq": nq, "nk": nk, "ks": starts, "ke": [min(nk, s + w) for s, w in zip(starts, spans, strict=True)],
             "heads": draw(st.sampled_from([16, 32, 64]), label="heads"),
             "clean": draw(st.booleans(), label="clean_logits"),
             "mutation": draw(st.sampled_from(MUTATIONS_MQA), label="mutation"),

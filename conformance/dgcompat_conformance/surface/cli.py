@@ -97,7 +97,7 @@ def main(argv: list[str]) -> int:
         return usage_error(parser, "--out FILE is for SOURCE; --diff prints its changes")
     try:
         if ns.diff:
-            a, b = (_load(s, cache, name) for s, name in zip(ns.diff, ("--diff A", "--diff B")))
+            a, b = (_load(s, cache, name) for s, name in zip(ns.diff, ("--diff A", "--diff B"), strict=True))
             if ns.no_rows:
                 changes = diff(a, b, all_symbols=ns.all)
                 sys.stdout.write(changes_to_json(changes, a, b) if ns.json else render_changes(changes, a, b))

@@ -304,4 +304,4 @@ def cxxfilt(symbols: list[str]) -> dict[str, str]:
     lines = proc.stdout.splitlines()
     if proc.returncode != 0 or len(lines) != len(symbols):
         return {}
-    return {s: d for s, d in zip(symbols, lines) if d != s}
+    return {s: d for s, d in zip(symbols, lines, strict=False) if d != s}

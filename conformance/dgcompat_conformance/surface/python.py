@@ -421,7 +421,7 @@ class _Evaluator:
             try:
                 self.exec_block(body, mod, guard or label)
             except _SimRaise as exc:
-                for handler, types in zip(handlers, caught):
+                for handler, types in zip(handlers, caught, strict=True):
                     if not types or any(t in _EXC_MRO.get(exc.exc_type, (exc.exc_type,)) for t in types):
                         if handler.name:
                             mod.ns[handler.name] = _Expr(f"<{exc.exc_type}>")
@@ -694,11 +694,11 @@ def _params(args: ast.arguments, drop_first: bool = False) -> list[dict[str, JSO
     out: list[dict[str, JSON]] = []
     positional = [(a, "positional_only") for a in args.posonlyargs] + [(a, "positional") for a in args.args]
     defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
-    for (arg, kind), default in zip(positional, defaults):
+    for (arg, kind), default in zip(positional, defaults, strict=True):
         out.append(_param(arg, kind, default))
     if args.vararg is not None:
         out.append(_param(args.vararg, "var_positional", None))
-    for arg, kw_default in zip(args.kwonlyargs, args.kw_defaults):
+    for arg, kw_default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
         out.append(_param(arg, "keyword_only", kw_default))
     if args.kwarg is not None:
         out.append(_param(args.kwarg, "var_keyword", None))
