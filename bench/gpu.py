@@ -209,7 +209,7 @@ def measure_ceilings(torch: Any) -> dict[str, Any]:
     out["bf16_mm_TFLOPs"] = round(mm_tflops(False), 1)
     try:
         out["fp8_mm_TFLOPs"] = round(mm_tflops(True), 1)
-    except Exception as exc:  # an older torch without _scaled_mm on this device
+    except Exception as exc:  # noqa: BLE001 - an older torch without _scaled_mm on this device
         out["fp8_mm_TFLOPs"] = None
         out["fp8_mm_error"] = f"{type(exc).__name__}: {exc}"
     torch.cuda.empty_cache()
@@ -442,7 +442,7 @@ def run_gpu(out_path: Path, command: str, *, dry_run: bool = False, inner: int =
             result["cases"].append(row)
             print(f"[gpu] {row['kernel']} M={row['M']} {row['shape']}: direct {row['direct_us']:.2f} us, "
                   f"dgcompat {row['dgcompat_us']:.2f} us, ratio {row['ratio']:.4f}", file=sys.stderr, flush=True)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a failing case is recorded, the others still run
             result["errors"].append({"case": label, "error": f"{type(exc).__name__}: {exc}",
                                      "trace": traceback.format_exc(limit=4)})
             print(f"[gpu] {label} failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
@@ -457,7 +457,7 @@ def _graph_times(torch: Any, row: dict[str, Any], case: dict[str, Any]) -> bool:
     try:
         direct_us, stable_us = graph_pair_us(torch, case.get("graph_direct", case["direct"]),
                                              case.get("graph_stable", case["stable"]), calls=case.get("graph_calls"))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - no graph numbers for this case, the others still run
         row["graph_direct_us"] = row["graph_dgcompat_us"] = row["graph_ratio"] = None
         row["graph_error"] = f"{type(exc).__name__}: {exc}"
         torch.cuda.synchronize()

@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         for next_n in (1, 2, 4):
             try:
                 d = measure(form, per_row, next_n, args.pattern)
-            except Exception as exc:  # one row's failure must not hide the others
+            except Exception as exc:  # noqa: BLE001 - one row's failure must not hide the others
                 print(f"| {label} | {next_n} | {type(exc).__name__}: {str(exc)[:120]} | | |")
                 worst = float("inf")
                 continue

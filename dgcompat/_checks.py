@@ -31,7 +31,7 @@ def describe(x: Any) -> str:
     if shape is not None and dtype is not None:
         try:
             stride = tuple(x.stride())
-        except Exception:
+        except Exception:  # noqa: BLE001 - describing a value for a message must never raise
             stride = None
         device = getattr(x, "device", None)
         return f"Tensor(shape={tuple(shape)}, stride={stride}, dtype={dtype}, device={device})"

@@ -90,7 +90,7 @@ def _torch_info() -> dict[str, Any]:
     info: dict[str, Any] = {"version": None, "cuda": None, "gpu": None, "arch": None}
     try:
         import torch  # noqa: PLC0415 (a torch that fails to import is reported by doctor, not fatal)
-    except Exception as exc:  # a broken torch is itself a finding
+    except Exception as exc:  # noqa: BLE001 - a broken torch is itself a finding
         info["error"] = f"{type(exc).__name__}: {exc}"
         return info
     info["version"] = torch.__version__
@@ -100,7 +100,7 @@ def _torch_info() -> dict[str, Any]:
             props = torch.cuda.get_device_properties(torch.cuda.current_device())
             info["gpu"] = f"{props.name} ({props.multi_processor_count} SMs)"
             info["arch"] = f"sm{props.major}{props.minor}"
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - a GPU query failing is itself a finding
         info["gpu_error"] = f"{type(exc).__name__}: {exc}"
     return info
 

@@ -408,7 +408,7 @@ def _load_real_top(facade: _Facade, real_spec: importlib.machinery.ModuleSpec) -
             assert real_spec.loader is not None
             real_spec.loader.exec_module(real)
         REAL.real[TOP] = real
-    except Exception as exc:  # OSError (undefined symbol), AssertionError (no CUDA toolkit), ...
+    except Exception as exc:  # noqa: BLE001 - OSError (undefined symbol), AssertionError (no CUDA toolkit), ...
         REAL.failure = exc
     finally:
         _loading().pop(TOP, None)
@@ -424,7 +424,7 @@ def _load_real(name: str, facade: _Facade) -> None:
     try:
         with _aside():
             importlib.import_module(name)
-    except Exception as exc:  # OSError (undefined symbol), AssertionError (no CUDA toolkit), ...
+    except Exception as exc:  # noqa: BLE001 - OSError (undefined symbol), AssertionError (no CUDA toolkit), ...
         if name == TOP:
             REAL.failure = exc
     finally:

@@ -202,7 +202,7 @@ def main(folder: str, device: int, calls: list[tuple[Shape, int, str]], results:
             before = after
         if runner.device.type == "cuda":
             runner.torch.cuda.synchronize()
-    except BaseException as exc:  # report, then die: the parent says what it means
+    except BaseException as exc:  # noqa: BLE001 - report, then die: the parent says what it means
         errors.append(f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"[-2000:])
     results.put({"calls": len(calls), "misses": misses, "errors": errors})
     results.close()

@@ -115,7 +115,7 @@ class Worker:
         error: BaseException | None = None
         try:
             self.runner.run(shape, m, form)
-        except Exception as exc:  # the stand-in's refusal arrives as deep_gemm's compile error
+        except Exception as exc:  # noqa: BLE001 - the stand-in's refusal arrives as deep_gemm's compile error
             error = exc
         records = read_log(self.log)
         lost = [r for r in records if r.action in ("identified", "refused") and not r.identity]
@@ -245,7 +245,7 @@ class Worker:
             except NotHonored:
                 self.put(Unhonored(self.cfg.wid))
                 return False
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - any call failure goes back to the parent as CallError
                 self.put(CallError(self.cfg.wid, task.shape, task.form, _failed_m(exc), _kind(exc), str(exc)))
                 return False
 
@@ -318,7 +318,7 @@ class Worker:
                     answer = self._on_plain(task)
         except Busy:
             return False
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any task failure goes back to the parent
             m = task.m if isinstance(task, (Install, Compile)) else None
             self.put(CallError(self.cfg.wid, task.shape, task.form, _failed_m(exc, m), _kind(exc), str(exc)))
             return True
@@ -436,7 +436,7 @@ def main(cfg: WorkerConfig, identify_q: Any, work_q: Any, result_q: Any) -> None
             if cfg.method == "stand-in" and not worker.identify_phase(identify_q):
                 return
             worker.work_phase(work_q)
-    except BaseException as exc:  # report, then die: the parent decides what the failure means
+    except BaseException as exc:  # noqa: BLE001 - report, then die: the parent decides what the failure means
         result_q.put(Fatal(cfg.wid, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
         raise SystemExit(1) from None
     # Every answer is sent and every entry renamed into place: leave without tearing down torch and the

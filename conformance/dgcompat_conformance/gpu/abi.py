@@ -120,7 +120,7 @@ def _child() -> dict[str, Any]:
     out: dict[str, Any] = {"allow_torch_mismatch": os.environ.get("DGCOMPAT_ALLOW_TORCH_MISMATCH") == "1"}
     try:
         out.update(_describe_release())
-    except Exception as exc:  # detection itself failing is a finding, not a crash
+    except Exception as exc:  # noqa: BLE001 - detection itself failing is a finding, not a crash
         out["detect_error"] = short(f"{type(exc).__name__}: {exc}", 600)
 
     t0 = time.perf_counter()
@@ -134,7 +134,7 @@ def _child() -> dict[str, Any]:
         # Refused before importing (torch mismatch known from the table), or the import itself failed.
         load["refused"] = exc.__cause__ is None
         load["error"] = short(_chain(exc.__cause__) if exc.__cause__ is not None else str(exc), 900)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - a load failure of any kind is the finding
         load["error"] = short(_chain(exc), 900)
     load["seconds"] = round(time.perf_counter() - t0, 3)
     out["load"] = load
@@ -159,7 +159,7 @@ def _child() -> dict[str, Any]:
     for fn in (_call_metadata, _call_gemm):
         try:
             rec = fn()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a call failure of any kind is the finding
             name = {"_call_metadata": "get_paged_mqa_logits_metadata", "_call_gemm": "fp8_gemm_nt"}[fn.__name__]
             rec = {"name": name, "ok": False,
                    "detail": short(f"{type(exc).__name__}: {exc}", 600)}

@@ -288,7 +288,7 @@ def certify(subject: Subject, *, wheel_dirs: Sequence[Path], work: Path, env_inf
         _check_and_run(run, subject.release, folder, site, env_info=env_info, case_ids=case_ids,
                        abi_only=subject.abi_only, timeout_scale=timeout_scale, abi_timeout=abi_timeout,
                        deadline=deadline, python=python, steps=steps)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the runner's crash goes into the certificate
         run.runner_error = f"{type(exc).__name__}: {exc}"
         # A child killed by a stop (pip, detection) says nothing about the subject.
         run.verdict = "incomplete: the run was stopped" if STOP.is_set() else "failed"

@@ -203,7 +203,7 @@ def _gpu_arch() -> str | None:
         from dgcompat.table import current_arch  # noqa: PLC0415 (after the child's settings)
 
         return current_arch()
-    except Exception:
+    except Exception:  # noqa: BLE001 - no arch known: the child reports without one
         return None
 
 
@@ -241,7 +241,7 @@ def _dgcompat_view() -> dict[str, Any]:
         view["surface"] = rel.surface
         view["surface_note"] = rel.surface_note
         view["problems"] = list(rel.problems)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the release failing to load is recorded
         view["release_error"] = f"{type(exc).__name__}: {exc}"
     return view
 

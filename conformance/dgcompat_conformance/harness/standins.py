@@ -236,7 +236,7 @@ def _define_torch_ops(installed: Installed) -> None:
             continue
         try:
             lib.define(sig.schema)
-        except Exception as exc:  # a schema torch cannot parse stays undefined, like a missing op
+        except Exception as exc:  # noqa: BLE001 - a schema torch cannot parse stays undefined, like a missing op
             installed.undefined_schemas.append(f"{name}: {type(exc).__name__}: {exc}")
             continue
         lib.impl(name, _torch_impl(sig, installed), "CompositeExplicitAutograd")
