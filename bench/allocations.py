@@ -77,7 +77,7 @@ def _counter() -> Any:
 
 
 def _run(stmt: str, case: Case, calls: int) -> dict[str, Any]:
-    env = {k: v for k, v in case.env.items()}
+    env = dict(case.env)
     env["_cycle"] = cycle
     code = compile(stmt, f"<{case.name}>", "exec")
     if case.setup:
@@ -99,7 +99,7 @@ def _run(stmt: str, case: Case, calls: int) -> dict[str, Any]:
 def _run_batch(case: Case) -> dict[str, Any]:
     """What starting a new batch costs: refresh the lengths, rebuild the schedule, first launch."""
     assert case.new_batch is not None
-    env = {k: v for k, v in case.env.items()}
+    env = dict(case.env)
     if case.batch_refresh:
         exec(compile(case.batch_refresh, "<refresh>", "exec"), env)
     counter = _counter()

@@ -43,7 +43,7 @@ def _this_build(cache: Path) -> Build:
     if not mine:
         raise SystemExit(f"bench.nvcc_floor: {cache} has no record of how {rel.label} at {rel.location} compiles: "
                          "warm it with dgcompat warmup first")
-    return sorted(mine, key=lambda b: bool(b.derived))[0]
+    return min(mine, key=lambda b: bool(b.derived))
 
 
 def _sources(cache: Path, build: Build) -> list[tuple[str, bytes]]:

@@ -35,11 +35,12 @@ def main() -> None:
     for key, value in case.state.items():
         setattr(up, key, value)
     env = dict(case.env)
-    q, kv, w, lens, bt, s, L = (env[k] for k in ("q", "kv", "w", "lens", "bt", "s", "L"))
+    q, kv, w, lens, bt, s, L = (env[k] for k in ("q", "kv", "w", "lens", "bt", "s", "L"))  # noqa: N806 - the case's name
     f = dgcompat.fp8_paged_mqa_logits
     f(q, kv, w, lens, bt, s, L)
     plan = _tooling.last_paged_plan()
-    assert plan is not None and plan[-1] is not None, "expected the plain native plan (its last field)"
+    assert plan is not None, "expected a plan"
+    assert plan[-1] is not None, "expected the plain native plan (its last field)"
     names: dict[str, Any] = {
         "q": q, "kv": kv, "w": w, "lens": lens, "bt": bt, "s": s, "L": L, "f": f,
         "direct": up.fp8_paged_mqa_logits, "floor": env["f_floor"],

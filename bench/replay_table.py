@@ -18,6 +18,7 @@ then the CPU analogue in ``dgcompat_conformance.gpu.graphsim``).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -80,8 +81,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"| {label} | {next_n} | {type(exc).__name__}: {str(exc)[:120]} | | |")
                 worst = float("inf")
                 continue
-            worst = max([worst] + [v for v in d if v == v])
-            print(f"| {label} | {next_n} | " + " | ".join("-" if v != v else f"{v:.1e}" for v in d) + " |")
+            worst = max([worst] + [v for v in d if not math.isnan(v)])
+            print(f"| {label} | {next_n} | " + " | ".join("-" if math.isnan(v) else f"{v:.1e}" for v in d) + " |")
     print(f"\nworst diff: {worst:.2e} ({'all rows correct' if worst < 1e-6 else 'WRONG'})")
     return 0 if worst < 1e-6 else 1
 

@@ -71,7 +71,7 @@ def render(result: dict[str, Any]) -> str:
     lines = [f"dgcompat benchmarks (CPU, no-op stand-in deep_gemm) -- {result['command']}",
              f"python {result['machine']['python']}, torch {result['machine']['torch']}, "
              f"{result['machine']['platform']}", ""]
-    for version, res in result["overhead"].items():
+    for res in result["overhead"].values():
         lines.append(f"Per-call host time, ns (median of {cfg['rounds']} rounds x {cfg['calls']} calls; "
                      f"per-batch rows {cfg['calls'] // 10} calls) -- {res['release']} ({res['binding']}), "
                      f"arch {res['arch']}, CPU {res['pinned_cpu']}, inputs on {res.get('device', 'cpu')}")

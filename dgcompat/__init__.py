@@ -81,7 +81,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers only; runtime access i
     from .utils.math import align as align
     from .utils.math import ceil_div as ceil_div
 
-__all__ = sorted([
+__all__ = sorted([  # noqa: PLE0605 - the name table's names are data (_surface.NAMES)
     "__version__", "DgcompatError", "BadArgumentError", "UnsupportedFeatureError", "ScheduleMismatchError",
     "IncompatibleBuildError", "DeepGemmUnavailableError", "UnidentifiedBuildError", "UnavailableNameError",
     "KernelError", "ConfigurationError", *NAMES,

@@ -49,7 +49,7 @@ def sm_count() -> int:
         torch = _torch()
         try:
             return int(torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count)
-        except Exception:  # noqa: BLE001 - initialized but unusable: the model's count
+        except Exception:  # noqa: BLE001, S110 - initialized but unusable: the model's count
             pass
     return MODEL_SMS
 

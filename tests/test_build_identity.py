@@ -118,7 +118,7 @@ def test_the_fingerprint_names_the_logits_dtype_insertion() -> None:
     assert "fp8_fp4_mqa_logits: logits_dtype inserted at #6" in text
     assert "fp8_fp4_paged_mqa_logits: logits_dtype inserted at #7" in text
     assert "new native ops: bf16_mega_moe_trtllm, fp4_fp4_mega_moe_trtllm" in text
-    probes, rows = mapping.rows_touched(diffs)
+    probes, _rows = mapping.rows_touched(diffs)
     assert {"mqa_logits_dtype", "paged_logits_dtype", "indexer_weights"} <= set(probes)
     # Parts one side did not read are not compared.
     unread = dict(builds["vllm-0.34.0"], headers={"id": "", "count": 0})

@@ -246,7 +246,7 @@ def test_unowned_sgl_layer_is_refused_not_planned_as_newest(clean_dgcompat: None
     assert rel.source == "unowned" and rel.version is None and rel.refusal is not None and "0.1.4" in rel.refusal
     from dgcompat import _backend, table
 
-    with pytest.raises(errors.UnidentifiedBuildError, match="0.1.4"):
+    with pytest.raises(errors.UnidentifiedBuildError, match=r"0\.1\.4"):
         _backend.load()
     caps = table.compute(rel, backend="deep_gemm", arch="sm90")
     assert caps.mqa_max_seqlen_k != "required"  # not planned as 0.2.5

@@ -135,12 +135,12 @@ def test_scaled_queries_are_refused_on_sm90_naming_the_architecture(fake_release
     kv = (torch.zeros(16, D // 2, dtype=torch.int8), torch.full((16,), 0x7F7F7F7F, dtype=torch.int32))
     ks, ke = torch.zeros(2, dtype=torch.int32), torch.full((2,), 16, dtype=torch.int32)
     for _ in range(2):  # every call
-        with pytest.raises(dgcompat.UnsupportedFeatureError, match="FP4 queries.*sm90"):
+        with pytest.raises(dgcompat.UnsupportedFeatureError, match=r"FP4 queries.*sm90"):
             dgcompat.fp8_fp4_paged_mqa_logits((packed, sf), fp4_cache, i["w"], i["lens"], i["bt"], sched,
                                               i["max_len"])
-        with pytest.raises(dgcompat.UnsupportedFeatureError, match="FP4 queries.*sm90"):
+        with pytest.raises(dgcompat.UnsupportedFeatureError, match=r"FP4 queries.*sm90"):
             dgcompat.fp8_fp4_mqa_logits((packed[:, 0], sf[:, 0]), kv, i["w"], ks, ke, 16)
-        with pytest.raises(dgcompat.UnsupportedFeatureError, match="MX-scaled FP8 queries.*sm90"):
+        with pytest.raises(dgcompat.UnsupportedFeatureError, match=r"MX-scaled FP8 queries.*sm90"):
             dgcompat.fp8_fp4_paged_mqa_logits((i["q"], sf), i["kv"], i["w"], i["lens"], i["bt"], sched,
                                               i["max_len"])
 

@@ -92,7 +92,7 @@ def test_torch_mismatch_refused_before_import(fake_site: Callable[..., Path]) ->
     rel = dgcompat.release()
     if rel.torch_ok:
         pytest.skip(f"torch {rel.torch} happens to match 0.2.5's expected torch")
-    with pytest.raises(dgcompat.IncompatibleBuildError, match="built for torch==2.14"):
+    with pytest.raises(dgcompat.IncompatibleBuildError, match=r"built for torch==2\.14"):
         dgcompat.get_num_sms()
 
 

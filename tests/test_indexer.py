@@ -41,7 +41,7 @@ def _assert_close_valid(out: torch.Tensor, ref: torch.Tensor, row_len: torch.Ten
     for r in range(out.shape[0]):
         valid = int(row_len[r])
         torch.testing.assert_close(out[r, :valid], ref[r, :valid], rtol=1e-4, atol=1e-3,
-                                   msg=lambda m, r=r: f"row {r} (first {valid} positions): {m}")
+                                   msg=lambda m, r=r: f"row {r} (first {valid} positions): {m}")  # noqa: B023 - checked now
 
 
 def _lens(ctx: torch.Tensor, n: int, form: str) -> torch.Tensor:
@@ -532,7 +532,7 @@ def test_weights_device_is_reported_against_weights(fake_release: Callable[[str]
     fake_release("sgl-0.1.3")
     i = _inputs(2, 1, [64, 100])
     sched = dgcompat.get_paged_mqa_logits_metadata(i["ctx"], BKV, 4)
-    with pytest.raises(dgcompat.BadArgumentError, match="'weights'|weights"):
+    with pytest.raises(dgcompat.BadArgumentError, match=r"'weights'|weights"):
         dgcompat.fp8_paged_mqa_logits(i["q"], i["kv"], torch.empty(i["w"].shape, device="meta"), i["ctx"], i["bt"],
                                       sched, i["max_len"])
     try:
@@ -848,7 +848,7 @@ def test_lengths_views_of_a_persistent_buffer_replay(fake_release: Callable[[str
             buf.write(batch)  # rows of this batch size only; the schedule buffer is not refreshed
             s["graph"].replay()
             torch.testing.assert_close(s["out"], _expect(batch, n, buf.max_len), rtol=1e-4, atol=1e-3,
-                                       msg=lambda m: f"replay of batch size {b}, step {step}: {m}")
+                                       msg=lambda m: f"replay of batch size {b}, step {step}: {m}")  # noqa: B023 - checked now
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -467,7 +468,7 @@ def test_index_versions_asks_the_index() -> None:
     assert intake.index_versions(index=ix) == ["0.3.0rc1", "0.2.5", "0.2.3.post2", "0.1.4"]  # yanked 0.3.0rc0 left out
     assert intake.newest_on_index(index=ix) == "0.2.5"  # pre-releases only when nothing else exists
     assert intake.newest_on_index(index=_sgl_index(["0.3.0rc1"])) == "0.3.0rc1"
-    with pytest.raises(intake.IntakeError, match="cannot resolve the newest sgl-deep-gemm.*no network.*--version V"):
+    with pytest.raises(intake.IntakeError, match=r"cannot resolve the newest sgl-deep-gemm.*no network.*--version V"):
         intake.index_versions(index=_sgl_index(None))
     with pytest.raises(intake.IntakeError, match="no release of it"):
         intake.index_versions(index=_sgl_index([]))
@@ -536,7 +537,7 @@ def test_diff_0_1_3_to_0_1_4_maps_ensure_zero_padding() -> None:
 @pytest.mark.wheels
 def test_no_release_step_drifts() -> None:
     """Every published release step is covered by the table (what --latest would have said each time)."""
-    for old, new in zip(KNOWN_SGL_DEEP_GEMM, KNOWN_SGL_DEEP_GEMM[1:], strict=False):
+    for old, new in itertools.pairwise(KNOWN_SGL_DEEP_GEMM):
         a, b = _surface(old), _surface(new)
         bad = [(m.change.symbol, m.change.kind, m.change.param, m.reason) for m in _mapped(a, b)
                if m.status in ("drift", "new-row")]

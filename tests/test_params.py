@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import torch
@@ -224,7 +224,7 @@ def test_parameter_names_reads_schemas_and_docstrings() -> None:
             def __init__(self, name: str) -> None:
                 self.name = name
 
-        arguments = [_Arg("a"), _Arg("b"), _Arg("compiled_dims")]
+        arguments: ClassVar[list[_Arg]] = [_Arg("a"), _Arg("b"), _Arg("compiled_dims")]
 
     class Op:
         _schema = Schema()

@@ -6,6 +6,7 @@ they share no code path with the vectorized implementations under test.
 
 from __future__ import annotations
 
+import itertools
 import math
 import struct
 from collections.abc import Sequence
@@ -768,7 +769,7 @@ def naive_paged(
     max_len: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(values, bounds) float64 (B*next_n, max_len); NaN marks positions that must be -inf."""
-    b, next_n, h, dim = q.shape
+    b, next_n, _h, _dim = q.shape
     bkv = kv.shape[1]
     vals, scales = naive_kv_decode(kv)
     out = torch.full((b * next_n, max_len), float("nan"), dtype=torch.float64)
@@ -975,7 +976,7 @@ def test_schedule_matches_enumeration_and_walks(data: st.DataObject) -> None:
     assert rows == naive_schedule(lens, next_n, num_sms, balance)
     atoms = ceil_div(next_n, 2) if next_n >= 2 else 1
     assert rows[-1] == [len(lens) * atoms, 0]
-    assert all(tuple(x) <= tuple(y) for x, y in zip(rows, rows[1:], strict=False))  # monotone
+    assert all(tuple(x) <= tuple(y) for x, y in itertools.pairwise(rows))  # monotone
     total = sum(ceil_div(n, 256) for n in lens) * atoms
     q, r = divmod(total, num_sms)
     seen: list[tuple[int, int]] = []

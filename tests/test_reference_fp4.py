@@ -289,7 +289,7 @@ def _paged_case(fmt: str, seed: int = 0) -> tuple:
 
 @pytest.mark.parametrize("fmt", ["fp4", "mxfp8", "fp8"])
 def test_paged_equals_ragged_for_the_same_keys(fmt: str) -> None:
-    qp, cache, w, ctx, table, seq_keys, lens = _paged_case(fmt)
+    qp, cache, w, ctx, table, seq_keys, _lens = _paged_case(fmt)
     out = reference_backend.fp8_fp4_paged_mqa_logits(qp, cache, w, ctx, table, None, 64)
     assert out.dtype == torch.float32 and tuple(out.shape) == (4, 64) and out.stride(0) == 256
     for s in range(2):

@@ -179,7 +179,7 @@ def test_bf16_logits_on_sm90() -> None:
     assert out.dtype == torch.bfloat16
     assert torch.equal(out[_valid(i, 48)], _reference_ragged(i, 48).to(torch.bfloat16)[_valid(i, 48)])
     # bf16 weights: SM100 only ("arch_major == 10 and weights.scalar_type() == BFloat16")
-    with pytest.raises(RuntimeError, match="weights.scalar_type"):
+    with pytest.raises(RuntimeError, match=r"weights\.scalar_type"):
         emulate(_profile(), NativeState(), "fp8_fp4_mqa_logits",
                 _ragged_args(i, 48, torch.bfloat16, i["w"].bfloat16()), names)
     with pytest.raises(RuntimeError, match="logits_dtype == torch::kFloat32 or"):
@@ -198,7 +198,7 @@ def test_mx_inputs_are_computed_on_sm100(fmt: str) -> None:
                     names)
     assert out16.dtype == torch.bfloat16
     assert torch.equal(out16[_valid(i, 48)], _reference_ragged(i, 48, torch.bfloat16, w16)[_valid(i, 48)])
-    with pytest.raises(RuntimeError, match="weights.scalar_type\\(\\) != "):
+    with pytest.raises(RuntimeError, match=r"weights\.scalar_type\(\) != "):
         emulate(sm100, NativeState(num_sms=148), "fp8_fp4_mqa_logits", _ragged_args(i, 48, torch.float32, w16), names)
     with pytest.raises(RuntimeError, match="num_heads"):
         emulate(sm100, NativeState(num_sms=148), "fp8_fp4_mqa_logits", _ragged_args(_ragged(fmt, heads=8), 48), names)

@@ -153,7 +153,7 @@ def test_the_hook_and_the_launcher_tell_hook_folders_alike(tmp_path: Path) -> No
     lookalikes = {"no-package": tmp_path / "c" / "dgcompat" / "_startup",
                   "no-_install-package": tmp_path / "d" / "dgcompat" / "_install" / "_startup",
                   "not-dgcompat": tmp_path / "e" / "other" / "_startup"}
-    for name, folder in lookalikes.items():
+    for folder in lookalikes.values():
         folder.mkdir(parents=True)
         (folder / "sitecustomize.py").write_text("")
     (tmp_path / "d" / "dgcompat" / "__init__.py").write_text("")

@@ -550,7 +550,7 @@ class TestDiff:
             ("moved-param", "deep_gemm.fp8_gemm_nt", "x"),
             ("moved-param", "deep_gemm.fp8_gemm_nt", "y"),
         }
-        moved = [c for c in changes if c.kind == "moved-param" and c.param == "x"][0]
+        moved = next(c for c in changes if c.kind == "moved-param" and c.param == "x")
         assert (moved.before, moved.after) == (1, 2)
 
     def test_rename_and_defaults(self) -> None:

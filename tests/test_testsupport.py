@@ -40,5 +40,5 @@ def test_a_part_with_a_future_import_is_refused(tmp_path: Path, monkeypatch: pyt
     (pkg / "second.py").write_text("from __future__ import annotations\ny = x\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert "x = 1" in parts.joined("probe_parts", "first")
-    with pytest.raises(ValueError, match="probe_parts.second has a __future__ import"):
+    with pytest.raises(ValueError, match=r"probe_parts\.second has a __future__ import"):
         parts.joined("probe_parts", "first", "second")

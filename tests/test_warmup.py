@@ -728,7 +728,7 @@ def test_a_recorded_warmup_returns_at_once(jit_env: dict[str, Any], monkeypatch:
     folder = W.jit_cache_dir(jit_env["cache"])
     import shutil
 
-    shutil.rmtree(sorted((folder / "cache").iterdir())[0])  # an entry vanished: the record no longer holds
+    shutil.rmtree(min((folder / "cache").iterdir()))  # an entry vanished: the record no longer holds
     redo = W.warmup(SPEC, cache_dir=jit_env["cache"], workers=2, progress=False)
     assert (redo.method, redo.compiled, redo.cached) == ("stand-in", 1, 5)
     assert W.warmup(SPEC, cache_dir=jit_env["cache"], workers=1, progress=False, fresh=True).method == "stand-in"

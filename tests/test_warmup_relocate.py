@@ -39,7 +39,7 @@ def test_the_header_stamp_is_deep_gemms_on_the_real_headers(tmp_path: Path) -> N
 
     wheel = wheelcache.fetch("sgl-deep-gemm", "0.1.4")
     with zipfile.ZipFile(wheel) as zf:
-        zf.extractall(tmp_path, [n for n in zf.namelist() if n.startswith("deep_gemm/include/deep_gemm/")])
+        zf.extractall(tmp_path, [n for n in zf.namelist() if n.startswith("deep_gemm/include/deep_gemm/")])  # noqa: S202 - a cached wheel
     code = (b"#include <deep_gemm/impls/sm90_fp8_gemm_1d2d.cuh>\n#include <cute/tensor.hpp>\n"
             b"using namespace deep_gemm;\nstatic void __instantiate_kernel() {}\n")
     # Pinned from csrc/jit/include_parser.hpp (release/v0.1.2) compiled with g++ over the 0.1.4 wheel's headers.

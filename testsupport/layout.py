@@ -21,9 +21,9 @@ import ast
 import functools
 import sys
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import AbstractSet
 
 __all__ = ["Wing", "Edge", "wings", "module_imports", "import_edges", "read_wing", "runtime_layers", "runtime_tables",
            "parsed", "NOT_IMPORTED", "LAZY_DEPENDENCIES", "ROOT", "render"]

@@ -85,7 +85,7 @@ class Distribution:
 
     @property
     def newest_recorded(self) -> Version | None:
-        known = [Version(v) for v in (*self.certified, *self.refused, *([self.reviewed_through] or []))
+        known = [Version(v) for v in (*self.certified, *self.refused, self.reviewed_through)
                  if v is not None]
         return max(known) if known else None
 

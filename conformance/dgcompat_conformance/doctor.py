@@ -128,7 +128,7 @@ def surface_report(rel: Any) -> dict[str, Any] | None:
         out["build"] = same[0] if same else None
         return out
     # The nearest recorded build: the one whose Python part matches, else any.
-    nearest = next((rid for rid, b in builds.items() if (b.get("python") or {}).get("id") == rel.surface), sorted(builds)[-1])
+    nearest = next((rid for rid, b in builds.items() if (b.get("python") or {}).get("id") == rel.surface), max(builds))
     diffs = compare(fp, builds[nearest])
     probes, rows = rows_touched(diffs)
     out.update(nearest=nearest, differences=[f"{d.part}: {d.detail}" for d in diffs], probes=probes, rows=rows)

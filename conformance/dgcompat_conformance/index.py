@@ -71,7 +71,7 @@ def urllib_transport(timeout: float = 60.0) -> Transport:
     """The real transport (:mod:`urllib.request`, following redirects); HTTP error statuses are returned."""
 
     def get(url: str, headers: Mapping[str, str]) -> Response:
-        req = urllib.request.Request(url, headers={"User-Agent": "dgcompat-intake", **headers})
+        req = urllib.request.Request(url, headers={"User-Agent": "dgcompat-intake", **headers})  # noqa: S310 - as below
         try:
             with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - http(s) URLs from the index
                 return Response(resp.status, {k.lower(): v for k, v in resp.headers.items()}, resp.read())

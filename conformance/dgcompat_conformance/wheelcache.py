@@ -107,7 +107,7 @@ def find(dist: str, version: str | Version, directory: Path | None = None) -> Pa
             continue
         if name == canonical(dist) and ver == wanted:
             hits.append(path)
-    return sorted(hits)[0] if hits else None
+    return min(hits) if hits else None
 
 
 def _version(text: str) -> Version:

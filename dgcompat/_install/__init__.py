@@ -198,10 +198,10 @@ class _Facade(types.ModuleType):
     def __init__(self, name: str) -> None:
         super().__init__(name)
 
-        def __getattr__(attr: str) -> Any:  # only for names not yet in the module's __dict__
+        def __getattr__(attr: str) -> Any:  # noqa: N807 - the facade module's hook; only for names not yet in the module's __dict__
             return _resolve(self, attr)
 
-        def __dir__() -> list[str]:
+        def __dir__() -> list[str]:  # noqa: N807 - the facade module's hook
             return _public_names(name)
 
         self.__dict__["__getattr__"] = __getattr__
@@ -353,7 +353,8 @@ class _FacadeLoader(importlib.abc.Loader):
         return _Facade(spec.name)
 
     def exec_module(self, module: ModuleType) -> None:
-        assert isinstance(module, _Facade) and module.__spec__ is not None
+        assert isinstance(module, _Facade)
+        assert module.__spec__ is not None
         name = module.__name__
         REAL.facades[name] = module
         real_spec = module.__spec__.loader_state

@@ -137,7 +137,7 @@ def main(argv: Sequence[str]) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        os.execvpe(args[0], args, env)
+        os.execvpe(args[0], args, env)  # noqa: S606 - the user's command replaces this process, as a shell's exec
     except OSError as exc:
         sys.stderr.write(f"dgcompat run: cannot execute {args[0]!r}: {exc}\n")
         return 127

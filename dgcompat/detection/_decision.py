@@ -341,7 +341,7 @@ def _choose_owner(found: _Found, claims: list[DistInfo]) -> DistInfo | None:
         return info
     scored = sorted(((i.matching_hashes(copy.site, checked), i) for i in claims), key=lambda t: t[0][0], reverse=True)
     names = ", ".join(str(i) for _, i in scored)
-    (best_hits, best_cmp), best = scored[0]
+    (best_hits, _best_cmp), best = scored[0]
     complete = [i for (h, c), i in scored if c and h == c]
     same_name = len({i.name for i in claims}) == 1
     what = f"{len(claims)} {'dist-info folders of ' + str(best.name) if same_name else 'distributions'}"

@@ -245,7 +245,7 @@ def import_cache(file: Path, cache: Path, *, nvcc: str, device: int = 0) -> Impo
     if at is None:
         raise DeepGemmUnavailableError("warmup(): --import needs an installed deep_gemm to relocate the kernels for")
     try:
-        tar = tarfile.open(file, "r:*")
+        tar = tarfile.open(file, "r:*")  # noqa: SIM115 - closed by the `with tar:` below
     except (OSError, tarfile.TarError) as exc:
         raise _bad(file, str(exc)) from None
     with tar:

@@ -48,7 +48,7 @@ _HEX32 = re.compile(r"[0-9a-f]{32}")
 _INCLUDE = re.compile(rb'#\s*include\s*[<"][^>"]+[>"]')
 
 
-class KeyError_(Exception):
+class KeyError_(Exception):  # noqa: N801 - the builtin KeyError's name, kept apart
     """A source or header the key needs cannot be hashed the way deep_gemm hashes it."""
 
 

@@ -127,7 +127,7 @@ class Scratch:
             os.close(self._fd)
             self._fd = None
 
-    def __enter__(self) -> Scratch:
+    def __enter__(self) -> Scratch:  # noqa: PYI034 - not subclassed
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -168,7 +168,7 @@ class Reaper:
             self.proc.wait()
             self.proc = None
 
-    def __enter__(self) -> Reaper:
+    def __enter__(self) -> Reaper:  # noqa: PYI034 - not subclassed
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -25,7 +25,7 @@ Answers, worker to parent: :class:`Ready` (up, with its GPU family), :class:`Ide
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Literal
 
 __all__ = ["Identify", "Bisect", "Turn", "IdentifyTask", "Install", "Probe", "Compile", "Plain", "Stop", "WorkTask",
            "Ready", "Identified", "IdentifiedAll", "Installed", "Probed", "Compiled", "PlainDone", "Unhonored",
@@ -62,7 +62,7 @@ class Turn:
     """Identification is over: point the link at the shared cache and answer :class:`IdentifiedAll`."""
 
 
-IdentifyTask = Union[Identify, Bisect, Turn]
+IdentifyTask = Identify | Bisect | Turn
 
 
 # --- tasks: the work queue -------------------------------------------------------------------------------------
@@ -112,7 +112,7 @@ class Stop:
     """No more work: finish what was deferred and leave."""
 
 
-WorkTask = Union[Install, Probe, Compile, Plain, Stop]
+WorkTask = Install | Probe | Compile | Plain | Stop
 
 
 # --- answers ---------------------------------------------------------------------------------------------------
@@ -220,6 +220,6 @@ class Fatal:
     traceback: str
 
 
-Answer = Union[Ready, Identified, IdentifiedAll, Installed, Probed, Compiled, PlainDone, Unhonored, CallError, Fatal]
+Answer = Ready | Identified | IdentifiedAll | Installed | Probed | Compiled | PlainDone | Unhonored | CallError | Fatal
 #: The answers to work-queue tasks (each ends one outstanding task).
 WORK_ANSWERS = (Installed, Probed, Compiled, PlainDone)

@@ -115,7 +115,7 @@ class Build:
             raise ValueError(f"not a {ORIGIN_FORMAT!r} record")
         settings = data.get("settings") or {}
         if not isinstance(settings, dict):
-            raise ValueError("settings: expected an object")
+            raise ValueError("settings: expected an object")  # noqa: TRY004 - ValueError: not a record (the contract)
         try:
             return Build(data["lineage"], str(data["release"]), str(data["location"]), str(data["include"]),
                          str(data["fingerprint"]), str(data["nvcc"]), str(data["signature"]), str(data["flags"]),

@@ -213,7 +213,7 @@ class MPolicy:
             return self.ms
         if self.kind == "every":
             return tuple(range(1, self.max_m + 1))
-        grid = {m for m in range(1, min(64, self.max_m) + 1)}
+        grid = set(range(1, min(64, self.max_m) + 1))
         for step, upto in ((8, 512), (32, 4096), (128, self.max_m)):
             grid.update(range(step, min(upto, self.max_m) + 1, step))
         grid.add(self.max_m)

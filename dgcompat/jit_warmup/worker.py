@@ -21,6 +21,7 @@ reads the stand-in's log once per call.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import time
@@ -257,7 +258,7 @@ class Worker:
     def _on_identify(self, task: Identify) -> None:
         shape = self.cfg.shapes[task.shape]
         for m in task.ms:  # each call is reported as it is identified: a new kernel's compile starts at once
-            digest = _at(m, lambda: self.identify(shape, m, task.form))
+            digest = _at(m, lambda: self.identify(shape, m, task.form))  # noqa: B023 - called by _at, now
             self.put(Identified(self.cfg.wid, task.shape, task.form, ((m, digest),)))
 
     def _on_bisect(self, task: Bisect) -> None:
@@ -272,7 +273,7 @@ class Worker:
                 ids[i] = _at(candidates[i], lambda: self.identify(shape, candidates[i], task.form))
             return ids[i]
 
-        stack = [(a, b) for a, b in zip(pos, pos[1:], strict=False)]
+        stack = list(itertools.pairwise(pos))
         for i in pos:
             ident(i)
         while stack:
@@ -330,7 +331,7 @@ class Worker:
         ok: list[int] = []
         missing: list[tuple[int, str]] = []
         for one in task.ms:
-            found = _at(one, lambda: self.probe(shape, one, task.form))
+            found = _at(one, lambda: self.probe(shape, one, task.form))  # noqa: B023 - called by _at, now
             if found is None:
                 ok.append(one)
             else:
@@ -348,7 +349,7 @@ class Worker:
     def _on_plain(self, task: Plain) -> PlainDone:
         shape = self.cfg.shapes[task.shape]
         for one in task.ms:
-            _at(one, lambda: self.runner.run(shape, one, task.form))
+            _at(one, lambda: self.runner.run(shape, one, task.form))  # noqa: B023 - called by _at, now
         return PlainDone(self.cfg.wid, task.shape, task.form)
 
 

@@ -628,10 +628,7 @@ def get_paged_mqa_logits_metadata(
     total = int(prefix[-1])
     q, r = divmod(total, num_sms)
     s = torch.arange(num_sms + 1, dtype=torch.int64, device=device)
-    if balance == "tail":
-        starts = s * q + (s - (num_sms - r)).clamp(min=0)
-    else:
-        starts = s * q + s.clamp(max=r)
+    starts = s * q + (s - (num_sms - r)).clamp(min=0) if balance == "tail" else s * q + s.clamp(max=r)
     seq = torch.searchsorted(prefix.contiguous(), starts, right=True)
     inside = seq < batch
     seq_c = seq.clamp(max=batch - 1)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, Union
+from typing import Literal
 
 import torch
 from torch import Tensor
@@ -23,7 +23,7 @@ CHUNK_ELEMENTS = 1 << 24
 #: Row alignment of the contiguous grouped layout (deep_gemm's value on SM90 and SM100).
 MK_ALIGNMENT = 128
 
-Recipe = Union[tuple[int, int, int], tuple[int, int], Sequence[int]]
+Recipe = tuple[int, int, int] | tuple[int, int] | Sequence[int]
 Balance = Literal["tail", "head"]
 
 

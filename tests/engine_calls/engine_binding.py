@@ -47,7 +47,7 @@ def _alias(name: str) -> str:
     return name
 
 
-def _aliasing_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
+def _aliasing_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:  # noqa: A002 - __import__'s
     if level == 0 and name == "importlib":
         return _IMPORTLIB
     if level == 0 and name == "importlib.util" and not fromlist:

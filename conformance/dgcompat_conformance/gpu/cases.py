@@ -1063,12 +1063,12 @@ def _views_case(c: Checks, next_n: int) -> None:
         width = pairs[top][0].block_table.shape[1]
         bt_buf = torch.zeros((top, width), dtype=torch.int32, device=DEVICE)
 
-        def rows(b: int) -> Any:
-            return lens_buf[: b * next_n] if form == "flat" else lens_buf[:b]
+        def rows(b: int) -> Any:  # this form's buffers: used only in this iteration
+            return lens_buf[: b * next_n] if form == "flat" else lens_buf[:b]  # noqa: B023
 
         def write(b: int, p: _Paged) -> None:
-            rows(b).copy_(_lens_form(p, form))
-            bt_buf[:b].copy_(p.block_table)
+            rows(b).copy_(_lens_form(p, form))  # noqa: B023 - as rows()
+            bt_buf[:b].copy_(p.block_table)  # noqa: B023 - as rows()
 
         # Eager: the schedule built from buffer[:B], then the buffer's other rows written (another batch size).
         b, (first, _second) = 8, pairs[8]

@@ -150,11 +150,10 @@ class _Collector:
                 self._record(nodeid, "failed", report.duration, self._message(report))
             else:
                 self._record(nodeid, "skipped", report.duration, self._message(report))
-        else:  # teardown
-            if report.failed and current in ("passed", "xfailed", "skipped", None):
-                self._record(nodeid, "error", report.duration, "teardown: " + self._message(report))
-            else:
-                self._record(nodeid, "", report.duration, "")
+        elif report.failed and current in ("passed", "xfailed", "skipped", None):
+            self._record(nodeid, "error", report.duration, "teardown: " + self._message(report))
+        else:
+            self._record(nodeid, "", report.duration, "")
 
     def results(self) -> list[dict[str, Any]]:
         out = []

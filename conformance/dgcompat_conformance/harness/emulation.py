@@ -410,7 +410,7 @@ def _no_extras(ctx: Ctx, a: _Args, *, psum: bool = False) -> None:
         raise _not_emulated(ctx, f"epilogue kind {a['epilogue_kind']}")
     if a.get("use_psum_layout") and not (psum and ctx.state.mk_alignment == reference.MK_ALIGNMENT):
         raise _not_emulated(ctx, f"use_psum_layout=True (alignment {ctx.state.mk_alignment})")
-    if a.get("recipe_a") is not None or a.get("recipe_b") is not None:
+    if a.get("recipe_a") is not None or a.get("recipe_b") is not None:  # noqa: SIM102 - the comment is the inner test's
         # Split recipes over FP8 operands are what the reference computes; FP4 operands are not.
         if _dtype(a.a) != "float8_e4m3fn" or _dtype(a.b) != "float8_e4m3fn":
             raise _not_emulated(ctx, "recipe_a / recipe_b (FP4 operands)")

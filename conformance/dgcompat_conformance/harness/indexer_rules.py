@@ -240,7 +240,7 @@ def rules_from_asserts(asserts: Iterable[str]) -> IndexerRules:
     multicast = [t for t in texts if "num_sms / num_kv_multicast" in t]
     sources += need_bf16_logits + logits + multicast
     return IndexerRules(
-        {a: v for a, v in block_kv.items()}, heads, mx, bf16, sm90_next_n, positive, tuple(sources),
+        dict(block_kv), heads, mx, bf16, sm90_next_n, positive, tuple(sources),
         mx_scales=any("is_mx_sf" in t for t in texts), mx_sf_fp4=mx_fp4, mx_sf_text=mx_text,
         fp4_needs_mx=flags["fp4_needs_mx"], bare_no_mx=flags["bare_no_mx"] and not mx,
         bf16_weights_allowed=bf16_allowed, bf16_weights_need_bf16_logits=bool(need_bf16_logits),

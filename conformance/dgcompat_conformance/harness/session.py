@@ -39,5 +39,5 @@ def current() -> Session | None:
 
 def set_current(session: Session | None) -> None:
     """Called by the harness child before it starts pytest."""
-    global _CURRENT
+    global _CURRENT  # noqa: PLW0603 - the one session of this process
     _CURRENT = session

@@ -200,7 +200,7 @@ def paged_case(batch: int, next_n: int, lens: list[int], g: torch.Generator, *, 
                block_kv: int = 64) -> PagedCase:
     """A paged-MQA input whose sequence ``b`` has length ``lens[b]`` (row ``j`` sees ``len - next_n + j + 1``)."""
 
-    max_len = max(max(lens), 1)
+    max_len = max(max(lens), 1)  # noqa: PLW3301 - no sequences at all is an error
     max_blocks = -(-max_len // block_kv)
     num_blocks = batch * max_blocks + 1
     k = torch.randn((num_blocks, block_kv, dim), generator=g)

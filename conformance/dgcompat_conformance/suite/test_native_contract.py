@@ -127,7 +127,7 @@ def test_raw_release_enforces_the_mx_contract(raw: Any) -> None:
         pytest.skip("no MX contract on this release/architecture")
     name = caps.mqa_logits
     i = _ragged(S.gen(10))
-    with pytest.raises(RuntimeError, match="is_mx_sf|sf_q|kBFloat16"):
+    with pytest.raises(RuntimeError, match=r"is_mx_sf|sf_q|kBFloat16"):
         getattr(raw, name)((i["q"], None), i["kv"], i["w"], i["ks"], i["ke"], 0)
 
 

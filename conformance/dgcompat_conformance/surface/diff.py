@@ -16,7 +16,7 @@ import ast
 import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Union
+from typing import Any
 
 __all__ = [
     "Change",
@@ -30,7 +30,7 @@ __all__ = [
     "format_signature",
 ]
 
-Scalar = Union[str, int, float, bool, None]
+Scalar = str | int | float | bool | None
 
 #: The symbols ``deep_gemm`` engines call (docs/sources/wheel-matrix.md section 3), qualified.
 ENGINE_SYMBOLS: tuple[str, ...] = tuple(

@@ -30,7 +30,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from dgcompat._tooling import source_registrations
 
@@ -59,7 +59,7 @@ PARAM_KINDS = ("positional_only", "positional", "var_positional", "keyword_only"
 #: The modules whose public names are reported.
 DEFAULT_MODULES = ("deep_gemm", "deep_gemm.utils.layout")
 
-JSON = Union[str, int, float, bool, None, list[Any], dict[str, Any]]
+JSON = str | int | float | bool | None | list[Any] | dict[str, Any]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -119,7 +119,7 @@ class _Expr:
     text: str
 
 
-_Value = Union[_External, _ModuleRef, _Function, _Class, _NativeModule, _Native, _Const, _Expr]
+_Value = _External | _ModuleRef | _Function | _Class | _NativeModule | _Native | _Const | _Expr
 
 
 class _SimRaise(Exception):
@@ -402,9 +402,7 @@ class _Evaluator:
                 results.append(dict(before))  # a raising branch is treated as not taken
         merged = dict(before)
         for result in reversed(results):  # the ``if`` branch wins where both bind a name
-            for name, value in result.items():
-                if before.get(name) is not value:
-                    merged[name] = value
+            merged.update({name: value for name, value in result.items() if before.get(name) is not value})
             for name in set(before) - set(result):
                 merged.pop(name, None)
         mod.ns = merged
@@ -583,7 +581,7 @@ class _Evaluator:
             base = self.eval(node.value, mod)
             if isinstance(base, _NativeModule):
                 return self.read_native(node.attr)
-            if isinstance(base, _Native) and node.attr in ("default",):
+            if isinstance(base, _Native) and node.attr == "default":
                 return base
             if isinstance(base, _ModuleRef):
                 target = self.modules.get(base.name)
@@ -623,9 +621,9 @@ class _Evaluator:
                     self.modules[name] = _Module(name, False)
                     self.made.add(name)
                 return _ModuleRef(name)
-        if isinstance(node.func, ast.Name) and node.func.id == "getattr":
-            if len(args) >= 2 and isinstance(args[0], _NativeModule) and isinstance(args[1], _Const) and isinstance(args[1].value, str):
-                return self.read_native(args[1].value)
+        if (isinstance(node.func, ast.Name) and node.func.id == "getattr" and len(args) >= 2
+                and isinstance(args[0], _NativeModule) and isinstance(args[1], _Const) and isinstance(args[1].value, str)):
+            return self.read_native(args[1].value)
         if isinstance(func, _Function):
             if _returns_native_module(func.node):
                 return _NativeModule()
