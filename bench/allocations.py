@@ -40,7 +40,7 @@ def _make_counter() -> Any:
         """Counts ATen ops by kind (see the module documentation)."""
 
         def __init__(self) -> None:
-            super().__init__()
+            super().__init__()  # type: ignore[no-untyped-call]  # torch declares TorchDispatchMode.__init__ untyped
             self.kinds: Counter[str] = Counter()
             self.ops: Counter[str] = Counter()
 

@@ -168,7 +168,8 @@ def allocs_per_call(torch: Any, calls: Sequence[Call], cuda: bool) -> float | No
         fn(*args)
     torch.cuda.synchronize()
     after = torch.cuda.memory_stats().get("allocation.all.allocated", 0)
-    return (after - before) / len(calls)
+    grown: float = (after - before) / len(calls)
+    return grown
 
 
 def measure_ceilings(torch: Any) -> dict[str, Any]:
@@ -310,7 +311,7 @@ def paged_case(torch: Any, dg: Any, up: Any, batch: int, next_n: int, inner: int
     if native:
         s_up = up.get_paged_mqa_logits_metadata(lens, IDX_BKV, num_sms)
         direct_fn: Callable[..., Any] = up_paged
-        direct_args = lambda i: (qs[i % len(qs)], kvs[i % len(kvs)], w, lens, bt, s_up, ctx, False)  # noqa: E731
+        direct_args: Callable[[int], tuple[Any, ...]] = lambda i: (qs[i % len(qs)], kvs[i % len(kvs)], w, lens, bt, s_up, ctx, False)  # noqa: E731
     else:
         # What an engine writes by hand for next_n the kernel cannot take: one query row per token.
         flat_lens = lens.reshape(-1, 1).contiguous()

@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -148,7 +149,7 @@ def run(base: Path, env: dict[str, str], *, serial_shapes: int, ranks: int, rank
         workers: int | None, timeout: float, layer_set: bool, processes: int | None = None,
         rank_processes: int | None = None) -> dict[str, Any]:
     n = len(SHAPES)
-    log = lambda msg: print(f"[bench.warmup] {msg}", file=sys.stderr, flush=True)  # noqa: E731
+    log: Callable[[str], None] = lambda msg: print(f"[bench.warmup] {msg}", file=sys.stderr, flush=True)  # noqa: E731
     res: dict[str, Any] = {"shapes": [list(s) for s in SHAPES], "ms": list(MS), "calls": n * len(MS)}
 
     log(f"serial: {serial_shapes} of {n} shapes, one process ...")
@@ -356,7 +357,8 @@ def _schedule(args: argparse.Namespace) -> int:
         slots = [start] * workers
         for seconds in order:
             heapq.heappush(slots, heapq.heappop(slots) + seconds)
-        return max(slots)
+        end: float = max(slots)
+        return end
 
     rng = random.Random(0)
     randoms = [makespan([k[0] for k in rng.sample(kernels, len(kernels))]) for _ in range(2000)]

@@ -406,7 +406,8 @@ def relocation_table(res: dict[str, Any]) -> str:
                 else f"{got['compiled']} ({got['calls']} calls)"
         if "check" in got:
             return f"{got['check']['compiled']} (check: {got['check']['calls']} calls)"
-        return r["text"]
+        text: str = r["text"]
+        return text
     ranks = _row(res, "ranks-readonly")
     return "\n".join([
         "| lineage | folder moved | folder and install moved: deep_gemm alone | after --adopt | exported, imported at"

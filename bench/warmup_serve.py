@@ -72,7 +72,8 @@ class Serve:
             lead = () if g is None else (g,)
             self._w[key] = (self._t((*lead, n, k), self.torch.float8_e4m3fn),
                             self._t((*lead, -(-n // 128), k // 128), self.torch.float32, 1.0))
-        return self._w[key]
+        pair: tuple[Any, Any] = self._w[key]
+        return pair
 
     def _scales(self, sf: Any, mn: int, k: int, groups: int | None) -> list[Any]:
         """The activation scales in each asked-for form (row-major float32 as a per-token cast gives them)."""

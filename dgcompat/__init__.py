@@ -18,19 +18,19 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._surface import MOVED, NAMES, SUBMODULES
-from ._version import __version__
-from .errors import (
-    BadArgumentError,
-    ConfigurationError,
-    DeepGemmUnavailableError,
-    DgcompatError,
-    IncompatibleBuildError,
-    KernelError,
-    ScheduleMismatchError,
-    UnavailableNameError,
-    UnidentifiedBuildError,
-    UnsupportedFeatureError,
-)
+
+# `X as X`: an explicit re-export, for type checkers that do not read a computed __all__ (mypy --strict).
+from ._version import __version__ as __version__
+from .errors import BadArgumentError as BadArgumentError
+from .errors import ConfigurationError as ConfigurationError
+from .errors import DeepGemmUnavailableError as DeepGemmUnavailableError
+from .errors import DgcompatError as DgcompatError
+from .errors import IncompatibleBuildError as IncompatibleBuildError
+from .errors import KernelError as KernelError
+from .errors import ScheduleMismatchError as ScheduleMismatchError
+from .errors import UnavailableNameError as UnavailableNameError
+from .errors import UnidentifiedBuildError as UnidentifiedBuildError
+from .errors import UnsupportedFeatureError as UnsupportedFeatureError
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers only; runtime access is lazy
     from . import utils as utils

@@ -45,7 +45,7 @@ def find_upstream(call: UpstreamCall) -> Callable[..., Any] | None:
     """
     module = load()
     for symbol in (call.symbol, *call.alternatives):
-        found = _attribute(module, symbol)
+        found: Callable[..., Any] | None = _attribute(module, symbol)
         if found is not None:
             return found
     return None

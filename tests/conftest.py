@@ -87,7 +87,7 @@ def fake_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_dgcompat: N
 
 
 @pytest.fixture
-def fake_release(fake_site: Callable[..., Path], monkeypatch: pytest.MonkeyPatch) -> Callable[[str], object]:
+def fake_release(fake_site: Callable[..., Path], monkeypatch: pytest.MonkeyPatch) -> Callable[..., object]:
     """Install one of ``testsupport.fakes.FAMILIES`` and return its module once bound (SM90 planning);
     ``"reference"`` selects the embedded reference backend instead."""
     from testsupport import fakes

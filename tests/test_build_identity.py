@@ -82,7 +82,7 @@ def test_registrations_are_read_from_source() -> None:
 def test_the_surface_extractor_follows_the_registrations() -> None:
     sources = {"deep_gemm/__init__.py": INIT_PY, "deep_gemm/_C.py": C_PY}
     surface = read_python_surface(sources, native_ops={"get_paged_mqa_logits_metadata", "fp8_fp4_gemm_nt"})
-    py = surface.symbols
+    py: dict[str, Any] = dict(surface.symbols)
     assert py["deep_gemm.fp8_gemm_nt"]["kind"] == "alias" and py["deep_gemm.fp8_gemm_nt"]["alias_of"].endswith(
         "fp8_fp4_gemm_nt")
     assert [p["name"] for p in py["deep_gemm.fp8_fp4_mqa_logits"]["params"]][6] == "logits_dtype"

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.version import Version
 
 from dgcompat_conformance import doctor, pins
 from testsupport import fakes
@@ -49,10 +50,10 @@ def test_doctor_on_a_broken_native_library(fake_site: Callable[..., Path], monke
 
 
 def test_pin_lines_name_the_certificates() -> None:
-    lines = pins.pin_lines("sgl-deep-gemm", pins.Version("0.1.4"))
+    lines = pins.pin_lines("sgl-deep-gemm", Version("0.1.4"))
     assert lines[:3] == ["sgl-deep-gemm==0.1.4", "torch==2.11.*", "sglang-kernel>=0.4.3"]
     assert lines[3].startswith("# certificates:") and "gpu: certified" in lines[3]
-    assert "not certified" in pins.pin_lines("sgl-deep-gemm", pins.Version("9.9.9"))[-1]
+    assert "not certified" in pins.pin_lines("sgl-deep-gemm", Version("9.9.9"))[-1]
 
 
 def test_doctor_reports_a_torch_mismatch_without_importing(fake_site: Callable[..., Path],

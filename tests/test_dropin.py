@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -73,7 +74,7 @@ FAKE_FILES: dict[str, str | bytes] = {
 }
 
 
-def _site(tmp_path: Path, files: dict[str, str | bytes] | None = None, version: str = "0.1.4") -> Path:
+def _site(tmp_path: Path, files: Mapping[str, str | bytes] | None = None, version: str = "0.1.4") -> Path:
     site = tmp_path / "site"
     write_dist(site, "sgl-deep-gemm", version, files or FAKE_FILES)
     return site

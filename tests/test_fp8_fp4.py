@@ -40,7 +40,7 @@ def _check_paged(out: torch.Tensor, want: torch.Tensor, lens: torch.Tensor, dtyp
     for r in range(out.shape[0]):
         n = int(rows[r])
         tol = {"rtol": 1e-2, "atol": 5e-2} if dtype == torch.bfloat16 else {"rtol": 1e-4, "atol": 1e-3}
-        torch.testing.assert_close(out[r, :n].float(), want[r, :n], **tol)
+        torch.testing.assert_close(out[r, :n].float(), want[r, :n], rtol=tol["rtol"], atol=tol["atol"])
 
 
 @pytest.mark.parametrize("family", PAGED_FAMILIES)
@@ -210,7 +210,7 @@ def test_ragged_call_forms_of_every_build(fake_release: Callable[..., Any], fami
         out = calls[layout]()
         assert isinstance(out, torch.Tensor) and out.dtype == dtype and out.shape == want.shape
         tol = {"rtol": 1e-2, "atol": 5e-2} if dtype == torch.bfloat16 else {"rtol": 1e-4, "atol": 1e-3}
-        torch.testing.assert_close(out.float()[valid], want[valid], **tol)
+        torch.testing.assert_close(out.float()[valid], want[valid], rtol=tol["rtol"], atol=tol["atol"])
         if layout == "sgl-positional":  # clean_logits=True
             assert torch.isneginf(out.float()[~valid]).all()
 

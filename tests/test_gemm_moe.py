@@ -197,7 +197,7 @@ def test_upstream_positions_are_accepted(fake_release: Callable[[str], Any], fam
 
 @pytest.mark.parametrize(("family", "arch"), [("bundled", "sm100"), ("bundled", "sm120"), ("sgl-0.1.3", "sm90"),
                                           ("sgl-0.2.5", "sm90")])
-def test_overlap_is_refused_before_anything_changes(fake_release: Callable[[str], Any],
+def test_overlap_is_refused_before_anything_changes(fake_release: Callable[..., Any],
                                                     monkeypatch: pytest.MonkeyPatch, family: str, arch: str) -> None:
     # Where no overlapped launch signals (no such parameters, or the bundled fork off SM90), the call is a typed
     # refusal made before the SM count is touched or anything is launched, on every call.

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from dgcompat import _backend
 from dgcompat_conformance.gpu import cases
 from dgcompat_conformance.gpu.certify import run_case_child
 from dgcompat_conformance.gpu.install import release_env
@@ -54,13 +55,12 @@ VARIANTS = {
 @pytest.fixture
 def bundled(fake_site: Callable[..., Path], monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
     """Install a stand-in of sglang-kernel's bundled copy whose masked GEMM body is ``fakes.BUNDLED`` + ``extra``."""
-    from dgcompat import _binding
 
     def install(extra: str) -> None:
         monkeypatch.setenv("DGCOMPAT_ALLOW_TORCH_MISMATCH", "1")
         monkeypatch.setenv("DGCOMPAT_ARCH", "sm90")
         fake_site("sglang-kernel", "0.4.1.post1", fakes.BUNDLED + extra)
-        _binding.load()
+        _backend.load()
 
     return install
 

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import stat
+import tempfile
 import threading
 import time
 import zipfile
@@ -22,7 +23,10 @@ from typing import Any
 import pytest
 
 from dgcompat_conformance import certificate
+from dgcompat_conformance.gpu import abi as gpu_abi
 from dgcompat_conformance.gpu import runner
+from dgcompat_conformance.gpu.cases import CASES
+from dgcompat_conformance.gpu.deadline import STOP
 from testsupport import elfmaker
 from testsupport.wheels import published_wheel
 
@@ -90,13 +94,13 @@ class Fakes:
 @pytest.fixture
 def fakes(monkeypatch: pytest.MonkeyPatch) -> Fakes:
     f = Fakes()
-    monkeypatch.setattr(runner._abi, "abi_check", f.abi_check)
+    monkeypatch.setattr(gpu_abi, "abi_check", f.abi_check)
     monkeypatch.setattr(runner, "run_case_child", f.case)
     monkeypatch.setattr(runner, "environment_info", lambda: dict(ENV))
     return f
 
 
-CASE_IDS = list(runner.CASES)[:3]
+CASE_IDS = list(CASES)[:3]
 
 
 def test_bundled_site_is_certified_as_the_bundle(tmp_path: Path, fakes: Fakes) -> None:
@@ -190,7 +194,7 @@ def test_several_subjects_in_parallel_with_deadlines(tmp_path: Path, fakes: Fake
                 "value": 1e-6}
 
     monkeypatch.setattr(runner, "run_case_child", case)
-    cases = list(runner.CASES)[:8]
+    cases = list(CASES)[:8]
     out, work = tmp_path / "certs", tmp_path / "work"
     t0 = time.monotonic()
     rc = runner.main(["--releases", "0.1.3,0.1.4", "--site", str(_bundle_site(tmp_path)), "--jobs", "3",
@@ -247,7 +251,7 @@ def _fake_python(tmp_path: Path, body: str) -> str:
 
 def test_watchdog_tells_a_hang_from_a_deadline(tmp_path: Path) -> None:
     slow = _fake_python(tmp_path, "exec sleep 30")
-    case_id = next(iter(runner.CASES))
+    case_id = next(iter(CASES))
     t0 = time.monotonic()
     hang = runner.run_case_child(case_id, dict(os.environ), 0.5, tmp_path, slow)
     cut = runner.run_case_child(case_id, dict(os.environ), 0.5, tmp_path, slow, cut_short=True)
@@ -259,7 +263,7 @@ def test_watchdog_tells_a_hang_from_a_deadline(tmp_path: Path) -> None:
 def test_stop_kills_the_children_and_cuts_the_case(tmp_path: Path) -> None:
     marker = tmp_path / "pid"
     slow = _fake_python(tmp_path, f"echo $$ > {marker}; exec sleep 60")
-    case_id = next(iter(runner.CASES))
+    case_id = next(iter(CASES))
     result: dict[str, Any] = {}
     worker = threading.Thread(target=lambda: result.update(
         runner.run_case_child(case_id, dict(os.environ), 120.0, tmp_path, slow)))
@@ -277,11 +281,11 @@ def test_stop_kills_the_children_and_cuts_the_case(tmp_path: Path) -> None:
             os.kill(pid, 0)
         assert runner.Deadline().left() == 0.0  # nothing new starts once stopped
     finally:
-        runner._STOP.clear()
+        STOP.clear()
 
 
 def test_default_work_folder_is_removed(tmp_path: Path, fakes: Fakes, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runner.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr(runner, "_install_wheel", lambda subject, cert, site, dirs, python:
                         _sgl_site(site, subject.release))
     assert runner.main(["--releases", "0.1.4", "--out", str(tmp_path / "c"), "--cases",
@@ -327,7 +331,7 @@ def test_an_abi_check_cut_by_the_deadline_is_not_a_verdict(tmp_path: Path, fakes
         limits.append(timeout)
         return {"ok": False, "verdict": "hang", "detail": "no answer", "seconds": timeout, "load": None, "calls": []}
 
-    monkeypatch.setattr(runner._abi, "abi_check", abi_check)
+    monkeypatch.setattr(gpu_abi, "abi_check", abi_check)
     out = tmp_path / "c"
     assert runner.main(["--releases", "0.1.4", "--release-timeout", "30", "--out", str(out),
                         "--cases", ",".join(CASE_IDS), "--work", str(tmp_path / "w")]) == 1
@@ -349,7 +353,7 @@ from dgcompat_conformance.gpu import runner
 from tests.test_gpu_runner import ENV, Fakes, _sgl_site
 
 fakes, real, fakepy = Fakes(), runner.run_case_child, sys.argv[2]
-runner._abi.abi_check = fakes.abi_check
+gpu_abi.abi_check = fakes.abi_check
 runner.environment_info = lambda: dict(ENV)
 runner._install_wheel = lambda subject, cert, site, dirs, python: _sgl_site(site, subject.release)
 runner.run_case_child = lambda case_id, env, timeout, cwd, python="", *, cut_short=False: real(
@@ -378,7 +382,7 @@ def test_sigterm_keeps_certificates_and_leaves_no_child(tmp_path: Path) -> None:
         while len(list(pids.iterdir())) < 2 and time.monotonic() < deadline:
             time.sleep(0.1)
         children = [int(p.name) for p in pids.iterdir()]
-        assert len(children) == 2, proc.stdout.read() if proc.poll() is not None else "no case children started"
+        assert len(children) == 2, proc.stdout.read() if proc.stdout and proc.poll() is not None else "no case children started"
         proc.send_signal(signal.SIGTERM)
         output, _ = proc.communicate(timeout=60)
     finally:

@@ -133,9 +133,9 @@ def test_thirty_two_threads_bind_once(fake_release: Callable[[str], Any], monkey
 
 def test_resolve_hands_back_upstream_objects(fake_release: Callable[[str], Any]) -> None:
     mod = fake_release("sgl-0.2.5")  # its dense GEMMs take every stable parameter, in the stable order
-    assert dgcompat.resolve("fp8_gemm_nt") is mod.fp8_gemm_nt  # type: ignore[attr-defined]
-    assert dgcompat.resolve("bf16_gemm_nt") is mod.bf16_gemm_nt  # type: ignore[attr-defined]
-    assert dgcompat.resolve("m_grouped_bf16_gemm_nt_masked") is mod.m_grouped_bf16_gemm_nt_masked  # type: ignore[attr-defined]
+    assert dgcompat.resolve("fp8_gemm_nt") is mod.fp8_gemm_nt
+    assert dgcompat.resolve("bf16_gemm_nt") is mod.bf16_gemm_nt
+    assert dgcompat.resolve("m_grouped_bf16_gemm_nt_masked") is mod.m_grouped_bf16_gemm_nt_masked
     assert dgcompat.resolve("fp8_paged_mqa_logits") is dgcompat.fp8_paged_mqa_logits
 
 

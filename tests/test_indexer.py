@@ -12,6 +12,7 @@ import torch
 import dgcompat
 from dgcompat import _tooling
 from dgcompat import reference as R
+from dgcompat.indexer import _args
 from testsupport.tiers import grid
 
 FAMILIES = ["sgl-0.1.3", "sgl-0.2.5", "bundled"]
@@ -40,8 +41,11 @@ def _assert_close_valid(out: torch.Tensor, ref: torch.Tensor, row_len: torch.Ten
     assert out.shape == ref.shape, f"out.shape={tuple(out.shape)}, but should be {tuple(ref.shape)}"
     for r in range(out.shape[0]):
         valid = int(row_len[r])
-        torch.testing.assert_close(out[r, :valid], ref[r, :valid], rtol=1e-4, atol=1e-3,
-                                   msg=lambda m, r=r: f"row {r} (first {valid} positions): {m}")  # noqa: B023 - checked now
+
+        def msg(m: str, r: int = r, valid: int = valid) -> str:
+            return f"row {r} (first {valid} positions): {m}"
+
+        torch.testing.assert_close(out[r, :valid], ref[r, :valid], rtol=1e-4, atol=1e-3, msg=msg)
 
 
 def _lens(ctx: torch.Tensor, n: int, form: str) -> torch.Tensor:
@@ -262,7 +266,8 @@ def _expect(batch: dict[str, Any], n: int, max_len: int) -> torch.Tensor:
 
 
 def _shared_kv(batches: list[dict[str, Any]]) -> torch.Tensor:
-    return batches[0]["kv"]
+    kv: torch.Tensor = batches[0]["kv"]
+    return kv
 
 
 def _batches(b: int, n: int, count: int, seed: int) -> list[dict[str, Any]]:
@@ -486,7 +491,7 @@ def test_repeat_calls_with_another_layout_behave_like_the_first(fake_release: Ca
     from dgcompat.indexer import _plan
 
     checked = []
-    check = _plan.check_paged
+    check = _args.check_paged  # what _plan calls
     monkeypatch.setattr(_plan, "check_paged", lambda *a: checked.append(1) or check(*a))
     mod = fake_release(family)
     i = _inputs(2, 2, [64, 100])

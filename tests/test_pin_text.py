@@ -23,6 +23,7 @@ import re
 import tempfile
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -184,8 +185,10 @@ def _one_case(field: str, text: str, kind: str) -> None:
         honest = folder / "honest"
         honest.mkdir()
         (honest / "gpu-0.1.4.json").write_text(json.dumps(_committed("gpu-0.1.4.json")))
-        for render in (lambda f: report.compatibility_page(f),
-                       lambda f: report.gpu_compatibility_page(report.gpu_certificates(f))):
+        renders: tuple[Callable[[Path], str], ...] = (
+            lambda f: report.compatibility_page(f),
+            lambda f: report.gpu_compatibility_page(report.gpu_certificates(f)))
+        for render in renders:
             page, clean = render(folder), render(honest)
             assert _page_shape(page) == _page_shape(clean) and "<!--" not in page
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import itertools
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pytest
 import torch
@@ -1094,7 +1095,7 @@ def test_reference_rejects_what_every_release_rejects() -> None:
     q = torch.zeros(4, 2, 32).to(FP8)
     kv = (torch.zeros(8, 32).to(FP8), torch.ones(8))
     ks, ke = torch.zeros(4, dtype=torch.int32), torch.full((4,), 8, dtype=torch.int32)
-    cases = [
+    cases: list[tuple[str, Callable[[], Any]]] = [
         ("d", lambda: R.fp8_gemm_nt((a, sfa), (b[0], sfb[0]), torch.zeros(128, 128, dtype=torch.bfloat16).T)),
         ("c", lambda: R.fp8_gemm_nt((a, sfa), (b[0], sfb[0]), dense.float(), torch.zeros(128, 128).half())),
         ("m_indices", lambda: R.m_grouped_fp8_gemm_nt_contiguous(

@@ -201,7 +201,7 @@ def naive_logits(q: list[list[list[float]]], k: list[list[float]], w: list[list[
     return out
 
 
-def _ragged_inputs(fmt: str, nq: int = 3, h: int = 2, dim: int = 64, nk: int = 5, seed: int = 0) -> tuple:
+def _ragged_inputs(fmt: str, nq: int = 3, h: int = 2, dim: int = 64, nk: int = 5, seed: int = 0) -> tuple[Any, ...]:
     gen = torch.Generator().manual_seed(seed)
     q, k = torch.randn(nq, h, dim, generator=gen), torch.randn(nk, dim, generator=gen)
     w = torch.randn(nq, h, generator=gen)
@@ -258,7 +258,7 @@ def test_bf16_logits_are_the_float32_logits_rounded_once() -> None:
     assert torch.equal(b16w, f32w.to(torch.bfloat16))  # bf16 weights: widened, reduced in float32, rounded once
 
 
-def _paged_case(fmt: str, seed: int = 0) -> tuple:
+def _paged_case(fmt: str, seed: int = 0) -> tuple[Any, ...]:
     """A shuffled block table over a cache of per-sequence keys; returns paged inputs and each sequence's keys."""
     gen = torch.Generator().manual_seed(seed)
     b, next_n, h, dim, bkv = 2, 2, 4, 128, 16

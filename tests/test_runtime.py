@@ -16,7 +16,7 @@ def test_set_pdl(fake_release: Callable[[str], Any], family: str, pdl: str | Non
     assert dgcompat.capabilities().pdl == pdl
     assert dgcompat.set_pdl(True) is (pdl is not None)
     if pdl is not None:
-        assert dgcompat.get_pdl() is True and mod._state["pdl"] is True  # type: ignore[attr-defined]
+        assert dgcompat.get_pdl() is True and mod._state["pdl"] is True
     else:
         assert dgcompat.get_pdl() is None
 
@@ -37,8 +37,8 @@ def test_num_sms_context_restores(fake_release: Callable[[str], Any]) -> None:
 def test_compile_mode(fake_release: Callable[[str], Any], family: str, has: bool) -> None:
     mod = fake_release(family)
     with dgcompat.compile_mode(1):
-        assert mod._state["mode"] == (1 if has else 0)  # type: ignore[attr-defined]
-    assert mod._state["mode"] == 0  # type: ignore[attr-defined]
+        assert mod._state["mode"] == (1 if has else 0)
+    assert mod._state["mode"] == 0
     assert dgcompat.capabilities().compile_mode is has
 
 

@@ -9,6 +9,7 @@ from sgl-deep-gemm wheels), read through the same readers as a real wheel.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +97,7 @@ def _ragged(fmt: str, *, heads: int = 32, nq: int = 4, nk: int = 40, seed: int =
             "ke": torch.tensor([40, 30, 11, 35][:nq], dtype=torch.int32)}
 
 
-def _ragged_args(i: dict[str, Any], max_seqlen_k: int, logits_dtype: Any = torch.float32, w: Any = None) -> tuple:
+def _ragged_args(i: dict[str, Any], max_seqlen_k: int, logits_dtype: Any = torch.float32, w: Any = None) -> tuple[Any, ...]:
     return (i["q"], i["q_sf"], i["kv"], i["kv_sf"], i["w"] if w is None else w, i["ks"], i["ke"], max_seqlen_k,
             logits_dtype, None)
 
@@ -107,7 +108,8 @@ def _reference_ragged(i: dict[str, Any], max_seqlen_k: int, logits_dtype: Any = 
 
 
 def _valid(i: dict[str, Any], cols: int) -> torch.Tensor:
-    return torch.arange(cols).unsqueeze(0) < (i["ke"] - i["ks"]).unsqueeze(1)
+    valid: torch.Tensor = torch.arange(cols).unsqueeze(0) < (i["ke"] - i["ks"]).unsqueeze(1)
+    return valid
 
 
 # --------------------------------------------------------------------------- schema defaults and names
@@ -143,10 +145,13 @@ def test_vllm_0_34_calls_keep_their_schema_defaults(tmp_path: Path) -> None:
     dg = _define({k: v for k, v in ops.items() if k != "init"}, installed)
     i = _ragged("fp8")
     want = _reference_ragged(i, 48)
-    for call in (lambda: dg.fp8_fp4_mqa_logits(i["q"], None, i["kv"], i["kv_sf"], i["w"], i["ks"], i["ke"], 48),
-                 lambda: dg.fp8_fp4_mqa_logits(*_ragged_args(i, 48)),
-                 lambda: dg.fp8_fp4_mqa_logits(i["q"], None, i["kv"], i["kv_sf"], i["w"], i["ks"], i["ke"], 48,
-                                               logits_dtype=torch.float32)):
+    calls: tuple[Callable[[], Any], ...] = (
+        lambda: dg.fp8_fp4_mqa_logits(i["q"], None, i["kv"], i["kv_sf"], i["w"], i["ks"], i["ke"], 48),
+        lambda: dg.fp8_fp4_mqa_logits(*_ragged_args(i, 48)),
+        lambda: dg.fp8_fp4_mqa_logits(i["q"], None, i["kv"], i["kv_sf"], i["w"], i["ks"], i["ke"], 48,
+                                      logits_dtype=torch.float32),
+    )
+    for call in calls:
         out = call()
         assert out.dtype == torch.float32 and tuple(out.shape) == (4, 48)
         torch.testing.assert_close(out[_valid(i, 48)], want[_valid(i, 48)])

@@ -13,7 +13,7 @@ from dgcompat.detection import KNOWN_SGL_DEEP_GEMM, Release
 from dgcompat.table import ROWS, Capabilities, compute, lookup
 
 # Versions each distribution is evaluated at: every published release plus a newer unknown one.
-PROBE_VERSIONS = {
+PROBE_VERSIONS: dict[str, list[str | None]] = {
     table.SGL: [*KNOWN_SGL_DEEP_GEMM, "0.3.0"],
     table.SK: ["0.3.21"],
     table.SGK: ["0.4.0", "0.4.1.post1", "0.4.2"],

@@ -168,7 +168,8 @@ def test_theoretical_alignment_follows_the_arity(fake_release: Callable[..., Any
     # 2.8.1 takes one argument (two would be a TypeError), 0.2.5 two, the bundled copies none (fixed 128)
     assert dgcompat.get_theoretical_mk_alignment_for_contiguous_layout(256, 8) == expected
     assert dgcompat.get_theoretical_mk_alignment_for_contiguous_layout() == 128
-    for bad in (0, -1, 1.5, True):
+    bad: Any
+    for bad in (0, -1, 1.5, True):  # wrong values and wrong types
         with pytest.raises(dgcompat.BadArgumentError):
             dgcompat.get_theoretical_mk_alignment_for_contiguous_layout(bad)
 

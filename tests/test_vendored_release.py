@@ -8,9 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.version import Version
 
 from dgcompat_conformance import certificate, pins
+from dgcompat_conformance.gpu import abi as gpu_abi
 from dgcompat_conformance.gpu import runner
+from dgcompat_conformance.gpu.cases import CASES
 from dgcompat_conformance.releases import parse_release, spec_from_wheel
 from dgcompat_conformance.wheels import prepare_workdir
 from testsupport import elfmaker
@@ -74,12 +77,12 @@ def test_gpu_runner_certifies_a_folder(tmp_path: Path, monkeypatch: pytest.Monke
         return {"id": case_id, "outcome": "passed", "duration": 0.1, "metric": "diff", "tolerance": 1e-4,
                 "value": 1e-6}
 
-    monkeypatch.setattr(runner._abi, "abi_check", abi_check)
+    monkeypatch.setattr(gpu_abi, "abi_check", abi_check)
     monkeypatch.setattr(runner, "run_case_child", case)
     monkeypatch.setattr(runner, "environment_info", lambda: {"torch": "2.11.0+cu130", "cuda": "13.0",
                                                             "driver": "580", "python": "3.12.3", "platform": "x",
                                                             "device": {"name": "H200", "sm": "sm90"}})
-    case_id = next(iter(runner.CASES))
+    case_id = next(iter(CASES))
     out = tmp_path / "certs"
     assert runner.main(["--folder", str(folder), "--release-id", "vllm-0.33.0", "--out", str(out),
                         "--cases", case_id, "--work", str(tmp_path / "work")]) == 0
@@ -99,7 +102,7 @@ def test_gpu_runner_certifies_a_folder(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 def test_pin_for_the_vendored_copy() -> None:
-    lines = pins.pin_lines("vllm", pins.Version("0.33.0"))
+    lines = pins.pin_lines("vllm", Version("0.33.0"))
     assert lines[0] == "vllm==0.33.0" and "stable ABI: torch>=2.10" in lines[1]
     assert lines[2].startswith("# certificates:") and "cpu-tier: PASS" in lines[2]
 

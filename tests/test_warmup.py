@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 import textwrap
@@ -635,7 +636,7 @@ def test_identification_order_meets_every_shape_and_m_range_first(tmp_path: Path
     calls = S.plan_calls(spec)
     pool = P.Pool(calls, spec.policy, workers=4, processes=4, device=0, cache=tmp_path, scratch=tmp_path,
                   nvcc="nvcc", verify=True, out=None, timeout_s=None)
-    monkeypatch.setattr(P.random, "randrange", lambda n: 0)  # no rotation: the order itself is checked
+    monkeypatch.setattr(random, "randrange", lambda n: 0)  # no rotation: the order itself is checked
     st = P._State(pool, "stand-in", 4, None, None)
     found = pool._identify_tasks(4, st)
     tasks = [t for t in found if isinstance(t, M.Identify)]

@@ -231,9 +231,9 @@ def test_export_and_import_usage_errors_come_before_anything_is_written(tmp_path
     from dgcompat.errors import BadArgumentError
     from dgcompat.jit_warmup.artifact import _members
 
-    with tarfile.open(evil) as tar, pytest.raises(BadArgumentError) as info:
+    with tarfile.open(evil) as tar, pytest.raises(BadArgumentError) as raised:
         _members(tar, evil, "compiler")
-    assert info.value.argument == "import" and "'../outside'" in str(info.value)
+    assert raised.value.argument == "import" and "'../outside'" in str(raised.value)
 
 
 # ---- a read-only shared folder ---------------------------------------------------------------------------------

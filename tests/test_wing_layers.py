@@ -81,7 +81,7 @@ def _kept() -> list[tuple[str, int, str]]:
                 continue
             for node in ast.walk(fn):
                 if isinstance(node, (ast.Import, ast.ImportFrom)):
-                    m = re.search(r"# noqa: (?:[A-Z0-9]+, )*PLC0415 \((.+)\)$", lines[node.end_lineno - 1])
+                    m = re.search(r"# noqa: (?:[A-Z0-9]+, )*PLC0415 \((.+)\)$", lines[(node.end_lineno or node.lineno) - 1])
                     out.append((str(path.relative_to(WING)), node.lineno, m.group(1) if m else ""))
     return sorted(set(out))
 

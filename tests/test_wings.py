@@ -230,7 +230,8 @@ def _private_runtime_uses(source: str, where: str) -> list[str]:
 
 
 def _python_blocks(markdown: str) -> list[str]:
-    blocks, inside, current = [], False, []
+    blocks: list[str] = []
+    inside, current = False, list[str]()
     for line in markdown.splitlines():
         if line.strip().startswith("```"):
             if inside:

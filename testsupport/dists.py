@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Mapping
 from pathlib import Path
 
 __all__ = ["write_dist"]
@@ -15,7 +16,7 @@ def _digest(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def write_dist(site: Path, name: str, version: str, files: dict[str, str | bytes], *,
+def write_dist(site: Path, name: str, version: str, files: Mapping[str, str | bytes], *,
                requires: tuple[str, ...] = (), record_overrides: dict[str, str] | None = None) -> Path:
     """Write ``files`` plus a ``<name>-<version>.dist-info`` (METADATA, RECORD with real hashes) into ``site``."""
     site.mkdir(parents=True, exist_ok=True)

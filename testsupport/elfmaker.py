@@ -8,6 +8,7 @@ it exists so detection and the native-contract reader can be tested without a co
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 
 def make_so(*, defined: tuple[str, ...] = (), undefined: tuple[str, ...] = (), needed: tuple[str, ...] = (),
@@ -54,9 +55,9 @@ def make_so(*, defined: tuple[str, ...] = (), undefined: tuple[str, ...] = (), n
 
 
 #: Symbols shaped like each binding era's native library.
-STABLE_ABI = dict(undefined=("aoti_torch_get_dim", "aoti_torch_library_init_fragment", "torch_from_blob",
+STABLE_ABI: dict[str, Any] = dict(undefined=("aoti_torch_get_dim", "aoti_torch_library_init_fragment", "torch_from_blob",
                              "torch_library_impl", "_ZNKSt13runtime_error4whatEv"),
                   defined=("PyInit__C_extension",), needed=("libtorch.so", "libc10.so"))
-UNSTABLE = dict(undefined=("_ZN2at4_ops10empty_like4callERKNS_6TensorE", "_ZN3c1019UndefinedTensorImpl10_singletonE"),
+UNSTABLE: dict[str, Any] = dict(undefined=("_ZN2at4_ops10empty_like4callERKNS_6TensorE", "_ZN3c1019UndefinedTensorImpl10_singletonE"),
                 needed=("libtorch.so",))
-TVM_FFI = dict(defined=("__tvm_ffi_fp8_gemm_nt",), undefined=("_ZN2at11TensorMaker11make_tensorEv",))
+TVM_FFI: dict[str, Any] = dict(defined=("__tvm_ffi_fp8_gemm_nt",), undefined=("_ZN2at11TensorMaker11make_tensorEv",))

@@ -302,7 +302,7 @@ def _real_spec(name: str, path: Sequence[str] | None) -> importlib.machinery.Mod
         find_spec = getattr(finder, "find_spec", None)
         if find_spec is None:
             continue
-        spec = find_spec(name, path)
+        spec: importlib.machinery.ModuleSpec | None = find_spec(name, path)
         if spec is not None:
             return spec
     return None

@@ -35,10 +35,10 @@ def resolve(name: str) -> Callable[..., Any]:
     module = NAMES.get(name)
     if module is None or module not in DEEP_GEMM_MODULES:
         raise AttributeError(f"{name!r} is not a deep_gemm function of dgcompat's stable surface")
-    stable = getattr(importlib.import_module(f"dgcompat.{module}"), name)
+    stable: Callable[..., Any] = getattr(importlib.import_module(f"dgcompat.{module}"), name)
     if not callable(stable) or isinstance(stable, type):
         return stable
-    upstream = getattr(_backend.load(), name, None)
+    upstream: Callable[..., Any] | None = getattr(_backend.load(), name, None)
     if upstream is None or not table.capabilities().identical_to_upstream(name):
         return stable
     # The same parameters in the same positions (probed: releases insert and append parameters).

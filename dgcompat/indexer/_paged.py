@@ -162,7 +162,7 @@ def fp8_fp4_paged_mqa_logits(q: torch.Tensor | tuple[torch.Tensor, torch.Tensor 
     values: Any
     q_sf: Any
     dtype: Any = logits_dtype
-    if q.__class__ is tuple or q.__class__ is list:
+    if q.__class__ is tuple or q.__class__ is list:  # type: ignore[comparison-overlap]  # a list is accepted too
         values, q_sf = q
     else:
         values, q_sf = q, None

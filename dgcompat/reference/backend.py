@@ -8,6 +8,8 @@ deliberately has no ``from __future__`` import (which would add a name) and impo
 underscore names.
 """
 
+from typing import Any
+
 from dgcompat import _device, _math
 from dgcompat.errors import BadArgumentError as _BadArgumentError
 
@@ -47,7 +49,7 @@ fp8_fp4_mqa_logits = _attention.fp8_fp4_mqa_logits
 fp8_fp4_paged_mqa_logits = _attention.fp8_fp4_paged_mqa_logits
 
 # The process state deep_gemm's native library keeps: the SM count (None: the device's) and the PDL switch.
-_state: dict = {"num_sms": None, "pdl": False}
+_state: dict[str, Any] = {"num_sms": None, "pdl": False}
 
 
 def get_num_sms() -> int:

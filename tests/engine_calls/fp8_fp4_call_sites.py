@@ -83,7 +83,7 @@ def family() -> Family:
     try:
         from dgcompat_conformance.harness.session import current
     except ImportError:  # pragma: no cover - the tooling is always importable from a checkout
-        current = None  # type: ignore[assignment]
+        current = None
     session = current() if current is not None else None
     if session is not None and session.tier == "reference":
         return Family("reference", "reference", arch)

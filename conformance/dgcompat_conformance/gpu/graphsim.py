@@ -92,7 +92,7 @@ class Graph:
 
 class _Recorder(TorchDispatchMode):
     def __init__(self, graph: Graph) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # torch declares TorchDispatchMode.__init__ untyped
         self.graph = graph
         self.depth = 0  # > 0 inside a native call: its ops are the kernel's, not recorded one by one
 

@@ -259,7 +259,7 @@ def _torch_impl(sig: OpSig, installed: Installed) -> Callable[..., Any]:
 
 def _patch_load_library(installed: Installed) -> None:
     target = installed.library.resolve()
-    original = torch.ops.load_library
+    original: Callable[[str | os.PathLike[str]], None] = torch.ops.load_library
 
     def load_library(path: str | os.PathLike[str]) -> None:
         if Path(path).resolve() != target:

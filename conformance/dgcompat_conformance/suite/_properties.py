@@ -423,7 +423,7 @@ def check_scales(dg: Any, backend: str, call: dict[str, Any]) -> None:
     label = f"transform_sf_into_required_layout[{backend}]"
     # int32 input is a valid (already packed UE8M0) scale for the transform, so it gets the fp32 one.
     x_t = sf if mut == "sf_int32" else x
-    call_t = lambda: dg.transform_sf_into_required_layout(x_t, mn, kb * 128, recipe, is_sfa=is_sfa)  # noqa: E731
+    call_t: Callable[[], Any] = lambda: dg.transform_sf_into_required_layout(x_t, mn, kb * 128, recipe, is_sfa=is_sfa)  # noqa: E731
     if mut in ("none", "sf_int32"):
         check_transform(call_t())
         COUNTS[f"{label}:ok"] += 1

@@ -43,7 +43,8 @@ def _expected(i: dict[str, Any], weights: torch.Tensor, *, max_seqlen_k: int | N
 def _in_range(i: dict[str, Any], cols: int, compressed: bool) -> torch.Tensor:
     c = torch.arange(cols).unsqueeze(0)
     ks, ke = i["ks"].cpu().unsqueeze(1), i["ke"].cpu().unsqueeze(1)
-    return c < (ke - ks) if compressed else (c >= ks) & (c < ke)
+    valid: torch.Tensor = c < (ke - ks) if compressed else (c >= ks) & (c < ke)
+    return valid
 
 
 @pytest.mark.parametrize("max_seqlen_k", [None, 64])

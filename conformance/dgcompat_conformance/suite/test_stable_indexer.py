@@ -102,8 +102,9 @@ def _launch(dg: Any, case: S.PagedCase, form: str, table_form: str, *, clean: bo
     lens = case.context_lens(form)
     table = case.block_table_for(table_form)
     schedule = dg.get_paged_mqa_logits_metadata(lens, 64)
-    return dg.fp8_paged_mqa_logits(case.q, case.kv_cache, case.weights, lens, table, schedule,
-                                   case.max_context_len, clean_logits=clean)
+    out: torch.Tensor = dg.fp8_paged_mqa_logits(case.q, case.kv_cache, case.weights, lens, table, schedule,
+                                                case.max_context_len, clean_logits=clean)
+    return out
 
 
 def _expected(case: S.PagedCase) -> torch.Tensor:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from dgcompat._tooling import source_registrations
 
@@ -409,10 +409,11 @@ class _Evaluator:
 
     def exec_try(self, st: ast.stmt, mod: _Module, guard: str | None) -> None:
         assert isinstance(st, ast.Try) or type(st).__name__ == "TryStar"
-        body: list[ast.stmt] = st.body
-        handlers: list[ast.ExceptHandler] = st.handlers
-        orelse: list[ast.stmt] = st.orelse
-        finalbody: list[ast.stmt] = st.finalbody
+        node = cast("ast.Try", st)  # a TryStar (3.11+) has the same fields
+        body: list[ast.stmt] = node.body
+        handlers: list[ast.ExceptHandler] = node.handlers
+        orelse: list[ast.stmt] = node.orelse
+        finalbody: list[ast.stmt] = node.finalbody
         caught = [self.handler_types(h) for h in handlers]
         label = "try/except " + ", ".join("/".join(c) if c else "*" for c in caught) if handlers else "try/finally"
         try:
