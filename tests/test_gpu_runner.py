@@ -353,7 +353,7 @@ from dgcompat_conformance.gpu import runner
 from tests.test_gpu_runner import ENV, Fakes, _sgl_site
 
 fakes, real, fakepy = Fakes(), runner.run_case_child, sys.argv[2]
-gpu_abi.abi_check = fakes.abi_check
+runner._abi.abi_check = fakes.abi_check
 runner.environment_info = lambda: dict(ENV)
 runner._install_wheel = lambda subject, cert, site, dirs, python: _sgl_site(site, subject.release)
 runner.run_case_child = lambda case_id, env, timeout, cwd, python="", *, cut_short=False: real(
