@@ -32,11 +32,11 @@ import tempfile
 import threading
 from pathlib import Path
 from types import FrameType
-from typing import Iterator
+from typing import Any, Iterator
 
 from .report import WarmupInterrupted
 
-__all__ = ["Scratch", "Reaper", "interruptible", "die_with_parent", "register", "unregister", "sweep"]
+__all__ = ["Scratch", "Reaper", "interruptible", "die_with_parent", "register", "unregister", "sweep", "stop"]
 
 PREFIX = "dgcompat-warmup-"
 _OWNER = "owner.lock"
@@ -146,6 +146,17 @@ def register(pid: int, *, group: bool = False) -> None:
 def unregister(pid: int, *, group: bool = False) -> None:
     if _CURRENT:
         _CURRENT[-1].unregister(pid, group=group)
+
+
+def stop(proc: Any, grace_s: float) -> None:
+    """End the multiprocessing process ``proc`` if it still runs: ``SIGTERM``, up to ``grace_s`` seconds to exit,
+    then ``SIGKILL`` and up to 5 seconds more. One that never started or already ended is left as it is."""
+    if proc.is_alive():
+        proc.terminate()
+        proc.join(timeout=grace_s)
+    if proc.is_alive():
+        proc.kill()
+        proc.join(timeout=5)
 
 
 class Reaper:
