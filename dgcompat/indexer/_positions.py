@@ -70,10 +70,9 @@ def paged_positions(at7: Any, at8: Any, at9: Any) -> tuple[bool, Any, Any]:
     elif is_tensor(at7):  # sgl-deep-gemm 0.2.5 / vLLM 0.33.0's layout: (..., max_context_len, indices)
         if at9 is not None:
             raise _twice(fn, "indices", "7")
-        indices = at7
         if at8 is not None and not _is_dtype(at8):
             raise bad(fn, "logits_dtype", "None or a torch.dtype", at8)
-        dtype = at8
+        indices, dtype = at7, at8
     else:
         raise bad(fn, "clean_logits", "a bool at position 7 (or the logits_dtype / indices other builds put there)",
                   at7)
