@@ -13,6 +13,8 @@ dies, the signals that stop it, and the death signal of its worker processes.
 - :func:`die_with_parent`: a worker (or the check's process) asks the kernel for ``SIGKILL`` when its parent
   goes away (Linux ``PR_SET_PDEATHSIG``; elsewhere the reaper alone), so a worker stuck in a native call cannot
   outlive its warmup either.
+- :func:`stop`: how the warmup and its check end a worker process still running: ``SIGTERM``, a grace period,
+  then ``SIGKILL``.
 
 The multiprocessing resource tracker the queues start ends by itself once its last user (the calling process and
 the workers) has gone.
