@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 __all__ = ["SOURCES", "Registration", "registrations", "module_registrations", "source_parameters",
-           "parameters_from_sources", "live_parameters", "digest"]
+           "parameters_from_sources", "live_parameters", "digest", "own_nodes"]
 
 #: The files of a deep_gemm package whose functions are read (relative to the package folder).
 SOURCES = ("__init__.py", "_C.py")
@@ -62,7 +62,7 @@ def _params(fn: _Def) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _own_nodes(body: Sequence[ast.stmt]) -> Iterator[ast.AST]:
+def own_nodes(body: Sequence[ast.stmt]) -> Iterator[ast.AST]:
     """The nodes of ``body``, not descending into nested functions, classes or lambdas."""
     stack: list[ast.AST] = list(reversed(body))
     while stack:
@@ -150,7 +150,7 @@ def registrations(body: Sequence[ast.stmt], functions: Mapping[str, _Def], bound
     Nothing is executed.
     """
     out: list[Registration] = []
-    for node in _own_nodes(body):
+    for node in own_nodes(body):
         arg = _globals_update(node)
         if arg is not None:
             out += _updated(arg, bound or {})

@@ -31,7 +31,7 @@ __all__ = [
     "UpstreamCall", "ADAPTERS", "all_calls", "load_backend", "loaded_backend", "backend_name", "expected_torch",
     "effective_release", "env_report", "env_folder", "env_text", "retired_variables", "internal_variable_prefixes",
     "allow_torch_mismatch", "read_dynamic_bytes",
-    "Registration", "source_registrations", "source_parameters", "parameters_from_sources", "signature_digest",
+    "Registration", "source_registrations", "source_parameters", "parameters_from_sources", "signature_digest", "own_nodes",
     "launch_env", "hookless_env", "is_hook_dir", "run_command", "unit_mx_scales", "same_metadata", "capture_probe", "indexer_state",
     "last_paged_plan", "rebind_indexer", "simulated_capture", "NAMES", "SUBMODULES", "DEEP_GEMM_MODULES",
 ]
@@ -56,6 +56,8 @@ source_registrations = _pysurface.registrations
 source_parameters = _pysurface.source_parameters
 parameters_from_sources = _pysurface.parameters_from_sources
 signature_digest = _pysurface.digest
+#: The nodes of a function's (or module's) body in source order, not descending into nested scopes.
+own_nodes = _pysurface.own_nodes
 
 
 def all_calls() -> tuple[UpstreamCall, ...]:

@@ -198,14 +198,20 @@ def _layout_argument(fn: str, m_indices: Any, grouped_layout: Any) -> Any:
 
 # --- diagnosis after an upstream rejection ---------------------------------------------------
 
-def _diagnose_contiguous(fn: str, a: Any, b: Any, d: Any, m_indices: Any, fp8: bool, psum: bool = False) -> None:
+def _operands(fn: str, a: Any, b: Any, fp8: bool) -> tuple[Any, Any, int, int]:
+    """``(a_data, b_data, K of a, K of b)``: FP8 operands are checked ``(data, scales)`` pairs (K from the pair,
+    FP4 packing included), BF16 ones bfloat16 tensors (K their last dimension)."""
     if fp8:
         a_data, _, k = operand_pair(fn, "a", a)
         b_data, _, kb = operand_pair(fn, "b", b)
-    else:
-        a_data = tensor(fn, "a", a, dtypes=("bfloat16",))
-        b_data = tensor(fn, "b", b, dtypes=("bfloat16",))
-        k, kb = a_data.shape[-1], b_data.shape[-1]
+        return a_data, b_data, k, kb
+    a_data = tensor(fn, "a", a, dtypes=("bfloat16",))
+    b_data = tensor(fn, "b", b, dtypes=("bfloat16",))
+    return a_data, b_data, a_data.shape[-1], b_data.shape[-1]
+
+
+def _diagnose_contiguous(fn: str, a: Any, b: Any, d: Any, m_indices: Any, fp8: bool, psum: bool = False) -> None:
+    a_data, b_data, k, kb = _operands(fn, a, b, fp8)
     tensor(fn, "a", a_data, dims=(2,))
     tensor(fn, "b", b_data, dims=(3,), what="a (G, N, K) tensor (K/2 bytes for FP4)")
     tensor(fn, "d", d, dims=(2,), dtypes=("bfloat16",))
@@ -236,13 +242,7 @@ def _diagnose_contiguous(fn: str, a: Any, b: Any, d: Any, m_indices: Any, fp8: b
 
 
 def _diagnose_masked(fn: str, a: Any, b: Any, d: Any, masked_m: Any, expected_m: Any, fp8: bool) -> None:
-    if fp8:
-        a_data, _, k = operand_pair(fn, "a", a)
-        b_data, _, kb = operand_pair(fn, "b", b)
-    else:
-        a_data = tensor(fn, "a", a, dtypes=("bfloat16",))
-        b_data = tensor(fn, "b", b, dtypes=("bfloat16",))
-        k, kb = a_data.shape[-1], b_data.shape[-1]
+    a_data, b_data, k, kb = _operands(fn, a, b, fp8)
     tensor(fn, "a", a_data, dims=(3,), what="a (G, M_max, K) tensor")
     tensor(fn, "b", b_data, dims=(3,), what="a (G, N, K) tensor (K/2 bytes for FP4)")
     tensor(fn, "d", d, dims=(3,), dtypes=("bfloat16",))

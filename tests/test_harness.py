@@ -580,6 +580,7 @@ def test_xfail_files_are_strict_and_stale_entries_reported(tmp_path: Path) -> No
     assert certificate.check(cert) == []
 
 
+@pytest.mark.slow  # the README's first command (`dgcompat conform`) runs this suite on the reference backend too
 def test_every_suite_file_passes_on_the_reference_backend(tmp_path: Path) -> None:
     """The conformance suite through the harness child on dgcompat's reference backend, one example per generated
     test (with the default examples: `dgcompat conform --reference`, the README's first command; over the published
@@ -740,6 +741,7 @@ def test_standins_cuda_home_is_removed_at_exit(tmp_path: Path) -> None:
     assert not made.exists()
 
 
+@pytest.mark.slow
 def test_standins_cuda_home_of_a_killed_process_is_swept(tmp_path: Path) -> None:
     """A process killed before its atexit hooks leaves its CUDA_HOME; the next one removes it, and only litter."""
     import signal

@@ -656,6 +656,7 @@ def test_identification_order_meets_every_shape_and_m_range_first(tmp_path: Path
     assert P._spread([3, 1, 2, 4]) == [4, 2, 3, 1] and P._spread([]) == []
 
 
+@pytest.mark.slow
 def test_without_a_usable_recipe_the_workers_compile(jit_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     from dgcompat.jit_warmup import build as _warmup_build
 

@@ -70,10 +70,9 @@ def paged_positions(at7: Any, at8: Any, at9: Any) -> tuple[bool, Any, Any]:
     elif is_tensor(at7):  # sgl-deep-gemm 0.2.5 / vLLM 0.33.0's layout: (..., max_context_len, indices)
         if at9 is not None:
             raise _twice(fn, "indices", "7")
-        indices = at7
         if at8 is not None and not _is_dtype(at8):
             raise bad(fn, "logits_dtype", "None or a torch.dtype", at8)
-        dtype = at8
+        indices, dtype = at7, at8
     else:
         raise bad(fn, "clean_logits", "a bool at position 7 (or the logits_dtype / indices other builds put there)",
                   at7)
@@ -108,17 +107,14 @@ def ragged_positions(at5: Any, at6: Any, at7: Any, at8: Any) -> tuple[bool, Any,
             if schedule is not None:
                 raise _twice(fn, "schedule_meta", "7")
             schedule = at7
-    elif at6 is not None:  # sgl-deep-gemm 0.2.5 / vLLM 0.33.0: (..., max_seqlen_k, schedule_meta)
-        if not is_tensor(at6):
-            raise bad(fn, "schedule_meta", "None or an int32 tensor (position 6 after max_seqlen_k at position 5)",
-                      at6)
-        if schedule is not None:
-            raise _twice(fn, "schedule_meta", "6")
-        schedule = at6
-        if at7 is not None and not _is_dtype(at7):
-            raise bad(fn, "logits_dtype", "None or a torch.dtype", at7)
-        dtype = at7
     else:
+        if at6 is not None:  # sgl-deep-gemm 0.2.5 / vLLM 0.33.0: (..., max_seqlen_k, schedule_meta)
+            if not is_tensor(at6):
+                raise bad(fn, "schedule_meta",
+                          "None or an int32 tensor (position 6 after max_seqlen_k at position 5)", at6)
+            if schedule is not None:
+                raise _twice(fn, "schedule_meta", "6")
+            schedule = at6
         if at7 is not None and not _is_dtype(at7):
             raise bad(fn, "logits_dtype", "None or a torch.dtype", at7)
         dtype = at7

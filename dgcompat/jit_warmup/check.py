@@ -130,12 +130,7 @@ def check(spec: WarmupSpec, *, cache_dir: str | os.PathLike[str] | None = None, 
         try:
             got = _wait(proc, results, timeout_s)
         finally:
-            if proc.is_alive():
-                proc.terminate()
-            proc.join(timeout=30)
-            if proc.is_alive():
-                proc.kill()
-                proc.join(timeout=5)
+            lifetime.stop(proc, 30)
             results.close()
             results.cancel_join_thread()
     misses = tuple(Miss(str(m[0]), str(m[1]), int(m[2]), str(m[3]), tuple(m[4])) for m in got["misses"])

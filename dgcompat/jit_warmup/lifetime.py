@@ -13,6 +13,8 @@ dies, the signals that stop it, and the death signal of its worker processes.
 - :func:`die_with_parent`: a worker (or the check's process) asks the kernel for ``SIGKILL`` when its parent
   goes away (Linux ``PR_SET_PDEATHSIG``; elsewhere the reaper alone), so a worker stuck in a native call cannot
   outlive its warmup either.
+- :func:`stop`: how the warmup and its check end a worker process still running: ``SIGTERM``, a grace period,
+  then ``SIGKILL``.
 
 The multiprocessing resource tracker the queues start ends by itself once its last user (the calling process and
 the workers) has gone.
@@ -33,10 +35,11 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from .report import WarmupInterrupted
 
-__all__ = ["Scratch", "Reaper", "interruptible", "die_with_parent", "register", "unregister", "sweep"]
+__all__ = ["Scratch", "Reaper", "interruptible", "die_with_parent", "register", "unregister", "sweep", "stop"]
 
 PREFIX = "dgcompat-warmup-"
 _OWNER = "owner.lock"
@@ -146,6 +149,17 @@ def register(pid: int, *, group: bool = False) -> None:
 def unregister(pid: int, *, group: bool = False) -> None:
     if _CURRENT:
         _CURRENT[-1].unregister(pid, group=group)
+
+
+def stop(proc: Any, grace_s: float) -> None:
+    """End the multiprocessing process ``proc`` if it still runs: ``SIGTERM``, up to ``grace_s`` seconds to exit,
+    then ``SIGKILL`` and up to 5 seconds more. One that never started or already ended is left as it is."""
+    if proc.is_alive():
+        proc.terminate()
+        proc.join(timeout=grace_s)
+    if proc.is_alive():
+        proc.kill()
+        proc.join(timeout=5)
 
 
 class Reaper:

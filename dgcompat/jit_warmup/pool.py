@@ -288,12 +288,7 @@ class Pool:
             reset_builds()
             state.release_all()
             for p in procs:
-                if p.is_alive():
-                    p.terminate()
-                    p.join(timeout=5)
-                if p.is_alive():
-                    p.kill()
-                    p.join(timeout=5)
+                lifetime.stop(p, 5)
                 if p.pid is not None:
                     lifetime.unregister(p.pid)
             for q in (identify_q, work_q, result_q):

@@ -34,33 +34,9 @@ from typing import Any
 
 from ..errors import BadArgumentError, KernelError, UnsupportedFeatureError
 from ..knobs import compile_mode
-from . import lifetime
+from . import lifetime, messages
 from .cache import lock_kernel, mark_present
 from .calls import Runner
-from .messages import (
-    Answer,
-    Bisect,
-    CallError,
-    Compile,
-    Compiled,
-    Fatal,
-    Identified,
-    IdentifiedAll,
-    Identify,
-    IdentifyTask,
-    Install,
-    Installed,
-    Plain,
-    PlainDone,
-    Probe,
-    Probed,
-    Ready,
-    Status,
-    Stop,
-    Turn,
-    Unhonored,
-    WorkTask,
-)
 from .spec import MPolicy, Shape
 from .standin import Record, keep_recipe, read_log
 
@@ -101,7 +77,7 @@ class NotHonored(Exception):
 class Worker:
     """The calls of one worker process, made through ``runner`` (:class:`~dgcompat.jit_warmup.calls.Runner`)."""
 
-    def __init__(self, cfg: WorkerConfig, put: Callable[[Answer], None], runner: Runner) -> None:
+    def __init__(self, cfg: WorkerConfig, put: Callable[[messages.Answer], None], runner: Runner) -> None:
         self.cfg = cfg
         self.put = put
         self.log = Path(cfg.log)
@@ -170,14 +146,14 @@ class Worker:
             return records[0].identity
         raise error
 
-    def install(self, shape: Shape, m: int, form: str, identity: str) -> tuple[Status, float, str | None]:
+    def install(self, shape: Shape, m: int, form: str, identity: str) -> tuple[messages.Status, float, str | None]:
         """Make the call put the kernel ``identity``, which the parent compiled and holds the lock for, into
         the shared cache. Returns its status (``compiled``: installed or compiled here, ``cached``: the cache
         had it), the seconds and the next kernel the call misses (None: the call is complete)."""
         t0 = time.perf_counter()
         error, records = self._attempt(shape, m, form, f"install:{identity}")
         mine = [r.action for r in records if r.identity == identity]
-        status: Status = "compiled" if "installed" in mine or "compiled" in mine else "cached"
+        status: messages.Status = "compiled" if "installed" in mine or "compiled" in mine else "cached"
         seconds = time.perf_counter() - t0
         if error is None:
             return status, seconds, None
@@ -189,13 +165,13 @@ class Worker:
         raise error
 
     def warm(self, shape: Shape, m: int, form: str, expect: str | None, *,
-             blocking: bool) -> list[tuple[str, Status, float]]:
+             blocking: bool) -> list[tuple[str, messages.Status, float]]:
         """Make the call succeed against the shared cache, compiling each missing kernel under its lock.
 
         Returns ``(digest, "compiled" | "cached", seconds)`` for the kernels met; ``expect`` (the call's
         identified first kernel) is reported as cached when the cache already had it.
         """
-        met: list[tuple[str, Status, float]] = []
+        met: list[tuple[str, messages.Status, float]] = []
         error, records = self._attempt(shape, m, form, "identify")
         if error is None:
             return [(expect, "cached", 0.0)] if expect else []
@@ -231,37 +207,37 @@ class Worker:
     def identify_phase(self, tasks: Any) -> bool:
         """Identify tasks until the turn; False if this worker stopped on an error it reported."""
         while True:
-            task: IdentifyTask = tasks.get()
-            if isinstance(task, Turn):
+            task: messages.IdentifyTask = tasks.get()
+            if isinstance(task, messages.Turn):
                 self._on_turn()
                 return True
-            if not isinstance(task, (Identify, Bisect)):
+            if not isinstance(task, (messages.Identify, messages.Bisect)):
                 raise TypeError(f"not an identify task: {task!r}")
             try:
                 match task:
-                    case Identify():
+                    case messages.Identify():
                         self._on_identify(task)
-                    case Bisect():
+                    case messages.Bisect():
                         self._on_bisect(task)
             except NotHonored:
-                self.put(Unhonored(self.cfg.wid))
+                self.put(messages.Unhonored(self.cfg.wid))
                 return False
             except Exception as exc:  # noqa: BLE001 - any call failure goes back to the parent as CallError
-                self.put(CallError(self.cfg.wid, task.shape, task.form, _failed_m(exc), _kind(exc), str(exc)))
+                self.put(messages.CallError(self.cfg.wid, task.shape, task.form, _failed_m(exc), _kind(exc), str(exc)))
                 return False
 
     def _on_turn(self) -> None:
         _point(Path(self.cfg.link), Path(self.cfg.cache))
         shutil.rmtree(Path(self.cfg.empty) / "tmp", ignore_errors=True)
-        self.put(IdentifiedAll(self.cfg.wid))
+        self.put(messages.IdentifiedAll(self.cfg.wid))
 
-    def _on_identify(self, task: Identify) -> None:
+    def _on_identify(self, task: messages.Identify) -> None:
         shape = self.cfg.shapes[task.shape]
         for m in task.ms:  # each call is reported as it is identified: a new kernel's compile starts at once
             digest = _at(m, lambda: self.identify(shape, m, task.form))  # noqa: B023 - called by _at, now
-            self.put(Identified(self.cfg.wid, task.shape, task.form, ((m, digest),)))
+            self.put(messages.Identified(self.cfg.wid, task.shape, task.form, ((m, digest),)))
 
-    def _on_bisect(self, task: Bisect) -> None:
+    def _on_bisect(self, task: messages.Bisect) -> None:
         """Identify a grid of the candidates, then bisect between neighbours needing different kernels."""
         shape, candidates = self.cfg.shapes[task.shape], task.candidates
         grid = set(MPolicy.changes(candidates[-1]).grid())
@@ -284,49 +260,49 @@ class Worker:
             ident(mid)
             stack += [(a, mid), (mid, b)]
         found = tuple((candidates[i], ident(i)) for i in sorted(ids))
-        self.put(Identified(self.cfg.wid, task.shape, task.form, found))
+        self.put(messages.Identified(self.cfg.wid, task.shape, task.form, found))
 
     def work_phase(self, tasks: Any) -> None:
         """Work tasks until :class:`Stop`; a compile whose kernel another process holds is deferred, then made
         blocking once the queue is empty."""
-        deferred: list[WorkTask] = []
+        deferred: list[messages.WorkTask] = []
         while True:
             try:
-                task: WorkTask = tasks.get(block=not deferred, timeout=None if not deferred else 0.05)
+                task: messages.WorkTask = tasks.get(block=not deferred, timeout=None if not deferred else 0.05)
             except Empty:
                 self._do(deferred.pop(0), blocking=True)
                 continue
-            if isinstance(task, Stop):
+            if isinstance(task, messages.Stop):
                 for t in deferred:
                     self._do(t, blocking=True)
                 return
             if not self._do(task, blocking=False):
                 deferred.append(task)
 
-    def _do(self, task: WorkTask, *, blocking: bool) -> bool:
+    def _do(self, task: messages.WorkTask, *, blocking: bool) -> bool:
         """Do ``task`` and send its answer (or the call's error); False if its kernel is busy (retry later)."""
-        if not isinstance(task, (Probe, Install, Compile, Plain)):
+        if not isinstance(task, (messages.Probe, messages.Install, messages.Compile, messages.Plain)):
             raise TypeError(f"not a work task: {task!r}")
         try:
             match task:
-                case Probe():
-                    answer: Answer = self._on_probe(task)
-                case Install():
+                case messages.Probe():
+                    answer: messages.Answer = self._on_probe(task)
+                case messages.Install():
                     answer = self._on_install(task)
-                case Compile():
+                case messages.Compile():
                     answer = self._on_compile(task, blocking=blocking)
-                case Plain():
+                case messages.Plain():
                     answer = self._on_plain(task)
         except Busy:
             return False
         except Exception as exc:  # noqa: BLE001 - any task failure goes back to the parent
-            m = task.m if isinstance(task, (Install, Compile)) else None
-            self.put(CallError(self.cfg.wid, task.shape, task.form, _failed_m(exc, m), _kind(exc), str(exc)))
+            m = task.m if isinstance(task, (messages.Install, messages.Compile)) else None
+            self.put(messages.CallError(self.cfg.wid, task.shape, task.form, _failed_m(exc, m), _kind(exc), str(exc)))
             return True
         self.put(answer)
         return True
 
-    def _on_probe(self, task: Probe) -> Probed:
+    def _on_probe(self, task: messages.Probe) -> messages.Probed:
         shape = self.cfg.shapes[task.shape]
         ok: list[int] = []
         missing: list[tuple[int, str]] = []
@@ -336,21 +312,21 @@ class Worker:
                 ok.append(one)
             else:
                 missing.append((one, found))
-        return Probed(self.cfg.wid, task.shape, task.form, tuple(ok), tuple(missing))
+        return messages.Probed(self.cfg.wid, task.shape, task.form, tuple(ok), tuple(missing))
 
-    def _on_install(self, task: Install) -> Installed:
+    def _on_install(self, task: messages.Install) -> messages.Installed:
         status, seconds, nxt = self.install(self.cfg.shapes[task.shape], task.m, task.form, task.digest)
-        return Installed(self.cfg.wid, task.shape, task.form, task.m, task.digest, status, seconds, nxt)
+        return messages.Installed(self.cfg.wid, task.shape, task.form, task.m, task.digest, status, seconds, nxt)
 
-    def _on_compile(self, task: Compile, *, blocking: bool) -> Compiled:
+    def _on_compile(self, task: messages.Compile, *, blocking: bool) -> messages.Compiled:
         met = self.warm(self.cfg.shapes[task.shape], task.m, task.form, task.expect, blocking=blocking)
-        return Compiled(self.cfg.wid, task.shape, task.form, task.m, task.expect, tuple(met))
+        return messages.Compiled(self.cfg.wid, task.shape, task.form, task.m, task.expect, tuple(met))
 
-    def _on_plain(self, task: Plain) -> PlainDone:
+    def _on_plain(self, task: messages.Plain) -> messages.PlainDone:
         shape = self.cfg.shapes[task.shape]
         for one in task.ms:
             _at(one, lambda: self.runner.run(shape, one, task.form))  # noqa: B023 - called by _at, now
-        return PlainDone(self.cfg.wid, task.shape, task.form)
+        return messages.PlainDone(self.cfg.wid, task.shape, task.form)
 
 
 class _AtM(Exception):
@@ -433,12 +409,12 @@ def main(cfg: WorkerConfig, identify_q: Any, work_q: Any, result_q: Any) -> None
         worker = Worker(cfg, result_q.put, runner)
         # Where the release has a compile mode (the bundled copies), calls build kernels without launching them.
         with compile_mode(1):
-            result_q.put(Ready(cfg.wid, runner.family))
+            result_q.put(messages.Ready(cfg.wid, runner.family))
             if cfg.method == "stand-in" and not worker.identify_phase(identify_q):
                 return
             worker.work_phase(work_q)
     except BaseException as exc:  # noqa: BLE001 - report, then die: the parent decides what the failure means
-        result_q.put(Fatal(cfg.wid, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        result_q.put(messages.Fatal(cfg.wid, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
         raise SystemExit(1) from None
     # Every answer is sent and every entry renamed into place: leave without tearing down torch and the
     # CUDA context at interpreter exit (about a second the parent would otherwise wait for).

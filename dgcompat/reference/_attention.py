@@ -1,4 +1,11 @@
-"""The indexer: MQA logits, paged MQA logits over the packed KV cache, and the paged schedule."""
+"""The indexer: MQA logits, paged MQA logits over the packed KV cache, and the paged schedule.
+
+How :func:`fp8_fp4_mqa_logits` and :func:`fp8_fp4_paged_mqa_logits` reduce: q and k are dequantized to float32
+(exact: FP8 or e2m1 values times powers of two), then the dot products, the relu, the weighted sum over heads
+(bfloat16 weights widened to float32) and, in the FP8 form, the KV scale are all float32; the result is rounded
+once to ``logits_dtype`` (to nearest, ties to even). The SM100 kernels reduce bfloat16 weights in bfloat16 (vLLM
+0.34.0 ``mqa_logits_use_mx_scales``), so compare their bfloat16 logits with a bfloat16 tolerance.
+"""
 
 from __future__ import annotations
 
@@ -421,11 +428,8 @@ def fp8_fp4_mqa_logits(
     Row strides are the kernel's: ``align(Nk + 256, 1024 / itemsize)``, compressed
     ``align(align(max_seqlen_k, 256), 1024 / itemsize)``.
 
-    How the reference reduces: q and k are dequantized to float32 (exact: FP8 or e2m1 values times powers
-    of two), then the dot products, the relu, the weighted sum over heads (bfloat16 weights widened to
-    float32) and, in the FP8 form, the KV scale are all float32; the result is rounded once to
-    ``logits_dtype`` (to nearest, ties to even). The SM100 kernels reduce bfloat16 weights in bfloat16
-    (vLLM 0.34.0 ``mqa_logits_use_mx_scales``), so compare their bfloat16 logits with a bfloat16 tolerance.
+    How the reference reduces: in float32 throughout, rounded once to ``logits_dtype`` (the module docstring
+    says how, and how to compare with the SM100 kernels).
     """
     fn = "fp8_fp4_mqa_logits"
     out_dtype = _logits_dtype(fn, logits_dtype)
@@ -492,11 +496,8 @@ def fp8_fp4_paged_mqa_logits(
     positions, ``-inf`` elsewhere. The row stride is the kernel's ``align(align(max_context_len, 256), 1024 /
     itemsize)``.
 
-    How the reference reduces: q and k are dequantized to float32 (exact: FP8 or e2m1 values times powers
-    of two), then the dot products, the relu, the weighted sum over heads (bfloat16 weights widened to
-    float32) and, in the FP8 form, the KV scale are all float32; the result is rounded once to
-    ``logits_dtype`` (to nearest, ties to even). The SM100 kernels reduce bfloat16 weights in bfloat16
-    (vLLM 0.34.0 ``mqa_logits_use_mx_scales``), so compare their bfloat16 logits with a bfloat16 tolerance.
+    How the reference reduces: in float32 throughout, rounded once to ``logits_dtype`` (the module docstring
+    says how, and how to compare with the SM100 kernels).
     """
     fn = "fp8_fp4_paged_mqa_logits"
     out_dtype = _logits_dtype(fn, logits_dtype)

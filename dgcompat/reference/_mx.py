@@ -73,7 +73,12 @@ def mx_dim(fn: str, name: str, dim: int) -> None:
 
 
 def _group_scales(fn: str, x: Tensor, fmax: float) -> tuple[Tensor, Tensor]:
-    """``(x32 (..., G, 32), scale (..., G) float32 powers of two)`` of rows ``x (..., D)``."""
+    """``(x32 (..., G, 32), scale (..., G) float32 powers of two)`` of rows ``x (..., D)``, a float tensor (checked,
+    as the argument ``x`` of ``fn``)."""
+    x = need_tensor(fn, "x", x)
+    need_float(fn, "x", x)
+    if x.dim() < 1:
+        raise BadArgumentError(fn, "x", "a tensor of rows (..., D)", describe(x))
     mx_dim(fn, "x", x.shape[-1])
     x32 = x.to(torch.float32).reshape(*x.shape[:-1], x.shape[-1] // MX_GROUP, MX_GROUP)
     amax = x32.abs().amax(dim=-1).clamp_min(1e-4)
@@ -144,12 +149,7 @@ def cast_to_fp4(x: Tensor) -> tuple[Tensor, Tensor]:
     the group exponents (group ``g`` in bits ``8g .. 8g+7``; 127 in the bytes of absent groups).
     ``dequantize_mx(*cast_to_fp4(x))`` is ``x`` rounded to FP4.
     """
-    fn = "cast_to_fp4"
-    x = need_tensor(fn, "x", x)
-    need_float(fn, "x", x)
-    if x.dim() < 1:
-        raise BadArgumentError(fn, "x", "a tensor of rows (..., D)", describe(x))
-    x32, scale = _group_scales(fn, x, FP4_MAX)
+    x32, scale = _group_scales("cast_to_fp4", x, FP4_MAX)
     codes = _encode_e2m1(x32 * (1.0 / scale).unsqueeze(-1)).reshape(x.shape)
     return _pack_nibbles(codes).contiguous(), mx_pack_scales(scale)
 
@@ -161,12 +161,7 @@ def cast_to_mxfp8(x: Tensor) -> tuple[Tensor, Tensor]:
     scales int32 (...))``, ``scale = ceil_to_ue8m0(max(amax, 1e-4) / 448)`` per group of 32 and the values
     ``x * (1 / scale)``; ``scales`` packed as in :func:`cast_to_fp4`.
     """
-    fn = "cast_to_mxfp8"
-    x = need_tensor(fn, "x", x)
-    need_float(fn, "x", x)
-    if x.dim() < 1:
-        raise BadArgumentError(fn, "x", "a tensor of rows (..., D)", describe(x))
-    x32, scale = _group_scales(fn, x, FP8_MAX)
+    x32, scale = _group_scales("cast_to_mxfp8", x, FP8_MAX)
     values = (x32 * (1.0 / scale).unsqueeze(-1)).to(FP8).reshape(x.shape)
     return values.contiguous(), mx_pack_scales(scale)
 

@@ -272,6 +272,17 @@ def cast_groups(x: Tensor, sf: Tensor) -> Tensor:
     return (x.to(torch.float32) * (1.0 / sf)).to(FP8)
 
 
+def _cast_input(fn: str, x: Tensor, gran_k: int, dims: str) -> Tensor:
+    """The checked input of a per-group FP8 cast: ``x`` a 2-D float tensor (``dims`` names its axes in the
+    message), ``gran_k`` a positive int."""
+    x = need_tensor(fn, "x", x)
+    need_float(fn, "x", x)
+    need_int(fn, "gran_k", gran_k, minimum=1)
+    if x.dim() != 2:
+        raise BadArgumentError(fn, "x", f"a 2-D {dims} tensor", describe(x))
+    return x
+
+
 def per_token_cast_to_fp8(x: Tensor, *, use_ue8m0: bool = False, gran_k: int = 128) -> tuple[Tensor, Tensor]:
     """Quantize per 1 x ``gran_k`` group.
 
@@ -280,12 +291,7 @@ def per_token_cast_to_fp8(x: Tensor, *, use_ue8m0: bool = False, gran_k: int = 1
     ``sf = amax.clamp(1e-4) / 448`` (rounded up to a power of two when ``use_ue8m0``) and
     ``x ~= x_fp8 * sf`` per group.
     """
-    fn = "per_token_cast_to_fp8"
-    x = need_tensor(fn, "x", x)
-    need_float(fn, "x", x)
-    need_int(fn, "gran_k", gran_k, minimum=1)
-    if x.dim() != 2:
-        raise BadArgumentError(fn, "x", "a 2-D (m, k) tensor", describe(x))
+    x = _cast_input("per_token_cast_to_fp8", x, gran_k, "(m, k)")
     m, k = x.shape
     padded_k = align_up(k, gran_k)
     xp = torch.nn.functional.pad(x.to(torch.float32), (0, padded_k - k)).view(m, padded_k // gran_k, gran_k)
@@ -303,12 +309,7 @@ def per_block_cast_to_fp8(x: Tensor, *, use_ue8m0: bool = False, gran_k: int = 1
     ``(x_fp8 (n, k) float8_e4m3fn, sf (ceil(n/128), ceil(k/gran_k)) float32)``,
     ``sf = amax.clamp(1e-4) / 448`` per block (power of two when ``use_ue8m0``).
     """
-    fn = "per_block_cast_to_fp8"
-    x = need_tensor(fn, "x", x)
-    need_float(fn, "x", x)
-    need_int(fn, "gran_k", gran_k, minimum=1)
-    if x.dim() != 2:
-        raise BadArgumentError(fn, "x", "a 2-D (n, k) tensor", describe(x))
+    x = _cast_input("per_block_cast_to_fp8", x, gran_k, "(n, k)")
     n, k = x.shape
     pn, pk = align_up(n, 128), align_up(k, gran_k)
     xp = torch.nn.functional.pad(x.to(torch.float32), (0, pk - k, 0, pn - n))

@@ -32,7 +32,7 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from dgcompat._tooling import source_registrations
+from dgcompat._tooling import own_nodes, source_registrations
 
 __all__ = [
     "PythonSurface",
@@ -188,17 +188,6 @@ def _walk_in_order(node: ast.AST) -> Iterator[ast.AST]:
     yield node
     for child in ast.iter_child_nodes(node):
         yield from _walk_in_order(child)
-
-
-def _own_body_nodes(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.AST]:
-    """Nodes of ``fn``'s body, not descending into nested functions, classes or lambdas."""
-    stack: list[ast.AST] = list(reversed(fn.body))
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        stack.extend(reversed(list(ast.iter_child_nodes(node))))
 
 
 class _Evaluator:
@@ -643,7 +632,7 @@ class _Evaluator:
 
 def _returns_native_module(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """Whether ``fn`` returns the native module (``return _C`` / ``return torch.ops.deep_gemm``)."""
-    for node in _own_body_nodes(fn):
+    for node in own_nodes(fn.body):
         if isinstance(node, ast.Return) and node.value is not None:
             if isinstance(node.value, ast.Name) and node.value.id == "_C":
                 return True
@@ -655,7 +644,7 @@ def _returns_native_module(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 def _op_factory_param(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
     """The parameter ``p`` if ``fn`` looks an op up with ``getattr(<native>, p)``."""
     params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
-    for node in _own_body_nodes(fn):
+    for node in own_nodes(fn.body):
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)
@@ -747,7 +736,7 @@ class _NativeCallFinder:
 
     def local_native_names(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
         names: set[str] = set()
-        for node in _own_body_nodes(fn):
+        for node in own_nodes(fn.body):
             if isinstance(node, ast.ImportFrom):
                 for alias in node.names:
                     if alias.name == "_C":
@@ -773,7 +762,7 @@ class _NativeCallFinder:
         """A summary of what ``fn`` returns: ``None``, ``_C.<op>``, ``f(_C.<op>)`` or the expression."""
         local = self.local_native_names(fn)
         seen: list[str] = []
-        for node in _own_body_nodes(fn):
+        for node in own_nodes(fn.body):
             if not isinstance(node, ast.Return) or node.value is None:
                 continue
             value = node.value
