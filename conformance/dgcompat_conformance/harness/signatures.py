@@ -31,6 +31,13 @@ class _NoDefault:
 NO_DEFAULT: Any = _NoDefault()
 
 
+# Schema base types (``(a!)`` annotations and ``?`` stripped) whose kind is the name alone.
+_SCALAR_KINDS: dict[str, str] = {
+    "Tensor": "tensor", "int": "int", "SymInt": "int", "long": "int", "bool": "bool", "float": "float",
+    "double": "float", "Scalar": "float", "str": "str", "string": "str", "ScalarType": "dtype",
+}
+
+
 @dataclass(frozen=True)
 class Param:
     """One native argument: its name (None when the binary does not carry one), type and default."""
@@ -54,18 +61,8 @@ class Param:
     def kind(self) -> str:
         """``tensor``, ``int``, ``bool``, ``float``, ``str``, ``ints`` (tuple/list), ``dtype``, ``tensors`` or ``any``."""
         b = self.base
-        if b == "Tensor":
-            return "tensor"
-        if b in ("int", "SymInt", "long"):
-            return "int"
-        if b == "bool":
-            return "bool"
-        if b in ("float", "double", "Scalar"):
-            return "float"
-        if b in ("str", "string"):
-            return "str"
-        if b == "ScalarType":
-            return "dtype"
+        if b in _SCALAR_KINDS:
+            return _SCALAR_KINDS[b]
         if re.fullmatch(r"Tensor\??\[\d*\]", b):
             return "tensors"
         if re.fullmatch(r"(int|SymInt)\[\d*\]", b) or re.fullmatch(r"\(\s*int(\s*,\s*int)*\s*\)", b):

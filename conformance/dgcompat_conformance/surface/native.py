@@ -152,17 +152,27 @@ def _tvm_export_names(so_bytes: bytes) -> list[str]:
     return sorted(n for n in names if n and not n.startswith("_"))
 
 
-# Qualified C++ names the kinds are derived from (without template arguments).
+# Qualified C++ names the kinds are derived from (without template arguments): each leaf name's kind.
 _TENSOR_NAMES = frozenset({"tvm::ffi::TensorView", "tvm::ffi::Tensor", "at::Tensor", "DLTensor"})
-_STRING_NAMES = frozenset({
-    "std::__cxx11::basic_string", "std::basic_string", "std::string", "tvm::ffi::String",
-    "std::basic_string_view", "std::string_view",
-})
-_INT_NAMES = frozenset({
-    "int", "long", "long long", "short", "signed char", "unsigned char", "unsigned short",
-    "unsigned int", "unsigned long", "unsigned long long", "__int128", "unsigned __int128", "char",
-})
-_FLOAT_NAMES = frozenset({"float", "double", "long double", "half"})
+_LEAF_KINDS: dict[str, str] = {
+    **dict.fromkeys(_TENSOR_NAMES, "Tensor"),
+    **dict.fromkeys((
+        "std::__cxx11::basic_string", "std::basic_string", "std::string", "tvm::ffi::String",
+        "std::basic_string_view", "std::string_view",
+    ), "str"),
+    "bool": "bool",
+    **dict.fromkeys((
+        "int", "long", "long long", "short", "signed char", "unsigned char", "unsigned short",
+        "unsigned int", "unsigned long", "unsigned long long", "__int128", "unsigned __int128", "char",
+    ), "int"),
+    **dict.fromkeys(("float", "double", "long double", "half"), "float"),
+    "void": "None",
+    **dict.fromkeys(("tvm::ffi::Any", "tvm::ffi::AnyView"), "Any"),
+    **dict.fromkeys(("DLDataType", "tvm::ffi::DataType", "c10::ScalarType"), "ScalarType"),
+    **dict.fromkeys(("DLDevice", "tvm::ffi::Device", "c10::Device"), "Device"),
+    **dict.fromkeys(("tvm::ffi::Function", "std::function"), "Callable"),
+    "tvm::ffi::Shape": "int[]",
+}
 _OPTIONAL_NAMES = frozenset({"tvm::ffi::Optional", "std::optional"})
 _LIST_NAMES = frozenset({"tvm::ffi::Array", "std::vector", "c10::ArrayRef", "at::IntArrayRef"})
 _TUPLE_NAMES = frozenset({"tvm::ffi::Tuple", "std::tuple", "std::pair"})
@@ -180,28 +190,8 @@ def _cxx_kind(t: CxxType) -> str:
         if inner.name == "char":
             return "str"
         return "Tensor" if inner.name in _TENSOR_NAMES else "?"
-    if name in _TENSOR_NAMES:
-        return "Tensor"
-    if name in _STRING_NAMES:
-        return "str"
-    if name == "bool":
-        return "bool"
-    if name in _INT_NAMES:
-        return "int"
-    if name in _FLOAT_NAMES:
-        return "float"
-    if name == "void":
-        return "None"
-    if name in ("tvm::ffi::Any", "tvm::ffi::AnyView"):
-        return "Any"
-    if name in ("DLDataType", "tvm::ffi::DataType", "c10::ScalarType"):
-        return "ScalarType"
-    if name in ("DLDevice", "tvm::ffi::Device", "c10::Device"):
-        return "Device"
-    if name in ("tvm::ffi::Function", "std::function"):
-        return "Callable"
-    if name == "tvm::ffi::Shape":
-        return "int[]"
+    if name in _LEAF_KINDS:
+        return _LEAF_KINDS[name]
     args = [a for a in t.args if a.name != "void"]  # tvm::ffi containers carry a trailing void
     if args and args[0].name == "..." and name in _TUPLE_NAMES:
         args = list(args[0].args)
