@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 import pytest
 import torch
@@ -789,7 +789,20 @@ def check_paged(out: torch.Tensor, want: torch.Tensor, bound: torch.Tensor) -> N
     assert bool(((out[live].double() - want[live]).abs() <= bound[live]).all())
 
 
-def paged_case(data: st.DataObject) -> Dict[str, object]:
+class PagedCase(NamedTuple):
+    """A paged MQA-logits input: ``q`` (B, next_n, H, D) FP8, ``kv`` packed (num_blocks, block_kv, 1, D + 4)
+    uint8, ``w`` (B * next_n, H) float32, per-sequence context lengths, block table rows, ``max_len``."""
+
+    q: torch.Tensor
+    kv: torch.Tensor
+    w: torch.Tensor
+    ctx: List[int]
+    table: List[List[int]]
+    max_len: int
+    next_n: int
+
+
+def paged_case(data: st.DataObject) -> PagedCase:
     gen = gen_for(data)
     b = data.draw(st.integers(1, 3), label="batch")
     next_n = data.draw(st.integers(1, 3), label="next_n")
@@ -802,7 +815,7 @@ def paged_case(data: st.DataObject) -> Dict[str, object]:
     perm = torch.randperm(nb, generator=gen).tolist()
     table = [[perm[i * max_blocks + j] for j in range(max_blocks)] for i in range(b)]
     extra = data.draw(st.integers(0, 5), label="extra_len")
-    return dict(
+    return PagedCase(
         q=rand_fp8(gen, b, next_n, h, dim),
         kv=R.pack_kv_cache(randn(gen, nb, bkv, dim)),
         w=randn(gen, b * next_n, h),
@@ -816,13 +829,8 @@ def paged_case(data: st.DataObject) -> Dict[str, object]:
 @SETTINGS
 @given(st.data())
 def test_paged_logits_context_len_forms(data: st.DataObject) -> None:
-    case = paged_case(data)
-    q, kv, w = case["q"], case["kv"], case["w"]
-    assert isinstance(q, torch.Tensor) and isinstance(kv, torch.Tensor) and isinstance(w, torch.Tensor)
-    ctx: List[int] = case["ctx"]  # type: ignore[assignment]
-    table: List[List[int]] = case["table"]  # type: ignore[assignment]
-    max_len: int = case["max_len"]  # type: ignore[assignment]
-    b, next_n = q.shape[0], q.shape[1]
+    q, kv, w, ctx, table, max_len, next_n = paged_case(data)
+    b = q.shape[0]
     rows = b * next_n
     bt = torch.tensor(table, dtype=torch.int32)
 
@@ -854,13 +862,8 @@ def test_paged_logits_context_len_forms(data: st.DataObject) -> None:
 @FEW
 @given(st.data())
 def test_paged_logits_2d_rows_independent(data: st.DataObject) -> None:
-    case = paged_case(data)
-    q, kv, w = case["q"], case["kv"], case["w"]
-    assert isinstance(q, torch.Tensor) and isinstance(kv, torch.Tensor) and isinstance(w, torch.Tensor)
-    ctx: List[int] = case["ctx"]  # type: ignore[assignment]
-    table: List[List[int]] = case["table"]  # type: ignore[assignment]
-    max_len: int = case["max_len"]  # type: ignore[assignment]
-    b, next_n = q.shape[0], q.shape[1]
+    q, kv, w, ctx, table, max_len, next_n = paged_case(data)
+    b = q.shape[0]
     # arbitrary per-row lengths, each at most the sequence's allocated length
     lens = [data.draw(st.integers(0, ctx[r // next_n]), label=f"len{r}") for r in range(b * next_n)]
     out = R.fp8_paged_mqa_logits(
