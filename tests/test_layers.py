@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from testsupport import layers, layout
+from testsupport import layermap, layers, layout
 
 #: The only string import of a project module (the backend, loaded when DGCOMPAT_BACKEND=reference).
 BACKEND_IMPORT = ("dgcompat._backend", "dgcompat.reference.backend")
@@ -139,6 +139,16 @@ def test_the_layer_check_catches_an_upward_edge_of_every_form(tmp_path: Path) ->
     assert all(u.module_layer == 0 and u.target_layer == 1 and u.line > 0 for u in upward)
     assert layers.unmapped(wing.modules, layer_of) == ["pkg.unplaced"]
     assert layers.stale(wing.modules, layer_of) == ["pkg.gone"]
+
+
+def test_a_package_entry_places_its_modules_unless_one_has_its_own() -> None:
+    """The placement both maps use: a module's own entry first, else the innermost ``pkg.*`` over it; a ``pkg.*``
+    that covers no module is stale, as is a named module that is gone."""
+    entries = {"pkg.*": 1, "pkg.sub.*": 2, "pkg.sub.low": 0, "pkg.gone": 0, "other.*": 3}
+    found = ["pkg", "pkg.a", "pkg.sub", "pkg.sub.b", "pkg.sub.low", "pkgx", "lone"]
+    assert [layermap.place(m, entries) for m in found] == [1, 1, 2, 2, 0, None, None]
+    assert layermap.unplaced(found, entries) == ["lone", "pkgx"]
+    assert layermap.stale(found, entries) == ["pkg.gone", "other.*"]
 
 
 def test_the_readme_layer_table_is_generated_from_the_map() -> None:
