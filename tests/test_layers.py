@@ -154,7 +154,7 @@ def test_a_package_entry_places_its_modules_unless_one_has_its_own() -> None:
 def test_the_readme_layer_table_is_generated_from_the_map() -> None:
     assert layers.readme_table() == layers.render_table(), "run: python -m testsupport.layers --write"
     rows = layers.render_table().splitlines()[2:]
-    assert [row.split(" | ")[0].lstrip("| ") for row in rows] == [name for name, _ in reversed(layers.LAYERS)]
+    assert [row.split(" | ")[0].lstrip("| ") for row in rows] == [layer.name for layer in reversed(layers.LAYERS)]
 
 
 def test_the_table_names_each_package_once_and_every_other_module() -> None:

@@ -8,9 +8,31 @@ uses (full for the runtime, relative to the package for the wing); the same spel
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 
-__all__ = ["covers", "place", "unplaced", "stale"]
+__all__ = ["Layer", "entries", "covers", "place", "unplaced", "stale"]
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One layer: its name, what it is for, its entries (module names, or ``pkg.*``) and the jobs the README names
+    for some of them (entry -> job)."""
+
+    name: str
+    what: str
+    modules: tuple[str, ...]
+    jobs: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not set(self.jobs) <= set(self.modules):
+            raise ValueError(f"layer {self.name!r}: jobs of entries it does not hold: "
+                             f"{sorted(set(self.jobs) - set(self.modules))}")
+
+
+def entries(layers: Iterable[Layer], full: Callable[[str], str] = str) -> dict[str, int]:
+    """Every entry of ``layers`` (spelt by ``full``) -> the index of its layer."""
+    return {full(entry): i for i, layer in enumerate(layers) for entry in layer.modules}
 
 
 def covers(entry: str, module: str) -> bool:

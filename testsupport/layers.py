@@ -21,67 +21,55 @@ from pathlib import Path
 from typing import Mapping
 
 from . import layermap, layout
+from .layermap import Layer
 
 __all__ = ["LAYERS", "MODULES", "LAYER_OF", "Upward", "upward_edges", "unmapped", "stale", "render_table",
            "readme_table", "BEGIN", "END", "README"]
 
-#: The layers, lowest first: (name, what they hold).
-LAYERS: tuple[tuple[str, str], ...] = (
-    ("leaves", "import nothing of the runtime but each other"),
-    ("what is installed", "detection, the reference backend, and the backend module"),
-    ("core", "the capability table and what every adapter binds and checks with"),
-    ("adapters", "deep_gemm's functions, one stable signature each"),
-    ("facade", "`import dgcompat`, deep_gemm's submodules, and dgcompat installed as deep_gemm"),
-    ("beside the facade", "imported by name, never by the facade: JIT warmup (engines) and the tooling interface"),
+#: The layers, lowest first: what each holds, its entries (relative to ``dgcompat``: ``""`` the package itself,
+#: ``pkg.*`` every module of a package whose modules are all of that layer, :mod:`testsupport.layermap`) in the
+#: README's order, and the jobs the README names (a module without one is told by its package's entry).
+LAYERS: tuple[Layer, ...] = (
+    Layer("leaves", "import nothing of the runtime but each other",
+          ("errors", "_version", "env", "_device", "_math", "_surface", "_pysurface"),
+          {"errors": "the typed errors", "env": "the `DGCOMPAT_*` variables, the backend vocabulary",
+           "_device": "every CUDA question", "_surface": "the name table",
+           "_pysurface": "a build's Python signatures, read from its source"}),
+    Layer("what is installed", "detection, the reference backend, and the backend module",
+          ("detection.*", "reference.*", "_backend"),
+          {"detection.*": "which deep_gemm is installed, read without importing it: the registries, a dist-info/RECORD "
+                          "reader, the native-library checks, the decision",
+           "reference.*": "the pure-torch oracle, and `reference/backend.py`: deep_gemm's names, nothing else",
+           "_backend": "which backend may be imported, importing it once"}),
+    Layer("core", "the capability table and what every adapter binds and checks with",
+          ("table", "_calls", "_binding", "_params", "_checks"),
+          {"table": "the capability table", "_calls": "the upstream calls, declared",
+           "_binding": "binding each stable function once", "_checks": "argument checks"}),
+    Layer("adapters", "deep_gemm's functions, one stable signature each",
+          ("knobs", "gemm", "moe", "scales", "indexer.*"),
+          {"indexer.*": "ragged and paged MQA, planning, layout, schedules, cache, capture, one state object"}),
+    Layer("facade", "`import dgcompat`, deep_gemm's submodules, and dgcompat installed as deep_gemm",
+          ("utils.*", "testing", "_install.*", "", "__main__"),
+          {"utils.*": "`deep_gemm.utils`", "testing": "`deep_gemm.testing`",
+           "_install.*": "dgcompat installed as deep_gemm: the finder and facade modules, `forward`, `resolve`, "
+                         "`launch` (`python -m dgcompat run`), the start-up hook",
+           "": "the facade: the name table's names, loaded on first use", "__main__": "`python -m dgcompat`"}),
+    Layer("beside the facade", "imported by name, never by the facade: JIT warmup (engines) and the tooling interface",
+          ("jit_warmup.*", "_tooling"),
+          {"jit_warmup.*": "JIT warmup, its presets and CLI: public runtime names only",
+           "_tooling": "the tooling's one interface"}),
 )
 
-#: Every runtime module -> (its layer, its job as the README names it; "" where its package's entry tells it). An
-#: entry ``pkg.*`` places every module of that package, the package included (:mod:`testsupport.layermap`); a
-#: module of a package whose modules are not all of one layer has an entry of its own.
-MODULES: dict[str, tuple[str, str]] = {
-    # leaves
-    "dgcompat.errors": ("leaves", "the typed errors"),
-    "dgcompat._version": ("leaves", ""),
-    "dgcompat.env": ("leaves", "the `DGCOMPAT_*` variables, the backend vocabulary"),
-    "dgcompat._device": ("leaves", "every CUDA question"),
-    "dgcompat._math": ("leaves", ""),
-    "dgcompat._surface": ("leaves", "the name table"),
-    "dgcompat._pysurface": ("leaves", "a build's Python signatures, read from its source"),
-    # what is installed
-    "dgcompat.detection.*": ("what is installed", "which deep_gemm is installed, read without importing it: the "
-                                                  "registries, a dist-info/RECORD reader, the native-library checks, "
-                                                  "the decision"),
-    "dgcompat.reference.*": ("what is installed", "the pure-torch oracle, and `reference/backend.py`: deep_gemm's "
-                                                  "names, nothing else"),
-    "dgcompat._backend": ("what is installed", "which backend may be imported, importing it once"),
-    # core
-    "dgcompat.table": ("core", "the capability table"),
-    "dgcompat._calls": ("core", "the upstream calls, declared"),
-    "dgcompat._binding": ("core", "binding each stable function once"),
-    "dgcompat._params": ("core", ""),
-    "dgcompat._checks": ("core", "argument checks"),
-    # adapters
-    "dgcompat.knobs": ("adapters", ""),
-    "dgcompat.gemm": ("adapters", ""),
-    "dgcompat.moe": ("adapters", ""),
-    "dgcompat.scales": ("adapters", ""),
-    "dgcompat.indexer.*": ("adapters", "ragged and paged MQA, planning, layout, schedules, cache, capture, one state "
-                                       "object"),
-    # facade
-    "dgcompat.utils.*": ("facade", "`deep_gemm.utils`"),
-    "dgcompat.testing": ("facade", "`deep_gemm.testing`"),
-    "dgcompat._install.*": ("facade", "dgcompat installed as deep_gemm: the finder and facade modules, `forward`, "
-                                      "`resolve`, `launch` (`python -m dgcompat run`), the start-up hook"),
-    "dgcompat": ("facade", "the facade: the name table's names, loaded on first use"),
-    "dgcompat.__main__": ("facade", "`python -m dgcompat`"),
-    # beside the facade
-    "dgcompat.jit_warmup.*": ("beside the facade", "JIT warmup, its presets and CLI: public runtime names only"),
-    "dgcompat._tooling": ("beside the facade", "the tooling's one interface"),
-}
 
-_RANK = {name: i for i, (name, _what) in enumerate(LAYERS)}
+def _full(entry: str) -> str:
+    return f"dgcompat.{entry}" if entry else "dgcompat"
+
+
+#: Every map entry (full names) -> (its layer, its job as the README names it; "" where its package's entry tells it).
+MODULES: dict[str, tuple[str, str]] = {_full(entry): (layer.name, layer.jobs.get(entry, ""))
+                                       for layer in LAYERS for entry in layer.modules}
 #: Map entry -> the rank of its layer (0: the leaves).
-LAYER_OF: dict[str, int] = {entry: _RANK[layer] for entry, (layer, _job) in MODULES.items()}
+LAYER_OF: dict[str, int] = layermap.entries(LAYERS, _full)
 
 README = layout.ROOT / "README.md"
 BEGIN = "<!-- layer table: generated from testsupport/layers.py by `python -m testsupport.layers --write` -->"
@@ -101,7 +89,7 @@ class Upward:
 
     def __str__(self) -> str:
         def name(rank: int) -> str:
-            return LAYERS[rank][0] if rank < len(LAYERS) else str(rank)
+            return LAYERS[rank].name if rank < len(LAYERS) else str(rank)
 
         return (f"{self.module}:{self.line} ({name(self.module_layer)}) imports {self.target} "
                 f"({name(self.target_layer)}): a {self.kind} import")
@@ -143,7 +131,7 @@ def render_table(modules: Mapping[str, tuple[str, str]] = MODULES) -> str:
     is the package's folder (``indexer/``), named with its job."""
     rows = ["| layer | what it holds | modules (one job each) |", "|---|---|---|"]
     for rank in range(len(LAYERS) - 1, -1, -1):
-        name, what = LAYERS[rank]
+        name, what = LAYERS[rank].name, LAYERS[rank].what
         shown = [(f"`{_short(entry[:-2]).replace('.', '/')}/`" if entry.endswith(".*") else f"`{_short(entry)}`")
                  + (f" ({job})" if job else "") for entry, (layer, job) in modules.items() if layer == name]
         rows.append(f"| {name} | {what} | {', '.join(shown)} |")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from dgcompat_conformance._text import cell
 from testsupport import layermap, layout
+from testsupport.layermap import Layer
 
 __all__ = ["WING", "ROOT", "Layer", "LAYERS", "COMPUTED", "Edge", "modules", "layer_of", "edges", "upward",
            "unplaced", "stale", "markdown"]
@@ -25,18 +26,8 @@ WING = "dgcompat_conformance"
 ROOT = Path(__file__).resolve().parent.parent / "conformance"
 
 
-@dataclass(frozen=True)
-class Layer:
-    """One layer: its name, what it is for, and its modules (relative to the wing; ``""`` is the package itself,
-    ``"pkg.*"`` every module of a subpackage, the subpackage included, unless named in another layer:
-    :mod:`testsupport.layermap`)."""
-
-    name: str
-    what: str
-    modules: tuple[str, ...]
-
-
-#: The layers, first to last: a module imports only modules of its own layer and of the layers before it.
+#: The layers, first to last: a module imports only modules of its own layer and of the layers before it. Entries are
+#: relative to the wing (``""`` the package itself; ``"pkg.*"`` a subpackage: :mod:`testsupport.layermap`).
 LAYERS: tuple[Layer, ...] = (
     Layer("leaves", "the one text check, where the wings live, the distribution table",
           ("", "_text", "_paths", "dists")),
@@ -83,14 +74,10 @@ def modules(root: Path = ROOT) -> dict[str, Path]:
     return {_short(m): p for m, p in layout.read_wing("wing", root, WING).modules.items()}
 
 
-def _entries(layers: tuple[Layer, ...]) -> dict[str, int]:
-    return {entry: i for i, layer in enumerate(layers) for entry in layer.modules}
-
-
 def layer_of(module: str, layers: tuple[Layer, ...] = LAYERS) -> int | None:
     """The index of ``module``'s layer: the layer that names it, else the one whose ``pkg.*`` covers it
     (:func:`testsupport.layermap.place`)."""
-    return layermap.place(module, _entries(layers))
+    return layermap.place(module, layermap.entries(layers))
 
 
 def edges(root: Path = ROOT) -> list[Edge]:
@@ -124,7 +111,7 @@ def upward(found: list[Edge], layers: tuple[Layer, ...] = LAYERS) -> list[str]:
 
 def unplaced(root: Path = ROOT, layers: tuple[Layer, ...] = LAYERS) -> list[str]:
     """Modules of the wing no layer places."""
-    return sorted(m or WING for m in layermap.unplaced(modules(root), _entries(layers)))
+    return sorted(m or WING for m in layermap.unplaced(modules(root), layermap.entries(layers)))
 
 
 def stale(root: Path = ROOT, layers: tuple[Layer, ...] = LAYERS) -> list[str]:
