@@ -109,31 +109,6 @@ class OpSig:
 # --------------------------------------------------------------------------- reading a binary
 
 
-def _split_top(text: str, sep: str = ",") -> list[str]:
-    """Split on ``sep`` outside brackets and quotes."""
-    out, depth, quote, cur = [], 0, "", []
-    for ch in text:
-        if quote:
-            cur.append(ch)
-            if ch == quote:
-                quote = ""
-            continue
-        if ch in "\"'":
-            quote = ch
-        elif ch in "([":
-            depth += 1
-        elif ch in ")]":
-            depth -= 1
-        elif ch == sep and depth == 0:
-            out.append("".join(cur).strip())
-            cur = []
-            continue
-        cur.append(ch)
-    if "".join(cur).strip():
-        out.append("".join(cur).strip())
-    return out
-
-
 def parse_default(text: str | None, type_: str | None = None) -> Any:
     """A schema default's text as the Python value the dispatcher would pass for an argument of ``type_``.
 
@@ -164,7 +139,7 @@ def parse_default(text: str | None, type_: str | None = None) -> Any:
         return t[1:-1]
     if t.startswith("[") and t.endswith("]"):
         item = re.sub(r"\[\d*\]$", "", base) if base.endswith("]") else None
-        return [parse_default(x, item) for x in _split_top(t[1:-1])]
+        return [parse_default(x, item) for x in native.split_top_level(t[1:-1]) if x]
     for conv in (int, float):
         try:
             value = conv(t)

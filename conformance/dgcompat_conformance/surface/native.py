@@ -46,6 +46,7 @@ __all__ = [
     "torch_header_lines",
     "scan_native_library",
     "parse_schema",
+    "split_top_level",
     "normalize_schema_type",
     "has_python_init",
     "host_assert_texts",
@@ -216,7 +217,7 @@ _CXX_TEXT_KINDS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
-def _split_top_level(text: str, sep: str = ",") -> list[str]:
+def split_top_level(text: str, sep: str = ",") -> list[str]:
     """Split ``text`` on ``sep`` outside (), [], <> and quotes."""
     out: list[str] = []
     depth = 0
@@ -246,15 +247,15 @@ def _kind_from_cxx_text(text: str) -> str:
     t = re.sub(r"^const\s+", "", t)
     m = re.match(r"^(tvm::ffi::Optional|std::optional)<(.*)>$", t)
     if m:
-        inner = _split_top_level(m.group(2))[0]
+        inner = split_top_level(m.group(2))[0]
         k = _kind_from_cxx_text(inner)
         return k if k.endswith("?") else k + "?"
     m = re.match(r"^(tvm::ffi::Array|std::vector)<(.*)>$", t)
     if m:
-        return _kind_from_cxx_text(_split_top_level(m.group(2))[0]) + "[]"
+        return _kind_from_cxx_text(split_top_level(m.group(2))[0]) + "[]"
     m = re.match(r"^(tvm::ffi::Tuple|std::tuple)<(.*)>$", t)
     if m:
-        return "(" + ", ".join(_kind_from_cxx_text(p) for p in _split_top_level(m.group(2))) + ")"
+        return "(" + ", ".join(_kind_from_cxx_text(p) for p in split_top_level(m.group(2))) + ")"
     for pattern, kind in _CXX_TEXT_KINDS:
         if pattern.search(t):
             return kind
@@ -308,7 +309,7 @@ def _read_tvm_ffi(so_bytes: bytes, names: Iterable[str]) -> tuple[dict[str, Nati
                 signatures[name] = sym
                 continue
             inner = m.group(1).strip()
-            parts = [] if inner in ("", "void") else _split_top_level(inner)
+            parts = [] if inner in ("", "void") else split_top_level(inner)
             ops[name] = NativeOp(name, tuple(NativeParam(None, _kind_from_cxx_text(p), None) for p in parts), None, BINDING_TVM_FFI)
             signatures[name] = text or sym
     return ops, signatures
@@ -351,10 +352,10 @@ def parse_schema(text: str) -> NativeOp | None:
         return None
     params: list[NativeParam] = []
     if arg_text:
-        for part in _split_top_level(arg_text):
+        for part in split_top_level(arg_text):
             if part == "*":  # start of keyword-only arguments; the kinds do not record it
                 continue
-            pieces = _split_top_level(part, "=")
+            pieces = split_top_level(part, "=")
             decl, default = pieces[0], ("=".join(pieces[1:]).strip() if len(pieces) > 1 else None)
             bits = decl.rsplit(None, 1)
             if len(bits) != 2 or not _IDENT_RE.match(bits[1]):
