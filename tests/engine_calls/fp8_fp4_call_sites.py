@@ -580,12 +580,16 @@ def test_vllm_decode_buffer_refresh(next_n: int) -> None:
     _vllm_decode_step(next_n, torch.float32, fp4=False, refresh=True)
 
 
-@pytest.mark.parametrize("logits_dtype", LOGITS_DTYPES)
-def test_vllm_decode_fp4(logits_dtype: torch.dtype) -> None:
-    site = f"vllm.decode[next_n=1,fp4,{_logits_dtype_id(logits_dtype)}]"
+def _vllm_fp4_applies(site: str, logits_dtype: torch.dtype) -> None:
+    """vLLM takes its MXFP4 indexer cache on SM100 only: elsewhere ``site`` is not applicable (skipped)."""
     if device_capability_major() != 10:
         not_applicable(site, _needs(FP4_INPUTS, logits_dtype),
                        "vLLM 0.34 refuses indexer_kv_dtype='mxfp4' below SM100 itself (dsa_indexer_uses_fp4)")
+
+
+@pytest.mark.parametrize("logits_dtype", LOGITS_DTYPES)
+def test_vllm_decode_fp4(logits_dtype: torch.dtype) -> None:
+    _vllm_fp4_applies(f"vllm.decode[next_n=1,fp4,{_logits_dtype_id(logits_dtype)}]", logits_dtype)
     _vllm_decode_step(1, logits_dtype, fp4=True, refresh=False)
 
 
@@ -647,10 +651,7 @@ def test_vllm_prefill_fp8(logits_dtype: torch.dtype) -> None:
 
 @pytest.mark.parametrize("logits_dtype", LOGITS_DTYPES)
 def test_vllm_prefill_fp4(logits_dtype: torch.dtype) -> None:
-    site = f"vllm.prefill[fp4,{_logits_dtype_id(logits_dtype)}]"
-    if device_capability_major() != 10:
-        not_applicable(site, _needs(FP4_INPUTS, logits_dtype),
-                       "vLLM 0.34 refuses indexer_kv_dtype='mxfp4' below SM100 itself (dsa_indexer_uses_fp4)")
+    _vllm_fp4_applies(f"vllm.prefill[fp4,{_logits_dtype_id(logits_dtype)}]", logits_dtype)
     _vllm_prefill(logits_dtype, fp4=True)
 
 
