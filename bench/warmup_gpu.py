@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from testsupport.folders import readonly, writable
 from testsupport.record import header, write_json
 
 REPO = Path(__file__).resolve().parent.parent
@@ -121,12 +122,7 @@ def _copy(src: Path, dst: Path) -> Callable[[dict[str, Any]], None]:
 
 def _readonly(folder: Path) -> Callable[[dict[str, Any]], None]:
     def act(state: dict[str, Any]) -> None:
-        for root, dirs, files in os.walk(folder):
-            for name in files:
-                os.chmod(os.path.join(root, name), 0o444)
-            for name in dirs:
-                os.chmod(os.path.join(root, name), 0o555)
-        os.chmod(folder, 0o555)
+        readonly(folder)
         state.setdefault("readonly", []).append(str(folder))
     return act
 
@@ -383,10 +379,7 @@ def run(out: Path, work: Path, deadline: float, *, fake: bool, env: dict[str, st
                          "exit": [r[0] for r in runs], "result": got, "group": step.group})
             print(f"[warmup-gpu] {step.name}: {'ok' if ok else 'FAILED'}: {text}", flush=True)
     for folder in state.get("readonly", []):  # so that the stage folder can be removed
-        for root, dirs, _files in os.walk(folder):
-            os.chmod(root, 0o755)
-            for name in dirs:
-                os.chmod(os.path.join(root, name), 0o755)
+        writable(folder)
     return {"fake": fake, "lineage": lineage, "steps": rows, "ok": all(r["ok"] for r in rows)}
 
 

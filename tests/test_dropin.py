@@ -304,14 +304,11 @@ def test_a_hand_planted_alias_without_the_install_is_a_typed_error(tmp_path: Pat
     _run("""
         import sys
         import dgcompat
+        import pytest
         sys.modules["deep_gemm"] = dgcompat
         for attempt in range(2):
-            try:
+            with pytest.raises(dgcompat.IncompatibleBuildError, match="install_as_deep_gemm"):
                 dgcompat.get_num_sms()
-            except dgcompat.IncompatibleBuildError as exc:
-                assert "install_as_deep_gemm" in str(exc), exc
-            else:
-                raise AssertionError("no error")
         assert not hasattr(dgcompat, "set_tc_util")
     """, _site(tmp_path))
 
@@ -326,24 +323,17 @@ def test_broken_build_keeps_the_facade_and_types_the_errors(tmp_path: Path) -> N
     _run("""
         import sys
         import dgcompat
+        import pytest
         dgcompat.install_as_deep_gemm()
         import deep_gemm                      # the facade imports; the failure is kept for the calls
         assert type(deep_gemm).__name__ == "_Facade"
         assert not hasattr(deep_gemm, "set_tc_util")
-        try:
+        with pytest.raises(dgcompat.UnavailableNameError, match="undefined symbol") as info:
             deep_gemm.set_tc_util
-        except dgcompat.UnavailableNameError as exc:
-            assert isinstance(exc, AttributeError) and isinstance(exc, dgcompat.IncompatibleBuildError)
-            assert "undefined symbol" in str(exc)
-        else:
-            raise AssertionError("no error")
+        assert isinstance(info.value, AttributeError) and isinstance(info.value, dgcompat.IncompatibleBuildError)
         for attempt in range(2):              # typed on every call, not only the first
-            try:
+            with pytest.raises(dgcompat.IncompatibleBuildError, match="undefined symbol"):
                 dgcompat.get_num_sms()
-            except dgcompat.IncompatibleBuildError as exc:
-                assert "undefined symbol" in str(exc)
-            else:
-                raise AssertionError("no error")
         from deep_gemm.utils.layout import get_mn_major_tma_aligned_tensor
         assert get_mn_major_tma_aligned_tensor is dgcompat.get_mn_major_tma_aligned_tensor
         assert type(sys.modules["deep_gemm.utils"]).__name__ == "_Facade"   # no half-imported real module left
@@ -355,18 +345,15 @@ def test_torch_mismatch_is_refused_before_the_real_import(tmp_path: Path) -> Non
     files = {"deep_gemm/__init__.py": "raise RuntimeError('must not be imported')\n"}
     proc = _run("""
         import dgcompat
+        import pytest
         rel = dgcompat.release()
         if rel.torch_ok is not False:
             print("SKIP torch matches")
             raise SystemExit(0)
         dgcompat.install_as_deep_gemm()
         import deep_gemm
-        try:
+        with pytest.raises(dgcompat.IncompatibleBuildError, match="built for torch"):
             deep_gemm.get_num_sms()
-        except dgcompat.IncompatibleBuildError as exc:
-            assert "built for torch" in str(exc), exc
-        else:
-            raise AssertionError("no error")
         assert not hasattr(deep_gemm, "set_tc_util")
         print("refused")
     """, _site(tmp_path, files, version="0.2.5"), env={"DGCOMPAT_ALLOW_TORCH_MISMATCH": "0"})
@@ -378,6 +365,7 @@ def test_torch_mismatch_is_refused_before_the_real_import(tmp_path: Path) -> Non
 def test_without_deep_gemm_the_import_fails_as_usual(tmp_path: Path) -> None:
     _run("""
         import dgcompat
+        import pytest
         dgcompat.install_as_deep_gemm()
         try:
             import deep_gemm
@@ -387,12 +375,9 @@ def test_without_deep_gemm_the_import_fails_as_usual(tmp_path: Path) -> None:
             raise AssertionError("a facade without anything behind it")
         assert not hasattr(dgcompat, "nonexistent") and not hasattr(dgcompat, "set_tc_util")
         assert not hasattr(dgcompat.utils, "per_block_cast_to_fp8")
-        try:
+        with pytest.raises(dgcompat.UnavailableNameError) as info:
             dgcompat.utils.per_block_cast_to_fp8
-        except dgcompat.UnavailableNameError as exc:
-            assert isinstance(exc.__cause__, dgcompat.DeepGemmUnavailableError), repr(exc.__cause__)
-        else:
-            raise AssertionError("no error")
+        assert isinstance(info.value.__cause__, dgcompat.DeepGemmUnavailableError), repr(info.value.__cause__)
         assert dgcompat.align(5, 4) == 8 and dgcompat.utils.layout.align is dgcompat.align
     """, tmp_path / "empty")
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from testsupport import layers, layout
+from testsupport import layermap, layers, layout
 
 #: The only string import of a project module (the backend, loaded when DGCOMPAT_BACKEND=reference).
 BACKEND_IMPORT = ("dgcompat._backend", "dgcompat.reference.backend")
@@ -141,10 +141,20 @@ def test_the_layer_check_catches_an_upward_edge_of_every_form(tmp_path: Path) ->
     assert layers.stale(wing.modules, layer_of) == ["pkg.gone"]
 
 
+def test_a_package_entry_places_its_modules_unless_one_has_its_own() -> None:
+    """The placement both maps use: a module's own entry first, else the innermost ``pkg.*`` over it; a ``pkg.*``
+    that covers no module is stale, as is a named module that is gone."""
+    entries = {"pkg.*": 1, "pkg.sub.*": 2, "pkg.sub.low": 0, "pkg.gone": 0, "other.*": 3}
+    found = ["pkg", "pkg.a", "pkg.sub", "pkg.sub.b", "pkg.sub.low", "pkgx", "lone"]
+    assert [layermap.place(m, entries) for m in found] == [1, 1, 2, 2, 0, None, None]
+    assert layermap.unplaced(found, entries) == ["lone", "pkgx"]
+    assert layermap.stale(found, entries) == ["pkg.gone", "other.*"]
+
+
 def test_the_readme_layer_table_is_generated_from_the_map() -> None:
     assert layers.readme_table() == layers.render_table(), "run: python -m testsupport.layers --write"
     rows = layers.render_table().splitlines()[2:]
-    assert [row.split(" | ")[0].lstrip("| ") for row in rows] == [name for name, _ in reversed(layers.LAYERS)]
+    assert [row.split(" | ")[0].lstrip("| ") for row in rows] == [layer.name for layer in reversed(layers.LAYERS)]
 
 
 def test_the_table_names_each_package_once_and_every_other_module() -> None:

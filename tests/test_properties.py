@@ -9,13 +9,11 @@ same generators run over every published wheel's real Python layer in the confor
 from __future__ import annotations
 
 import os
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, settings
 
 import dgcompat
 from dgcompat_conformance.suite import _properties as P
@@ -50,21 +48,8 @@ def test_generated_calls(backend: str, entry: str) -> None:
     """Each generated call computes the reference result or raises a dgcompat error; every call ends in one of
     those two counted outcomes, and with enough examples both occur (a run whose calls were all refused, or
     all valid, has not tested what it says)."""
-    strategy, check = P.ENTRY_POINTS[entry]
-    before = Counter(P.COUNTS)
-    calls = 0
-
-    @SETTINGS
-    @given(data=st.data())
-    def generated(data: st.DataObject) -> None:
-        nonlocal calls
-        call = data.draw(strategy(), label="call")
-        calls += 1  # a draw hypothesis abandons is no call; each completed one must end in a counted outcome
-        check(dgcompat, backend, call)
-
-    generated()
-    ran = P.COUNTS - before
-    outcomes = Counter(key.rsplit(":", 1)[1] for key in ran.elements())
+    calls, ran = P.run_generated(dgcompat, backend, entry, SETTINGS)
+    outcomes = P.outcomes(ran)
     assert calls > 0 and outcomes["ok"] + outcomes["error"] >= calls, (calls, dict(ran))
     if EXAMPLES >= MIXED_FROM:
         assert outcomes["ok"] > 0 and outcomes["error"] > 0, f"{calls} calls, never both outcomes: {dict(ran)}"

@@ -10,7 +10,7 @@ import itertools
 import math
 import struct
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import torch
@@ -168,12 +168,9 @@ def test_get_tma_aligned_size() -> None:
 
 
 @SETTINGS
-@given(st.data())
-def test_mn_major_tma_aligned_tensor(data: st.DataObject) -> None:
+@given(data=st.data(), groups=st.one_of(st.none(), st.integers(1, 3)), mn=st.integers(1, 21), k=st.integers(1, 6))
+def test_mn_major_tma_aligned_tensor(data: st.DataObject, groups: int | None, mn: int, k: int) -> None:
     gen = gen_for(data)
-    groups = data.draw(st.one_of(st.none(), st.integers(1, 3)), label="groups")
-    mn = data.draw(st.integers(1, 21), label="mn")
-    k = data.draw(st.integers(1, 6), label="k")
     shape = (mn, k) if groups is None else (groups, mn, k)
     sf = rand_scale(gen, *shape)
     out = R.get_mn_major_tma_aligned_tensor(sf)
@@ -197,12 +194,9 @@ def test_mn_major_tma_aligned_tensor_rejects() -> None:
 
 
 @SETTINGS
-@given(st.data())
-def test_packed_ue8m0_layout_and_bytes(data: st.DataObject) -> None:
+@given(data=st.data(), groups=st.one_of(st.none(), st.integers(1, 3)), mn=st.integers(1, 13), k=st.integers(1, 10))
+def test_packed_ue8m0_layout_and_bytes(data: st.DataObject, groups: int | None, mn: int, k: int) -> None:
     gen = gen_for(data)
-    groups = data.draw(st.one_of(st.none(), st.integers(1, 3)), label="groups")
-    mn = data.draw(st.integers(1, 13), label="mn")
-    k = data.draw(st.integers(1, 10), label="k")
     shape = (mn, k) if groups is None else (groups, mn, k)
     exps = torch.randint(-40, 40, shape, generator=gen).to(torch.float32)
     sf = torch.pow(2.0, exps)
@@ -267,13 +261,10 @@ def packed_bytes(t: torch.Tensor) -> list[list[list[int]]]:
 
 
 @SETTINGS
-@given(st.data())
-def test_transform_sf_fp32_paths(data: st.DataObject) -> None:
+@given(data=st.data(), groups=st.one_of(st.none(), st.integers(1, 3)), m=st.integers(1, 9), n=st.integers(1, 300),
+       k=st.sampled_from([128, 256, 640]))
+def test_transform_sf_fp32_paths(data: st.DataObject, groups: int | None, m: int, n: int, k: int) -> None:
     gen = gen_for(data)
-    groups = data.draw(st.one_of(st.none(), st.integers(1, 3)), label="groups")
-    m = data.draw(st.integers(1, 9), label="m")
-    n = data.draw(st.integers(1, 300), label="n")
-    k = data.draw(st.sampled_from([128, 256, 640]), label="k")
     lead = () if groups is None else (groups,)
     sfa = rand_scale(gen, *lead, m, k // 128)
     sfb = rand_scale(gen, *lead, ceil_div(n, 128), k // 128)
@@ -348,13 +339,10 @@ def fp8_error_bound(x: torch.Tensor, sf: torch.Tensor) -> torch.Tensor:
 
 
 @SETTINGS
-@given(st.data())
-def test_per_token_cast(data: st.DataObject) -> None:
+@given(data=st.data(), m=st.integers(1, 6), k=st.sampled_from([128, 256, 200, 64]), use_ue8m0=st.booleans(),
+       dtype=st.sampled_from([torch.float32, torch.bfloat16]))
+def test_per_token_cast(data: st.DataObject, m: int, k: int, use_ue8m0: bool, dtype: torch.dtype) -> None:
     gen = gen_for(data)
-    m = data.draw(st.integers(1, 6), label="m")
-    k = data.draw(st.sampled_from([128, 256, 200, 64]), label="k")
-    use_ue8m0 = data.draw(st.booleans(), label="use_ue8m0")
-    dtype = data.draw(st.sampled_from([torch.float32, torch.bfloat16]), label="dtype")
     mag = data.draw(st.sampled_from([1e-6, 1.0, 300.0]), label="magnitude")
     x = randn(gen, m, k, scale=mag).to(dtype)
     q, sf = R.per_token_cast_to_fp8(x, use_ue8m0=use_ue8m0)
@@ -377,12 +365,9 @@ def test_per_token_cast(data: st.DataObject) -> None:
 
 
 @SETTINGS
-@given(st.data())
-def test_per_block_cast(data: st.DataObject) -> None:
+@given(data=st.data(), n=st.integers(1, 300), k=st.sampled_from([128, 256, 160]), use_ue8m0=st.booleans())
+def test_per_block_cast(data: st.DataObject, n: int, k: int, use_ue8m0: bool) -> None:
     gen = gen_for(data)
-    n = data.draw(st.integers(1, 300), label="n")
-    k = data.draw(st.sampled_from([128, 256, 160]), label="k")
-    use_ue8m0 = data.draw(st.booleans(), label="use_ue8m0")
     x = randn(gen, n, k, scale=5.0)
     q, sf = R.per_block_cast_to_fp8(x, use_ue8m0=use_ue8m0)
     nb, nk = ceil_div(n, 128), ceil_div(k, 128)
@@ -399,16 +384,11 @@ def test_per_block_cast(data: st.DataObject) -> None:
 
 
 @SETTINGS
-@given(st.data())
-def test_dequantize_matches_loops(data: st.DataObject) -> None:
+@given(data=st.data(), groups=st.one_of(st.none(), st.integers(1, 3)), rows=st.integers(1, 7), k=st.integers(1, 13),
+       gran_mn=st.integers(1, 3), gran_k=st.sampled_from([1, 2, 4, 128]), per_row=st.booleans(), packed=st.booleans())
+def test_dequantize_matches_loops(data: st.DataObject, groups: int | None, rows: int, k: int, gran_mn: int,
+                                  gran_k: int, per_row: bool, packed: bool) -> None:
     gen = gen_for(data)
-    groups = data.draw(st.one_of(st.none(), st.integers(1, 3)), label="groups")
-    rows = data.draw(st.integers(1, 7), label="rows")
-    k = data.draw(st.integers(1, 13), label="k")
-    gran_mn = data.draw(st.integers(1, 3), label="gran_mn")
-    gran_k = data.draw(st.sampled_from([1, 2, 4, 128]), label="gran_k")
-    per_row = data.draw(st.booleans(), label="per_row")
-    packed = data.draw(st.booleans(), label="packed")
     lead = () if groups is None else (groups,)
     x = rand_fp8(gen, *lead, rows, k)
     sf_rows = rows if per_row else ceil_div(rows, gran_mn)
@@ -452,13 +432,10 @@ def sf_variant(sf: torch.Tensor, kind: str) -> torch.Tensor:
 
 
 @SETTINGS
-@given(st.data())
-def test_fp8_gemm_nt(data: st.DataObject) -> None:
+@given(data=st.data(), m=st.integers(1, 9), n=st.integers(1, 260), k=st.sampled_from([128, 256, 384, 200]),
+       out_dtype=st.sampled_from([torch.float32, torch.bfloat16]))
+def test_fp8_gemm_nt(data: st.DataObject, m: int, n: int, k: int, out_dtype: torch.dtype) -> None:
     gen = gen_for(data)
-    m = data.draw(st.integers(1, 9), label="m")
-    n = data.draw(st.integers(1, 260), label="n")
-    k = data.draw(st.sampled_from([128, 256, 384, 200]), label="k")
-    out_dtype = data.draw(st.sampled_from([torch.float32, torch.bfloat16]), label="out_dtype")
     use_c = data.draw(st.booleans(), label="use_c") and out_dtype == torch.float32  # D = C + AB is float32
     ue8m0 = data.draw(st.booleans(), label="ue8m0")
     b_per_row = data.draw(st.booleans(), label="b_per_row")
@@ -519,13 +496,10 @@ def test_fp8_gemm_nt_rejects() -> None:
 
 
 @SETTINGS
-@given(st.data())
-def test_bf16_gemm_nt(data: st.DataObject) -> None:
+@given(data=st.data(), m=st.integers(1, 9), n=st.integers(1, 40), k=st.integers(1, 300),
+       out_dtype=st.sampled_from([torch.float32, torch.bfloat16]))
+def test_bf16_gemm_nt(data: st.DataObject, m: int, n: int, k: int, out_dtype: torch.dtype) -> None:
     gen = gen_for(data)
-    m = data.draw(st.integers(1, 9), label="m")
-    n = data.draw(st.integers(1, 40), label="n")
-    k = data.draw(st.integers(1, 300), label="k")
-    out_dtype = data.draw(st.sampled_from([torch.float32, torch.bfloat16]), label="out_dtype")
     a = randn(gen, m, k).to(torch.bfloat16)
     b = randn(gen, n, k).to(torch.bfloat16)
     use_c = data.draw(st.booleans(), label="use_c") and out_dtype == torch.float32  # D = C + AB is float32
@@ -546,10 +520,9 @@ SENTINEL = 1536.0  # exact in bfloat16
 
 
 @SETTINGS
-@given(st.data())
-def test_grouped_contiguous(data: st.DataObject) -> None:
+@given(data=st.data(), g=st.integers(1, 4))
+def test_grouped_contiguous(data: st.DataObject, g: int) -> None:
     gen = gen_for(data)
-    g = data.draw(st.integers(1, 4), label="groups")
     m = 128 * data.draw(st.integers(0, 2), label="aligned_row_blocks")  # rows padded to the MK alignment
     n = data.draw(st.integers(1, 140), label="n")
     k = data.draw(st.sampled_from([128, 256]), label="k")
@@ -591,14 +564,10 @@ def test_grouped_contiguous_rejects_bad_indices() -> None:
 
 
 @SETTINGS
-@given(st.data())
-def test_grouped_masked(data: st.DataObject) -> None:
+@given(data=st.data(), g=st.integers(1, 4), m_max=st.integers(1, 10), n=st.integers(1, 140),
+       k=st.sampled_from([128, 256]), use_fp8=st.booleans())
+def test_grouped_masked(data: st.DataObject, g: int, m_max: int, n: int, k: int, use_fp8: bool) -> None:
     gen = gen_for(data)
-    g = data.draw(st.integers(1, 4), label="groups")
-    m_max = data.draw(st.integers(1, 10), label="m_max")
-    n = data.draw(st.integers(1, 140), label="n")
-    k = data.draw(st.sampled_from([128, 256]), label="k")
-    use_fp8 = data.draw(st.booleans(), label="fp8")
     counts = data.draw(st.lists(st.integers(0, m_max), min_size=g, max_size=g), label="masked_m")
     masked_m = torch.tensor(counts, dtype=torch.int32)
     d = torch.full((g, m_max, n), SENTINEL, dtype=torch.bfloat16)  # every release writes grouped d in bf16
@@ -645,13 +614,9 @@ def naive_logit(q_rows: torch.Tensor, w_row: torch.Tensor, k_row: torch.Tensor, 
 
 
 @SETTINGS
-@given(st.data())
-def test_fp8_mqa_logits(data: st.DataObject) -> None:
+@given(data=st.data(), nq=st.integers(1, 5), nk=st.integers(1, 9), h=st.integers(1, 4), dim=st.sampled_from([8, 32]))
+def test_fp8_mqa_logits(data: st.DataObject, nq: int, nk: int, h: int, dim: int) -> None:
     gen = gen_for(data)
-    nq = data.draw(st.integers(1, 5), label="nq")
-    nk = data.draw(st.integers(1, 9), label="nk")
-    h = data.draw(st.integers(1, 4), label="heads")
-    dim = data.draw(st.sampled_from([8, 32]), label="dim")
     starts = data.draw(st.lists(st.integers(-1, nk), min_size=nq, max_size=nq), label="ks")
     lengths = data.draw(st.lists(st.integers(0, nk + 1), min_size=nq, max_size=nq), label="lengths")
     ends = [s + n for s, n in zip(starts, lengths, strict=True)]
@@ -712,12 +677,9 @@ def test_fp8_mqa_logits_rejects() -> None:
 
 
 @SETTINGS
-@given(st.data())
-def test_pack_kv_cache_layout(data: st.DataObject) -> None:
+@given(data=st.data(), nb=st.integers(1, 3), bkv=st.integers(1, 5), dim=st.sampled_from([4, 16, 32]))
+def test_pack_kv_cache_layout(data: st.DataObject, nb: int, bkv: int, dim: int) -> None:
     gen = gen_for(data)
-    nb = data.draw(st.integers(1, 3), label="num_blocks")
-    bkv = data.draw(st.integers(1, 5), label="block_kv")
-    dim = data.draw(st.sampled_from([4, 16, 32]), label="dim")
     x = randn(gen, nb, bkv, dim, scale=data.draw(st.sampled_from([1e-6, 1.0, 100.0]), label="mag"))
     kv = R.pack_kv_cache(x)
     assert kv.dtype == torch.uint8 and tuple(kv.shape) == (nb, bkv, 1, dim + 4)
@@ -791,7 +753,20 @@ def check_paged(out: torch.Tensor, want: torch.Tensor, bound: torch.Tensor) -> N
     assert bool(((out[live].double() - want[live]).abs() <= bound[live]).all())
 
 
-def paged_case(data: st.DataObject) -> dict[str, object]:
+class PagedCase(NamedTuple):
+    """A paged MQA-logits input: ``q`` (B, next_n, H, D) FP8, ``kv`` packed (num_blocks, block_kv, 1, D + 4)
+    uint8, ``w`` (B * next_n, H) float32, per-sequence context lengths, block table rows, ``max_len``."""
+
+    q: torch.Tensor
+    kv: torch.Tensor
+    w: torch.Tensor
+    ctx: list[int]
+    table: list[list[int]]
+    max_len: int
+    next_n: int
+
+
+def paged_case(data: st.DataObject) -> PagedCase:
     gen = gen_for(data)
     b = data.draw(st.integers(1, 3), label="batch")
     next_n = data.draw(st.integers(1, 3), label="next_n")
@@ -804,7 +779,7 @@ def paged_case(data: st.DataObject) -> dict[str, object]:
     perm = torch.randperm(nb, generator=gen).tolist()
     table = [[perm[i * max_blocks + j] for j in range(max_blocks)] for i in range(b)]
     extra = data.draw(st.integers(0, 5), label="extra_len")
-    return dict(
+    return PagedCase(
         q=rand_fp8(gen, b, next_n, h, dim),
         kv=R.pack_kv_cache(randn(gen, nb, bkv, dim)),
         w=randn(gen, b * next_n, h),
@@ -818,13 +793,8 @@ def paged_case(data: st.DataObject) -> dict[str, object]:
 @SETTINGS
 @given(st.data())
 def test_paged_logits_context_len_forms(data: st.DataObject) -> None:
-    case = paged_case(data)
-    q, kv, w = case["q"], case["kv"], case["w"]
-    assert isinstance(q, torch.Tensor) and isinstance(kv, torch.Tensor) and isinstance(w, torch.Tensor)
-    ctx: list[int] = case["ctx"]  # type: ignore[assignment]
-    table: list[list[int]] = case["table"]  # type: ignore[assignment]
-    max_len: int = case["max_len"]  # type: ignore[assignment]
-    b, next_n = q.shape[0], q.shape[1]
+    q, kv, w, ctx, table, max_len, next_n = paged_case(data)
+    b = q.shape[0]
     rows = b * next_n
     bt = torch.tensor(table, dtype=torch.int32)
 
@@ -856,13 +826,8 @@ def test_paged_logits_context_len_forms(data: st.DataObject) -> None:
 @FEW
 @given(st.data())
 def test_paged_logits_2d_rows_independent(data: st.DataObject) -> None:
-    case = paged_case(data)
-    q, kv, w = case["q"], case["kv"], case["w"]
-    assert isinstance(q, torch.Tensor) and isinstance(kv, torch.Tensor) and isinstance(w, torch.Tensor)
-    ctx: list[int] = case["ctx"]  # type: ignore[assignment]
-    table: list[list[int]] = case["table"]  # type: ignore[assignment]
-    max_len: int = case["max_len"]  # type: ignore[assignment]
-    b, next_n = q.shape[0], q.shape[1]
+    q, kv, w, ctx, table, max_len, next_n = paged_case(data)
+    b = q.shape[0]
     # arbitrary per-row lengths, each at most the sequence's allocated length
     lens = [data.draw(st.integers(0, ctx[r // next_n]), label=f"len{r}") for r in range(b * next_n)]
     out = R.fp8_paged_mqa_logits(

@@ -836,8 +836,8 @@ def _reference_kinds(schema: str) -> list[str]:
     """Argument kinds of a reference schema row (tvm-ffi rows name arguments by call-site expressions)."""
     inner = schema[schema.index("(") + 1 : schema.rindex(") ->")]
     kinds: list[str] = []
-    for arg in native_mod._split_top_level(inner) if inner.strip() else []:
-        arg = native_mod._split_top_level(arg, "=")[0]
+    for arg in native_mod.split_top_level(inner) if inner.strip() else []:
+        arg = native_mod.split_top_level(arg, "=")[0]
         if arg.endswith(">") and " <" in arg:
             arg = arg[: arg.index(" <")]
         else:

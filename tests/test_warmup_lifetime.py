@@ -100,6 +100,23 @@ def slow_jit(tmp_path: Path) -> dict[str, Any]:
     return {"env": env, "cache": tmp_path / "cache", "tmp": scratch_root, "log": Path(env["FAKE_NVCC_LOG"])}
 
 
+def _compiling_warmup(jit: dict[str, Any]) -> tuple[subprocess.Popen[str], dict[int, str]]:
+    """A warmup started over ``jit``, once it runs NVCC: the process and its process tree."""
+    proc = _start(jit["env"], jit["cache"])
+    return proc, _compiling(proc)
+
+
+def _left_nothing(jit: dict[str, Any], tree: dict[int, str], scratch_seconds: float = 0.0) -> None:
+    """Every process of ``tree`` is gone within 5 s, the scratch folder is empty (at once, or within
+    ``scratch_seconds``: where no handler of the warmup's own removes it), and the same warmup again continues."""
+    _gone_within(tree, 5.0)
+    t0 = time.monotonic()
+    while list(jit["tmp"].iterdir()) and time.monotonic() - t0 < scratch_seconds:
+        time.sleep(0.05)
+    assert not list(jit["tmp"].iterdir())
+    _continues(jit)
+
+
 def _continues(jit: dict[str, Any]) -> None:
     """The same warmup again: it finishes, keeps what the first one completed, and serving compiles nothing."""
     env = {**jit["env"], "FAKE_NVCC_SECONDS": "0.05"}
@@ -117,44 +134,32 @@ def _continues(jit: dict[str, Any]) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_stops_every_process_and_removes_the_scratch(slow_jit: dict[str, Any], sig: int) -> None:
-    proc = _start(slow_jit["env"], slow_jit["cache"])
-    tree = _compiling(proc)
+    proc, tree = _compiling_warmup(slow_jit)
     assert any("resource_tracker" in c for c in tree.values()) and any("spawn_main" in c for c in tree.values())
     assert len(list(slow_jit["tmp"].iterdir())) == 1  # the scratch folder
     os.kill(proc.pid, sig)
     _out, err = proc.communicate(timeout=30)
     assert proc.returncode == 128 + sig, err[-3000:]
     assert f"stopped by {signal.Signals(sig).name}" in err and "run again continues" in err and "Traceback" not in err
-    _gone_within(tree, 5.0)
-    assert not list(slow_jit["tmp"].iterdir())
-    _continues(slow_jit)
+    _left_nothing(slow_jit, tree)
 
 
 @pytest.mark.slow
 def test_a_calling_process_that_dies_leaves_nothing_behind(slow_jit: dict[str, Any]) -> None:
-    proc = _start(slow_jit["env"], slow_jit["cache"])
-    tree = _compiling(proc)
+    proc, tree = _compiling_warmup(slow_jit)
     os.kill(proc.pid, signal.SIGKILL)  # no handler, no finally: the reaper and the workers' death signal act
     proc.communicate(timeout=30)
-    _gone_within(tree, 5.0)
-    t0 = time.monotonic()
-    while list(slow_jit["tmp"].iterdir()) and time.monotonic() - t0 < 5:
-        time.sleep(0.05)
-    assert not list(slow_jit["tmp"].iterdir())
-    _continues(slow_jit)
+    _left_nothing(slow_jit, tree, scratch_seconds=5.0)
 
 
 @pytest.mark.slow
 def test_a_worker_that_dies_fails_the_warmup_and_leaves_nothing_behind(slow_jit: dict[str, Any]) -> None:
-    proc = _start(slow_jit["env"], slow_jit["cache"])
-    tree = _compiling(proc)
+    proc, tree = _compiling_warmup(slow_jit)
     worker = next(p for p, c in tree.items() if "spawn_main" in c)
     os.kill(worker, signal.SIGKILL)
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1 and "exit code -9" in err and "Traceback" not in err, err[-3000:]
-    _gone_within(tree, 5.0)
-    assert not list(slow_jit["tmp"].iterdir())
-    _continues(slow_jit)
+    _left_nothing(slow_jit, tree)
 
 
 def test_a_stale_scratch_folder_is_removed_by_the_next_warmup(tmp_path: Path) -> None:

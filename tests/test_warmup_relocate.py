@@ -18,8 +18,9 @@ import pytest
 from dgcompat.jit_warmup import keys as K
 from dgcompat.jit_warmup.cache import entries, snapshot
 from dgcompat.jit_warmup.relocate import Build, read_builds
+from testsupport.folders import readonly, writable
 
-from .warmup_env import SMALL, as_reader, at_site, cli, compiles, install, readonly, serve, writable
+from .warmup_env import SMALL, as_reader, at_site, cli, compiles, install, serve
 
 LINEAGES = ("compiler", "bundled", "deep_jit")
 

@@ -17,8 +17,8 @@ from testsupport import fake_jit
 
 REPO = Path(__file__).resolve().parent.parent
 
-__all__ = ["jit_env_fixture", "compiles", "serve_all", "install", "at_site", "cli", "serve", "as_reader", "readonly",
-           "writable", "SMALL", "SMALL_CODE"]
+__all__ = ["jit_env_fixture", "compiles", "serve_all", "install", "at_site", "cli", "serve", "as_reader",
+           "SMALL", "SMALL_CODE"]
 
 
 @pytest.fixture(name="jit_env")
@@ -130,9 +130,9 @@ def _no_dac_override() -> None:
 
 
 def as_reader() -> dict[str, Any]:
-    """``subprocess`` arguments that make the child unable to write a folder made read-only with :func:`readonly`:
-    as root (whom permission bits do not stop) the child gives up ``CAP_DAC_OVERRIDE`` first; skips the test
-    where root cannot (no ``CAP_SETPCAP``)."""
+    """``subprocess`` arguments that make the child unable to write a folder made read-only with
+    :func:`testsupport.folders.readonly`: as root (whom permission bits do not stop) the child gives up
+    ``CAP_DAC_OVERRIDE`` first; skips the test where root cannot (no ``CAP_SETPCAP``)."""
     if not (hasattr(os, "geteuid") and os.geteuid() == 0):
         return {}
     try:
@@ -140,21 +140,3 @@ def as_reader() -> dict[str, Any]:
     except (subprocess.SubprocessError, OSError):
         pytest.skip("running as root without CAP_SETPCAP: a read-only folder cannot be made read-only for root")
     return {"preexec_fn": _no_dac_override}
-
-
-def readonly(folder: Path) -> None:
-    """Make ``folder`` and everything under it read-only (readable by everyone)."""
-    for root, dirs, files in os.walk(folder):
-        for name in files:
-            os.chmod(os.path.join(root, name), 0o444)
-        for name in dirs:
-            os.chmod(os.path.join(root, name), 0o555)
-    os.chmod(folder, 0o555)
-
-
-def writable(folder: Path) -> None:
-    """Undo :func:`readonly` (so that the test's folder can be removed)."""
-    for root, dirs, _files in os.walk(folder):
-        os.chmod(root, 0o755)
-        for name in dirs:
-            os.chmod(os.path.join(root, name), 0o755)

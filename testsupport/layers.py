@@ -1,6 +1,7 @@
 """The runtime's layers as data: every module of ``dgcompat`` and the layer it belongs to.
 
-:data:`MODULES` is the one map (module -> layer, and the job the README names for it). A module may
+:data:`MODULES` is the one map (module, or ``package.*`` for all of a package's modules -> layer, and the job
+the README names for it; placed by :mod:`testsupport.layermap`, as the wing's map is). A module may
 import modules of its own layer and of the layers below it; an import of a module of a higher layer
 is an *upward edge*. The import scanner (:mod:`testsupport.layout`) counts every form: top-level,
 inside functions, string imports (``importlib.import_module("dgcompat.x")``) and the computed imports
@@ -19,119 +20,56 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import layout
+from . import layermap, layout
+from .layermap import Layer
 
 __all__ = ["LAYERS", "MODULES", "LAYER_OF", "Upward", "upward_edges", "unmapped", "stale", "render_table",
            "readme_table", "BEGIN", "END", "README"]
 
-#: The layers, lowest first: (name, what they hold).
-LAYERS: tuple[tuple[str, str], ...] = (
-    ("leaves", "import nothing of the runtime but each other"),
-    ("what is installed", "detection, the reference backend, and the backend module"),
-    ("core", "the capability table and what every adapter binds and checks with"),
-    ("adapters", "deep_gemm's functions, one stable signature each"),
-    ("facade", "`import dgcompat`, deep_gemm's submodules, and dgcompat installed as deep_gemm"),
-    ("beside the facade", "imported by name, never by the facade: JIT warmup (engines) and the tooling interface"),
+#: The layers, lowest first: what each holds, its entries (relative to ``dgcompat``: ``""`` the package itself,
+#: ``pkg.*`` every module of a package whose modules are all of that layer, :mod:`testsupport.layermap`) in the
+#: README's order, and the jobs the README names (a module without one is told by its package's entry).
+LAYERS: tuple[Layer, ...] = (
+    Layer("leaves", "import nothing of the runtime but each other",
+          ("errors", "_version", "env", "_device", "_math", "_surface", "_pysurface"),
+          {"errors": "the typed errors", "env": "the `DGCOMPAT_*` variables, the backend vocabulary",
+           "_device": "every CUDA question", "_surface": "the name table",
+           "_pysurface": "a build's Python signatures, read from its source"}),
+    Layer("what is installed", "detection, the reference backend, and the backend module",
+          ("detection.*", "reference.*", "_backend"),
+          {"detection.*": "which deep_gemm is installed, read without importing it: the registries, a dist-info/RECORD "
+                          "reader, the native-library checks, the decision",
+           "reference.*": "the pure-torch oracle, and `reference/backend.py`: deep_gemm's names, nothing else",
+           "_backend": "which backend may be imported, importing it once"}),
+    Layer("core", "the capability table and what every adapter binds and checks with",
+          ("table", "_calls", "_binding", "_params", "_checks"),
+          {"table": "the capability table", "_calls": "the upstream calls, declared",
+           "_binding": "binding each stable function once", "_checks": "argument checks"}),
+    Layer("adapters", "deep_gemm's functions, one stable signature each",
+          ("knobs", "gemm", "moe", "scales", "indexer.*"),
+          {"indexer.*": "ragged and paged MQA, planning, layout, schedules, cache, capture, one state object"}),
+    Layer("facade", "`import dgcompat`, deep_gemm's submodules, and dgcompat installed as deep_gemm",
+          ("utils.*", "testing", "_install.*", "", "__main__"),
+          {"utils.*": "`deep_gemm.utils`", "testing": "`deep_gemm.testing`",
+           "_install.*": "dgcompat installed as deep_gemm: the finder and facade modules, `forward`, `resolve`, "
+                         "`launch` (`python -m dgcompat run`), the start-up hook",
+           "": "the facade: the name table's names, loaded on first use", "__main__": "`python -m dgcompat`"}),
+    Layer("beside the facade", "imported by name, never by the facade: JIT warmup (engines) and the tooling interface",
+          ("jit_warmup.*", "_tooling"),
+          {"jit_warmup.*": "JIT warmup, its presets and CLI: public runtime names only",
+           "_tooling": "the tooling's one interface"}),
 )
 
-#: Every runtime module -> (its layer, its job as the README names it; "" where its package's entry tells it).
-MODULES: dict[str, tuple[str, str]] = {
-    # leaves
-    "dgcompat.errors": ("leaves", "the typed errors"),
-    "dgcompat._version": ("leaves", ""),
-    "dgcompat.env": ("leaves", "the `DGCOMPAT_*` variables, the backend vocabulary"),
-    "dgcompat._device": ("leaves", "every CUDA question"),
-    "dgcompat._math": ("leaves", ""),
-    "dgcompat._surface": ("leaves", "the name table"),
-    "dgcompat._pysurface": ("leaves", "a build's Python signatures, read from its source"),
-    # what is installed
-    "dgcompat.detection": ("what is installed", "which deep_gemm is installed, read without importing it: the "
-                                                "registries, a dist-info/RECORD reader, the native-library checks, "
-                                                "the decision"),
-    "dgcompat.detection._known": ("what is installed", ""),
-    "dgcompat.detection._distinfo": ("what is installed", ""),
-    "dgcompat.detection._elf": ("what is installed", ""),
-    "dgcompat.detection._torch_abi": ("what is installed", ""),
-    "dgcompat.detection._native": ("what is installed", ""),
-    "dgcompat.detection._decision": ("what is installed", ""),
-    "dgcompat.reference": ("what is installed", "the pure-torch oracle, and `reference/backend.py`: deep_gemm's "
-                                                "names, nothing else"),
-    "dgcompat.reference._common": ("what is installed", ""),
-    "dgcompat.reference._mx": ("what is installed", ""),
-    "dgcompat.reference._scales": ("what is installed", ""),
-    "dgcompat.reference._gemm": ("what is installed", ""),
-    "dgcompat.reference._attention": ("what is installed", ""),
-    "dgcompat.reference.backend": ("what is installed", ""),
-    "dgcompat._backend": ("what is installed", "which backend may be imported, importing it once"),
-    # core
-    "dgcompat.table": ("core", "the capability table"),
-    "dgcompat._calls": ("core", "the upstream calls, declared"),
-    "dgcompat._binding": ("core", "binding each stable function once"),
-    "dgcompat._params": ("core", ""),
-    "dgcompat._checks": ("core", "argument checks"),
-    # adapters
-    "dgcompat.knobs": ("adapters", ""),
-    "dgcompat.gemm": ("adapters", ""),
-    "dgcompat.moe": ("adapters", ""),
-    "dgcompat.scales": ("adapters", ""),
-    "dgcompat.indexer": ("adapters", "ragged and paged MQA, planning, layout, schedules, cache, capture, one state "
-                                     "object"),
-    "dgcompat.indexer._state": ("adapters", ""),
-    "dgcompat.indexer._capture": ("adapters", ""),
-    "dgcompat.indexer._guards": ("adapters", ""),
-    "dgcompat.indexer._schedules": ("adapters", ""),
-    "dgcompat.indexer._cache": ("adapters", ""),
-    "dgcompat.indexer._positions": ("adapters", ""),
-    "dgcompat.indexer._layout": ("adapters", ""),
-    "dgcompat.indexer._args": ("adapters", ""),
-    "dgcompat.indexer._sm100": ("adapters", ""),
-    "dgcompat.indexer._bind": ("adapters", ""),
-    "dgcompat.indexer._plan": ("adapters", ""),
-    "dgcompat.indexer._ragged": ("adapters", ""),
-    "dgcompat.indexer._paged": ("adapters", ""),
-    # facade
-    "dgcompat.utils": ("facade", "`deep_gemm.utils`"),
-    "dgcompat.utils.math": ("facade", ""),
-    "dgcompat.utils.layout": ("facade", ""),
-    "dgcompat.testing": ("facade", "`deep_gemm.testing`"),
-    "dgcompat._install": ("facade", "dgcompat installed as deep_gemm: the finder and facade modules, `forward`, "
-                                    "`resolve`, `launch` (`python -m dgcompat run`), the start-up hook"),
-    "dgcompat._install.forward": ("facade", ""),
-    "dgcompat._install.resolve": ("facade", ""),
-    "dgcompat._install.launch": ("facade", ""),
-    "dgcompat._install._startup.sitecustomize": ("facade", ""),
-    "dgcompat": ("facade", "the facade: the name table's names, loaded on first use"),
-    "dgcompat.__main__": ("facade", "`python -m dgcompat`"),
-    # beside the facade
-    "dgcompat.jit_warmup": ("beside the facade", "JIT warmup, its presets and CLI: public runtime names only"),
-    "dgcompat.jit_warmup.report": ("beside the facade", ""),
-    "dgcompat.jit_warmup.spec": ("beside the facade", ""),
-    "dgcompat.jit_warmup.presets": ("beside the facade", ""),
-    "dgcompat.jit_warmup.classes": ("beside the facade", ""),
-    "dgcompat.jit_warmup.options": ("beside the facade", ""),
-    "dgcompat.jit_warmup.host": ("beside the facade", ""),
-    "dgcompat.jit_warmup.cache": ("beside the facade", ""),
-    "dgcompat.jit_warmup.keys": ("beside the facade", ""),
-    "dgcompat.jit_warmup.record": ("beside the facade", ""),
-    "dgcompat.jit_warmup.relocate": ("beside the facade", ""),
-    "dgcompat.jit_warmup.artifact": ("beside the facade", ""),
-    "dgcompat.jit_warmup.lifetime": ("beside the facade", ""),
-    "dgcompat.jit_warmup.storage": ("beside the facade", ""),
-    "dgcompat.jit_warmup.standin": ("beside the facade", ""),
-    "dgcompat.jit_warmup.build": ("beside the facade", ""),
-    "dgcompat.jit_warmup.calls": ("beside the facade", ""),
-    "dgcompat.jit_warmup.messages": ("beside the facade", ""),
-    "dgcompat.jit_warmup.worker": ("beside the facade", ""),
-    "dgcompat.jit_warmup.pool": ("beside the facade", ""),
-    "dgcompat.jit_warmup.entry": ("beside the facade", ""),
-    "dgcompat.jit_warmup.check": ("beside the facade", ""),
-    "dgcompat.jit_warmup.cli": ("beside the facade", ""),
-    "dgcompat._tooling": ("beside the facade", "the tooling's one interface"),
-}
 
-_RANK = {name: i for i, (name, _what) in enumerate(LAYERS)}
-#: Module -> the rank of its layer (0: the leaves).
-LAYER_OF: dict[str, int] = {module: _RANK[layer] for module, (layer, _job) in MODULES.items()}
+def _full(entry: str) -> str:
+    return f"dgcompat.{entry}" if entry else "dgcompat"
+
+
+#: Every map entry (full names) -> (its layer, its job as the README names it; "" where its package's entry tells it).
+MODULES: dict[str, tuple[str, str]] = {_full(entry): (layer.name, layer.jobs.get(entry, ""))
+                                       for layer in LAYERS for entry in layer.modules}
+#: Map entry -> the rank of its layer (0: the leaves).
+LAYER_OF: dict[str, int] = layermap.entries(LAYERS, _full)
 
 README = layout.ROOT / "README.md"
 BEGIN = "<!-- layer table: generated from testsupport/layers.py by `python -m testsupport.layers --write` -->"
@@ -151,7 +89,7 @@ class Upward:
 
     def __str__(self) -> str:
         def name(rank: int) -> str:
-            return LAYERS[rank][0] if rank < len(LAYERS) else str(rank)
+            return LAYERS[rank].name if rank < len(LAYERS) else str(rank)
 
         return (f"{self.module}:{self.line} ({name(self.module_layer)}) imports {self.target} "
                 f"({name(self.target_layer)}): a {self.kind} import")
@@ -159,12 +97,12 @@ class Upward:
 
 def unmapped(modules: Mapping[str, Path], layer_of: Mapping[str, int] = LAYER_OF) -> list[str]:
     """The modules of ``modules`` the map does not place."""
-    return sorted(m for m in modules if m not in layer_of)
+    return layermap.unplaced(modules, layer_of)
 
 
 def stale(modules: Mapping[str, Path], layer_of: Mapping[str, int] = LAYER_OF) -> list[str]:
-    """The map's entries that name no module of ``modules``."""
-    return sorted(m for m in layer_of if m not in modules)
+    """The map's entries that stand for no module of ``modules``."""
+    return sorted(layermap.stale(modules, layer_of))
 
 
 def upward_edges(modules: Mapping[str, Path], layer_of: Mapping[str, int] = LAYER_OF,
@@ -174,11 +112,11 @@ def upward_edges(modules: Mapping[str, Path], layer_of: Mapping[str, int] = LAYE
     known = set(modules)
     found = []
     for module, path in sorted(modules.items()):
-        here = layer_of.get(module)
+        here = layermap.place(module, layer_of)
         if here is None:
             continue  # reported by unmapped()
         for edge in layout.import_edges(path, module, known, tables):
-            there = layer_of.get(edge.target)
+            there = layermap.place(edge.target, layer_of)
             if there is not None and there > here:
                 found.append(Upward(module, edge.target, edge.kind, edge.line, here, there))
     return found
@@ -189,23 +127,13 @@ def _short(module: str) -> str:
 
 
 def render_table(modules: Mapping[str, tuple[str, str]] = MODULES) -> str:
-    """The README's layer table: one row per layer, highest first, its modules in the map's order; a package all of
-    whose modules share its layer is one entry (``indexer/``), named with its job."""
-    layer_of = {m: layer for m, (layer, _job) in modules.items()}
+    """The README's layer table: one row per layer, highest first, its entries in the map's order; a ``pkg.*`` entry
+    is the package's folder (``indexer/``), named with its job."""
     rows = ["| layer | what it holds | modules (one job each) |", "|---|---|---|"]
     for rank in range(len(LAYERS) - 1, -1, -1):
-        name, what = LAYERS[rank]
-        shown: list[str] = []
-        covered: set[str] = set()
-        for module, (layer, job) in modules.items():
-            if layer != name or module in covered:
-                continue
-            members = [m for m in modules if m.startswith(module + ".")] if module != "dgcompat" else []
-            whole = bool(members) and all(layer_of[m] == name for m in members)
-            label = f"`{_short(module).replace('.', '/')}/`" if whole else f"`{_short(module)}`"
-            if whole:
-                covered.update(members)
-            shown.append(label + (f" ({job})" if job else ""))
+        name, what = LAYERS[rank].name, LAYERS[rank].what
+        shown = [(f"`{_short(entry[:-2]).replace('.', '/')}/`" if entry.endswith(".*") else f"`{_short(entry)}`")
+                 + (f" ({job})" if job else "") for entry, (layer, job) in modules.items() if layer == name]
         rows.append(f"| {name} | {what} | {', '.join(shown)} |")
     return "\n".join(rows)
 

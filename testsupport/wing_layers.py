@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dgcompat_conformance._text import cell
-from testsupport import layout
+from testsupport import layermap, layout
+from testsupport.layermap import Layer
 
 __all__ = ["WING", "ROOT", "Layer", "LAYERS", "COMPUTED", "Edge", "modules", "layer_of", "edges", "upward",
            "unplaced", "stale", "markdown"]
@@ -25,17 +26,8 @@ WING = "dgcompat_conformance"
 ROOT = Path(__file__).resolve().parent.parent / "conformance"
 
 
-@dataclass(frozen=True)
-class Layer:
-    """One layer: its name, what it is for, and its modules (relative to the wing; ``""`` is the package itself,
-    ``"pkg.*"`` every module of a subpackage, the subpackage included, unless named in another layer)."""
-
-    name: str
-    what: str
-    modules: tuple[str, ...]
-
-
-#: The layers, first to last: a module imports only modules of its own layer and of the layers before it.
+#: The layers, first to last: a module imports only modules of its own layer and of the layers before it. Entries are
+#: relative to the wing (``""`` the package itself; ``"pkg.*"`` a subpackage: :mod:`testsupport.layermap`).
 LAYERS: tuple[Layer, ...] = (
     Layer("leaves", "the one text check, where the wings live, the distribution table",
           ("", "_text", "_paths", "dists")),
@@ -83,15 +75,9 @@ def modules(root: Path = ROOT) -> dict[str, Path]:
 
 
 def layer_of(module: str, layers: tuple[Layer, ...] = LAYERS) -> int | None:
-    """The index of ``module``'s layer: the layer that names it, else the one whose ``pkg.*`` covers it."""
-    for i, layer in enumerate(layers):
-        if module in layer.modules and not module.endswith(".*"):
-            return i
-    for i, layer in enumerate(layers):
-        for entry in layer.modules:
-            if entry.endswith(".*") and (module == entry[:-2] or module.startswith(entry[:-1])):
-                return i
-    return None
+    """The index of ``module``'s layer: the layer that names it, else the one whose ``pkg.*`` covers it
+    (:func:`testsupport.layermap.place`)."""
+    return layermap.place(module, layermap.entries(layers))
 
 
 def edges(root: Path = ROOT) -> list[Edge]:
@@ -125,22 +111,14 @@ def upward(found: list[Edge], layers: tuple[Layer, ...] = LAYERS) -> list[str]:
 
 def unplaced(root: Path = ROOT, layers: tuple[Layer, ...] = LAYERS) -> list[str]:
     """Modules of the wing no layer places."""
-    return sorted(m or WING for m in modules(root) if layer_of(m, layers) is None)
+    return sorted(m or WING for m in layermap.unplaced(modules(root), layermap.entries(layers)))
 
 
 def stale(root: Path = ROOT, layers: tuple[Layer, ...] = LAYERS) -> list[str]:
     """Layer entries (and :data:`COMPUTED` entries) that match no module of the wing."""
     found = set(modules(root))
-    out = []
-    for layer in layers:
-        for entry in layer.modules:
-            if entry.endswith(".*"):
-                if not any(m == entry[:-2] or m.startswith(entry[:-1]) for m in found):
-                    out.append(f"{layer.name}: {entry}")
-            elif entry not in found:
-                out.append(f"{layer.name}: {entry or WING}")
-    out += [f"COMPUTED: {m}" for m in COMPUTED if m not in found]
-    return out
+    out = [f"{layer.name}: {entry or WING}" for layer in layers for entry in layermap.stale(found, layer.modules)]
+    return out + [f"COMPUTED: {m}" for m in COMPUTED if m not in found]
 
 
 def markdown(layers: tuple[Layer, ...] = LAYERS) -> str:

@@ -59,38 +59,32 @@ def _missing(path: Path) -> str:
     return "a link to nothing" if path.is_symlink() else "no such path"
 
 
-def readable_folder(text: str) -> Path:
-    """An existing folder this process may list and read."""
+def _readable(text: str, what: str, folder: bool | None) -> Path:
+    """An existing path this process may read (a folder: also list); ``folder``: True for a folder only, False
+    for a file only, None for either."""
     path = Path(text).expanduser()
     if not path.exists():
-        raise _bad("a readable folder", text, _missing(path))
-    if not path.is_dir():
-        raise _bad("a readable folder", text, "a file")
-    if not os.access(path, os.R_OK | os.X_OK):
-        raise _bad("a readable folder", text, "not readable")
+        raise _bad(what, text, _missing(path))
+    if folder is not None and path.is_dir() != folder:
+        raise _bad(what, text, "a folder" if path.is_dir() else "a file")
+    if not os.access(path, os.R_OK | (os.X_OK if path.is_dir() else 0)):
+        raise _bad(what, text, "not readable")
     return path
+
+
+def readable_folder(text: str) -> Path:
+    """An existing folder this process may list and read."""
+    return _readable(text, "a readable folder", True)
 
 
 def readable_file(text: str) -> Path:
     """An existing file this process may read."""
-    path = Path(text).expanduser()
-    if not path.exists():
-        raise _bad("a readable file", text, _missing(path))
-    if path.is_dir():
-        raise _bad("a readable file", text, "a folder")
-    if not os.access(path, os.R_OK):
-        raise _bad("a readable file", text, "not readable")
-    return path
+    return _readable(text, "a readable file", False)
 
 
 def readable_path(text: str) -> Path:
     """An existing file or folder this process may read."""
-    path = Path(text).expanduser()
-    if not path.exists():
-        raise _bad("a readable file or folder", text, _missing(path))
-    if not os.access(path, os.R_OK | (os.X_OK if path.is_dir() else 0)):
-        raise _bad("a readable file or folder", text, "not readable")
-    return path
+    return _readable(text, "a readable file or folder", None)
 
 
 def _creatable_in(path: Path) -> str | None:

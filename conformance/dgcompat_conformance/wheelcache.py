@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
@@ -27,7 +28,7 @@ from dgcompat._tooling import env_folder
 from .certificate import CertificateError, committed
 from .dists import canonical
 
-__all__ = ["CacheError", "cache_root", "wheel_dir", "work_root", "sha256_file", "parse_name", "find", "verify",
+__all__ = ["CacheError", "cache_root", "wheel_dir", "work_root", "sha256_file", "parse_name", "find", "wheels_of", "verify",
            "fetch", "confined"]
 
 _SIDECAR = ".sha256"
@@ -97,17 +98,21 @@ def find(dist: str, version: str | Version, directory: Path | None = None) -> Pa
     folder = directory or wheel_dir()
     if not folder.is_dir():
         return None
+    hits = wheels_of(dist, wanted, (p for p in folder.iterdir() if p.suffix == ".whl" and p.is_file()))
+    return min(hits) if hits else None
+
+
+def wheels_of(dist: str, version: Version, paths: Iterable[Path]) -> list[Path]:
+    """The ``paths`` (in their order) whose file names are wheels of ``dist==version``; other names are skipped."""
     hits = []
-    for path in folder.iterdir():
-        if path.suffix != ".whl" or not path.is_file():
-            continue
+    for path in paths:
         try:
             name, ver = parse_name(path.name)
         except CacheError:
             continue
-        if name == canonical(dist) and ver == wanted:
+        if name == canonical(dist) and ver == version:
             hits.append(path)
-    return min(hits) if hits else None
+    return hits
 
 
 def _version(text: str) -> Version:

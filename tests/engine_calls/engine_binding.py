@@ -1,4 +1,5 @@
-"""How the copied engine modules (``vllm_0_34.py``, ``sglang_0_5_23.py``) get their ``deep_gemm``.
+"""How the copied engine modules (``third_party/vllm_0_34.py``, ``third_party/sglang_0_5_23.py``) get their
+``deep_gemm``.
 
 Two ways an engine reaches dgcompat, and the call-site tests run both:
 
@@ -84,7 +85,8 @@ _IMPORTLIB.util = _IMPORTLIB_UTIL  # type: ignore[attr-defined]
 
 
 def load(name: str) -> types.ModuleType:
-    """The engine module ``<name>.py`` beside this file, bound to deep_gemm as :func:`binding` says.
+    """The engine module ``third_party/<name>.py`` (code copied from an engine's wheel), bound to deep_gemm as
+    :func:`binding` says.
 
     Loaded once per process and binding (``sys.modules["engine_calls.<binding>.<name>"]``).
     """
@@ -92,7 +94,7 @@ def load(name: str) -> types.ModuleType:
     key = f"engine_calls.{mode}.{name}"
     if key in sys.modules:
         return sys.modules[key]
-    path = _HERE / f"{name}.py"
+    path = _HERE / "third_party" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(key, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

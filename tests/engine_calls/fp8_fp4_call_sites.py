@@ -1,8 +1,8 @@
 """The DeepGEMM call sites of vLLM 0.34.0 and SGLang 0.5.23 (issue 29), run as those engines run them.
 
-Each test drives one call sequence of the engine code copied from the wheels (``vllm_0_34.py``,
-``sglang_0_5_23.py``; :mod:`engine_binding` says how they reach deep_gemm: installed or aliased) and holds it
-to one contract: the call computes right (values checked against the plain-torch oracle below) or raises a
+Each test drives one call sequence of the engine code copied from the wheels
+(``third_party/vllm_0_34.py``, ``third_party/sglang_0_5_23.py``; :mod:`engine_binding` says how they reach
+deep_gemm: installed or aliased) and holds it to one contract: the call computes right (values checked against the plain-torch oracle below) or raises a
 typed dgcompat error (:class:`dgcompat.errors.DgcompatError`) naming what the build lacks; never a
 TypeError, AttributeError, ImportError, raw assert, other untyped error or wrong value. Which calls must
 compute where is explicit (:func:`expectation`):
@@ -473,22 +473,44 @@ def _vllm_decode_refs(inp: dict[str, Any], lens: list[int], next_n: int, weights
     return refs
 
 
-def _vllm_decode_step(next_n: int, logits_dtype: torch.dtype, fp4: bool, *, refresh: bool) -> None:
-    use_fp4 = VLLM.dsa_indexer_uses_fp4("mxfp4" if fp4 else "fp8")
-    g = _gen(100 + next_n)
+@dataclass(frozen=True)
+class _VllmDecode:
+    """One vLLM decode batch: its inputs, the metadata builder and CommonAttentionMetadata's persistent buffers
+    (``query_start_loc`` (9,), ``seq_lens_all`` (8,), ``block_table_tensor`` (8, width), int32 on the device)."""
+
+    inp: dict[str, Any]
+    lens: list[int]
+    batch: int
+    rows: int
+    builder: Any
+    query_start_loc: torch.Tensor
+    seq_lens_all: torch.Tensor
+    block_table_tensor: torch.Tensor
+
+
+def _vllm_decode_batch(seed: int, next_n: int, fp4: bool) -> _VllmDecode:
+    g = _gen(seed)
     lens = [70, next_n + 1, 300]
     inp = _vllm_decode_inputs(g, next_n, lens, fp4)
-    batch, rows, width = len(lens), len(lens) * next_n, inp["table"].shape[1]
+    batch, width = len(lens), inp["table"].shape[1]
     builder = VLLM.DeepseekV32IndexerMetadataBuilder(
         max_num_batched_tokens=64, max_num_seqs=8, num_speculative_tokens=next_n - 1, block_table_width=width,
         block_size=BLOCK, device=DEVICE)
     # CommonAttentionMetadata's persistent buffers: query_start_loc, seq_lens, block_table_tensor.
     query_start_loc = torch.arange(0, 9, dtype=torch.int32, device=DEVICE) * next_n
-    query_start_loc_cpu = query_start_loc.cpu()
     seq_lens_all = torch.zeros(8, dtype=torch.int32, device=DEVICE)
     block_table_tensor = torch.zeros((8, width), dtype=torch.int32, device=DEVICE)
     seq_lens_all[:batch] = torch.tensor(lens, dtype=torch.int32)
     block_table_tensor[:batch] = inp["table"].to(DEVICE)
+    return _VllmDecode(inp, lens, batch, batch * next_n, builder, query_start_loc, seq_lens_all, block_table_tensor)
+
+
+def _vllm_decode_step(next_n: int, logits_dtype: torch.dtype, fp4: bool, *, refresh: bool) -> None:
+    use_fp4 = VLLM.dsa_indexer_uses_fp4("mxfp4" if fp4 else "fp8")
+    d = _vllm_decode_batch(100 + next_n, next_n, fp4)
+    inp, lens, batch, rows, builder = d.inp, d.lens, d.batch, d.rows, d.builder
+    query_start_loc, seq_lens_all, block_table_tensor = d.query_start_loc, d.seq_lens_all, d.block_table_tensor
+    query_start_loc_cpu = query_start_loc.cpu()
     q_buffer, w_buffer = inp["q"].clone(), inp["weights"].clone()
     kv_3d = inp["cache"]
 
@@ -558,12 +580,16 @@ def test_vllm_decode_buffer_refresh(next_n: int) -> None:
     _vllm_decode_step(next_n, torch.float32, fp4=False, refresh=True)
 
 
-@pytest.mark.parametrize("logits_dtype", LOGITS_DTYPES)
-def test_vllm_decode_fp4(logits_dtype: torch.dtype) -> None:
-    site = f"vllm.decode[next_n=1,fp4,{_logits_dtype_id(logits_dtype)}]"
+def _vllm_fp4_applies(site: str, logits_dtype: torch.dtype) -> None:
+    """vLLM takes its MXFP4 indexer cache on SM100 only: elsewhere ``site`` is not applicable (skipped)."""
     if device_capability_major() != 10:
         not_applicable(site, _needs(FP4_INPUTS, logits_dtype),
                        "vLLM 0.34 refuses indexer_kv_dtype='mxfp4' below SM100 itself (dsa_indexer_uses_fp4)")
+
+
+@pytest.mark.parametrize("logits_dtype", LOGITS_DTYPES)
+def test_vllm_decode_fp4(logits_dtype: torch.dtype) -> None:
+    _vllm_fp4_applies(f"vllm.decode[next_n=1,fp4,{_logits_dtype_id(logits_dtype)}]", logits_dtype)
     _vllm_decode_step(1, logits_dtype, fp4=True, refresh=False)
 
 
@@ -625,10 +651,7 @@ def test_vllm_prefill_fp8(logits_dtype: torch.dtype) -> None:
 
 @pytest.mark.parametrize("logits_dtype", LOGITS_DTYPES)
 def test_vllm_prefill_fp4(logits_dtype: torch.dtype) -> None:
-    site = f"vllm.prefill[fp4,{_logits_dtype_id(logits_dtype)}]"
-    if device_capability_major() != 10:
-        not_applicable(site, _needs(FP4_INPUTS, logits_dtype),
-                       "vLLM 0.34 refuses indexer_kv_dtype='mxfp4' below SM100 itself (dsa_indexer_uses_fp4)")
+    _vllm_fp4_applies(f"vllm.prefill[fp4,{_logits_dtype_id(logits_dtype)}]", logits_dtype)
     _vllm_prefill(logits_dtype, fp4=True)
 
 
@@ -638,18 +661,9 @@ def test_vllm_decode_cuda_graph_replay(next_n: int) -> None:
     # indexer call replays on them.
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device (CUDA-graph capture)")
-    g = _gen(300 + next_n)
-    lens = [70, next_n + 1, 300]
-    inp = _vllm_decode_inputs(g, next_n, lens, False)
-    batch, rows, width = len(lens), len(lens) * next_n, inp["table"].shape[1]
-    builder = VLLM.DeepseekV32IndexerMetadataBuilder(
-        max_num_batched_tokens=64, max_num_seqs=8, num_speculative_tokens=next_n - 1, block_table_width=width,
-        block_size=BLOCK, device=DEVICE)
-    query_start_loc = torch.arange(0, 9, dtype=torch.int32, device=DEVICE) * next_n
-    seq_lens_all = torch.zeros(8, dtype=torch.int32, device=DEVICE)
-    block_table_tensor = torch.zeros((8, width), dtype=torch.int32, device=DEVICE)
-    seq_lens_all[:batch] = torch.tensor(lens, dtype=torch.int32)
-    block_table_tensor[:batch] = inp["table"].to(DEVICE)
+    d = _vllm_decode_batch(300 + next_n, next_n, False)
+    inp, lens, batch, rows, builder = d.inp, d.lens, d.batch, d.rows, d.builder
+    query_start_loc, seq_lens_all, block_table_tensor = d.query_start_loc, d.seq_lens_all, d.block_table_tensor
     mx = VLLM.mqa_logits_use_mx_scales()
     needs = _needs(MX_INPUTS if mx else FP8_INPUTS, torch.float32)
     new_lens = [n + 3 for n in lens]

@@ -367,6 +367,26 @@ _M_MAX = 256
 _EXPECTED_M = 128
 
 
+def _masked_inputs(seed: int, *, fp8: bool) -> tuple[Any, Any, Any]:
+    """``masked_m`` (G,) int32 and the operands ``a`` (G, M_max, K), ``b`` (G, N, K) of the masked cases: FP8 with
+    per-token / per-block scales, or bfloat16."""
+    import torch  # noqa: PLC0415 (torch only in the case's child)
+
+    gen = _gen(seed)
+    g = len(_MASKED_M)
+    masked_m = torch.tensor(_MASKED_M, dtype=torch.int32, device=DEVICE)
+    a = _randn((g, _M_MAX, GEMM_K), gen)
+    b = _randn((g, GEMM_N, GEMM_K), gen)
+    return (masked_m, _fp8_rows(a), _fp8_grouped_b(b)) if fp8 else (masked_m, a, b)
+
+
+def _masked_out() -> Any:
+    """A zeroed bfloat16 ``d`` (G, M_max, N) of the masked cases."""
+    import torch  # noqa: PLC0415 (torch only in the case's child)
+
+    return torch.zeros((len(_MASKED_M), _M_MAX, GEMM_N), device=DEVICE, dtype=torch.bfloat16)
+
+
 def _check_masked(c: Checks, d: Any, ref: Any, masked_m: Any) -> None:
     import torch  # noqa: PLC0415 (torch only in the case's child)
 
@@ -380,19 +400,13 @@ def _check_masked(c: Checks, d: Any, ref: Any, masked_m: Any) -> None:
 @_case("grouped_masked_fp8", f"m_grouped_fp8_gemm_nt_masked, masked_m={_MASKED_M}, M_max={_M_MAX}, "
        f"N={GEMM_N}, K={GEMM_K}; returns None", tolerance=TOL_FP8_GEMM)
 def _grouped_masked_fp8(c: Checks) -> None:
-    import torch  # noqa: PLC0415 (torch only in the case's child)
-
     from dgcompat import reference  # noqa: PLC0415 (torch only in the case's child)
 
-    gen = _gen(5)
-    g = len(_MASKED_M)
-    masked_m = torch.tensor(_MASKED_M, dtype=torch.int32, device=DEVICE)
-    a = _fp8_rows(_randn((g, _M_MAX, GEMM_K), gen))
-    b = _fp8_grouped_b(_randn((g, GEMM_N, GEMM_K), gen))
-    d = torch.zeros((g, _M_MAX, GEMM_N), device=DEVICE, dtype=torch.bfloat16)
+    masked_m, a, b = _masked_inputs(5, fp8=True)
+    d = _masked_out()
     ret = dgcompat.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, _EXPECTED_M)
     c.exact("returns None without overlap", ret is None, repr(ret)[:80])
-    ref = torch.zeros((g, _M_MAX, GEMM_N), device=DEVICE, dtype=torch.bfloat16)
+    ref = _masked_out()
     reference.m_grouped_fp8_gemm_nt_masked(a, b, ref, masked_m, _EXPECTED_M)
     _check_masked(c, d, ref, masked_m)
 
@@ -400,18 +414,12 @@ def _grouped_masked_fp8(c: Checks) -> None:
 @_case("grouped_masked_bf16", f"m_grouped_bf16_gemm_nt_masked, masked_m={_MASKED_M}, M_max={_M_MAX}",
        tolerance=TOL_BF16_GEMM)
 def _grouped_masked_bf16(c: Checks) -> None:
-    import torch  # noqa: PLC0415 (torch only in the case's child)
-
     from dgcompat import reference  # noqa: PLC0415 (torch only in the case's child)
 
-    gen = _gen(6)
-    g = len(_MASKED_M)
-    masked_m = torch.tensor(_MASKED_M, dtype=torch.int32, device=DEVICE)
-    a = _randn((g, _M_MAX, GEMM_K), gen)
-    b = _randn((g, GEMM_N, GEMM_K), gen)
-    d = torch.zeros((g, _M_MAX, GEMM_N), device=DEVICE, dtype=torch.bfloat16)
+    masked_m, a, b = _masked_inputs(6, fp8=False)
+    d = _masked_out()
     _call_or_xfail("bf16_grouped_masked", lambda: dgcompat.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, _EXPECTED_M))
-    ref = torch.zeros((g, _M_MAX, GEMM_N), device=DEVICE, dtype=torch.bfloat16)
+    ref = _masked_out()
     reference.m_grouped_bf16_gemm_nt_masked(a, b, ref, masked_m, _EXPECTED_M)
     _check_masked(c, d, ref, masked_m)
 
@@ -451,11 +459,8 @@ def _grouped_masked_fp8_overlap(c: Checks) -> None:
 
     from dgcompat import reference  # noqa: PLC0415 (torch only in the case's child)
 
-    gen = _gen(7)
     g = len(_MASKED_M)
-    masked_m = torch.tensor(_MASKED_M, dtype=torch.int32, device=DEVICE)
-    a = _fp8_rows(_randn((g, _M_MAX, GEMM_K), gen))
-    b = _fp8_grouped_b(_randn((g, GEMM_N, GEMM_K), gen))
+    masked_m, a, b = _masked_inputs(7, fp8=True)
     signal = torch.zeros(g * _M_MAX, dtype=torch.int32, device=DEVICE)  # enough for any block_m
     before = dgcompat.get_num_sms()
     overlap = dgcompat.MaskedOverlap(signal, num_sms=max(1, before - 4))
@@ -478,9 +483,9 @@ def _grouped_masked_fp8_overlap(c: Checks) -> None:
             raise ExpectedFailure(f"{_capability_cause('masked_overlap')}; dgcompat raised UnsupportedFeatureError: "
                                   f"{refusal}")
         return
-    plain = torch.zeros((g, _M_MAX, GEMM_N), device=DEVICE, dtype=torch.bfloat16)
+    plain = _masked_out()
     dgcompat.m_grouped_fp8_gemm_nt_masked(a, b, plain, masked_m, _EXPECTED_M)
-    d = torch.zeros((g, _M_MAX, GEMM_N), device=DEVICE, dtype=torch.bfloat16)
+    d = _masked_out()
     ret = dgcompat.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, _EXPECTED_M, overlap=overlap)
     _sync()
     after = dgcompat.get_num_sms()
@@ -489,7 +494,7 @@ def _grouped_masked_fp8_overlap(c: Checks) -> None:
     c.exact("get_num_sms() afterwards equals before", after == before, f"{after} vs {before}")
     valid = torch.arange(_M_MAX, device=DEVICE).unsqueeze(0) < masked_m.unsqueeze(1)
     c.diff("valid rows equal the call without overlap", d[valid], plain[valid])
-    ref = torch.zeros((g, _M_MAX, GEMM_N), device=DEVICE, dtype=torch.bfloat16)
+    ref = _masked_out()
     reference.m_grouped_fp8_gemm_nt_masked(a, b, ref, masked_m, _EXPECTED_M)
     c.diff("valid rows against the reference", d[valid], ref[valid])
     if pair_ok and ret is not None:

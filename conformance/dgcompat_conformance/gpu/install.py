@@ -29,7 +29,7 @@ from dgcompat._tooling import hookless_env
 from .._paths import import_path
 from .._text import short
 from ..dists import SGL_DEEP_GEMM, TVM_FFI, canonical
-from ..wheelcache import CacheError, parse_name, sha256_file, verify
+from ..wheelcache import CacheError, sha256_file, verify, wheels_of
 from .subject import Subject
 
 __all__ = ["find_wheel", "tvm_ffi_pin", "install_release", "install_wheel", "install_folder", "install_site",
@@ -50,14 +50,7 @@ def find_wheel(dirs: Sequence[Path], dist: str, version: str) -> Path | None:
     for d in dirs:
         if not d.is_dir():
             continue
-        hits = []
-        for p in sorted(d.rglob("*.whl")):
-            try:
-                name, ver = parse_name(p.name)
-            except CacheError:
-                continue
-            if name == canonical(dist) and ver == wanted:
-                hits.append(p)
+        hits = wheels_of(dist, wanted, sorted(d.rglob("*.whl")))
         if hits:
             problem = verify(hits[0])
             if problem is not None:

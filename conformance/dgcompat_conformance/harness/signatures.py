@@ -31,6 +31,13 @@ class _NoDefault:
 NO_DEFAULT: Any = _NoDefault()
 
 
+# Schema base types (``(a!)`` annotations and ``?`` stripped) whose kind is the name alone.
+_SCALAR_KINDS: dict[str, str] = {
+    "Tensor": "tensor", "int": "int", "SymInt": "int", "long": "int", "bool": "bool", "float": "float",
+    "double": "float", "Scalar": "float", "str": "str", "string": "str", "ScalarType": "dtype",
+}
+
+
 @dataclass(frozen=True)
 class Param:
     """One native argument: its name (None when the binary does not carry one), type and default."""
@@ -54,18 +61,8 @@ class Param:
     def kind(self) -> str:
         """``tensor``, ``int``, ``bool``, ``float``, ``str``, ``ints`` (tuple/list), ``dtype``, ``tensors`` or ``any``."""
         b = self.base
-        if b == "Tensor":
-            return "tensor"
-        if b in ("int", "SymInt", "long"):
-            return "int"
-        if b == "bool":
-            return "bool"
-        if b in ("float", "double", "Scalar"):
-            return "float"
-        if b in ("str", "string"):
-            return "str"
-        if b == "ScalarType":
-            return "dtype"
+        if b in _SCALAR_KINDS:
+            return _SCALAR_KINDS[b]
         if re.fullmatch(r"Tensor\??\[\d*\]", b):
             return "tensors"
         if re.fullmatch(r"(int|SymInt)\[\d*\]", b) or re.fullmatch(r"\(\s*int(\s*,\s*int)*\s*\)", b):
@@ -112,31 +109,6 @@ class OpSig:
 # --------------------------------------------------------------------------- reading a binary
 
 
-def _split_top(text: str, sep: str = ",") -> list[str]:
-    """Split on ``sep`` outside brackets and quotes."""
-    out, depth, quote, cur = [], 0, "", []
-    for ch in text:
-        if quote:
-            cur.append(ch)
-            if ch == quote:
-                quote = ""
-            continue
-        if ch in "\"'":
-            quote = ch
-        elif ch in "([":
-            depth += 1
-        elif ch in ")]":
-            depth -= 1
-        elif ch == sep and depth == 0:
-            out.append("".join(cur).strip())
-            cur = []
-            continue
-        cur.append(ch)
-    if "".join(cur).strip():
-        out.append("".join(cur).strip())
-    return out
-
-
 def parse_default(text: str | None, type_: str | None = None) -> Any:
     """A schema default's text as the Python value the dispatcher would pass for an argument of ``type_``.
 
@@ -167,7 +139,7 @@ def parse_default(text: str | None, type_: str | None = None) -> Any:
         return t[1:-1]
     if t.startswith("[") and t.endswith("]"):
         item = re.sub(r"\[\d*\]$", "", base) if base.endswith("]") else None
-        return [parse_default(x, item) for x in _split_top(t[1:-1])]
+        return [parse_default(x, item) for x in native.split_top_level(t[1:-1]) if x]
     for conv in (int, float):
         try:
             value = conv(t)

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from hypothesis import given
+from hypothesis import settings as Settings
 from hypothesis import strategies as st
 
 from dgcompat import reference as R
@@ -439,3 +441,30 @@ ENTRY_POINTS: dict[str, tuple[Callable[[], Any], Callable[[Any, str, dict[str, A
     "fp8_mqa_logits": (mqa_calls, check_mqa),
     "scales": (scale_calls, check_scales),
 }
+
+
+def run_generated(dg: Any, backend: str, entry: str, settings: Settings) -> tuple[int, Counter[str]]:
+    """Throw ``settings.max_examples`` generated calls of ``entry`` at ``dg`` (labelled ``backend``) and check each.
+
+    Returns the calls made and the outcomes they added to :data:`COUNTS` (``"<label>:ok"`` / ``"<label>:error"``):
+    the caller asserts that every call ended in one of those two.
+    """
+    strategy, check = ENTRY_POINTS[entry]
+    before = Counter(COUNTS)
+    calls = 0
+
+    @settings
+    @given(data=st.data())
+    def generated(data: st.DataObject) -> None:
+        nonlocal calls
+        call = data.draw(strategy(), label="call")
+        calls += 1  # a draw hypothesis abandons is no call; each completed one must end in a counted outcome
+        check(dg, backend, call)
+
+    generated()
+    return calls, COUNTS - before
+
+
+def outcomes(ran: Counter[str]) -> Counter[str]:
+    """``ok`` / ``error`` tallies of a :func:`run_generated` result."""
+    return Counter(key.rsplit(":", 1)[1] for key in ran.elements())

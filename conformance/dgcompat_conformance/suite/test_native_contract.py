@@ -73,6 +73,16 @@ def test_ragged_logits_keep_the_contract(dg: Any, max_seqlen_k: int | None) -> N
         assert bool(torch.isneginf(out.cpu()[~valid]).all())
 
 
+def _check_paged(dg: Any, case: S.PagedCase, lens: torch.Tensor, schedule: torch.Tensor) -> None:
+    """``fp8_paged_mqa_logits`` of ``case`` with ``lens`` and ``schedule`` equals the reference on valid rows."""
+    out = dg.fp8_paged_mqa_logits(case.q, case.kv_cache, case.weights, lens, case.block_table, schedule,
+                                  case.max_context_len)
+    ref = reference.fp8_paged_mqa_logits(case.q, case.kv_cache, case.weights, lens, case.block_table, None,
+                                         case.max_context_len)
+    S.valid_close(out, ref, case.row_lengths())
+
+
+
 def test_paged_logits_refused_or_correct(dg: Any) -> None:
     caps = _caps()
     case = S.paged_case(2, 1, [70, 130], S.gen(8))
@@ -88,11 +98,7 @@ def test_paged_logits_refused_or_correct(dg: Any) -> None:
             assert "UE8M0" in text and "bfloat16 weights" in text and "this call: " in text, text
             assert f"num_heads in {caps.paged_heads}" in text and f"block_kv in {caps.paged_block_kv}" in text, text
         return
-    out = dg.fp8_paged_mqa_logits(case.q, case.kv_cache, case.weights, lens, case.block_table, schedule,
-                                  case.max_context_len)
-    ref = reference.fp8_paged_mqa_logits(case.q, case.kv_cache, case.weights, lens, case.block_table, None,
-                                         case.max_context_len)
-    S.valid_close(out, ref, case.row_lengths())
+    _check_paged(dg, case, lens, schedule)
 
 
 def test_block_kv_outside_the_release_contract_is_a_typed_error(dg: Any) -> None:
@@ -114,11 +120,7 @@ def test_every_block_kv_of_the_contract_computes(dg: Any) -> None:
         case = S.paged_case(2, 1, [40, 300], S.gen(9 + block_kv), block_kv=block_kv)
         lens = case.context_lens("2d")
         schedule = dg.get_paged_mqa_logits_metadata(lens, block_kv)
-        out = dg.fp8_paged_mqa_logits(case.q, case.kv_cache, case.weights, lens, case.block_table, schedule,
-                                      case.max_context_len)
-        ref = reference.fp8_paged_mqa_logits(case.q, case.kv_cache, case.weights, lens, case.block_table, None,
-                                             case.max_context_len)
-        S.valid_close(out, ref, case.row_lengths())
+        _check_paged(dg, case, lens, schedule)
 
 
 def test_raw_release_enforces_the_mx_contract(raw: Any) -> None:

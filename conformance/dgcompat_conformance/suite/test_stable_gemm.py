@@ -21,16 +21,26 @@ K = st.sampled_from([128, 256, 384, 512])
 SEED = st.integers(min_value=0, max_value=2**16)
 
 
+def _dense_operands(kind: str, m: int, n: int, k: int, g: torch.Generator) -> tuple[Any, Any]:
+    """``a`` (m, k) and ``b`` (n, k): FP8 with per-token / per-128x128-block scales, or plain bfloat16."""
+    if kind == "fp8":
+        return S.fp8_token(m, k, g), S.fp8_block(n, k, g)
+    a = torch.randn((m, k), generator=g).to(torch.bfloat16).to(S.device())
+    return a, torch.randn((n, k), generator=g).to(torch.bfloat16).to(S.device())
+
+
+@pytest.mark.parametrize("kind", ["fp8", "bf16"])
 @given(m=M, n=N, k=K, seed=SEED, accumulate=st.booleans())
-def test_fp8_gemm_nt(dg: Any, m: int, n: int, k: int, seed: int, accumulate: bool) -> None:
+def test_dense_gemm_nt(dg: Any, kind: str, m: int, n: int, k: int, seed: int, accumulate: bool) -> None:
+    """``fp8_gemm_nt`` / ``bf16_gemm_nt`` into a bfloat16 ``d``, or accumulating ``c`` into a float32 one."""
     g = S.gen(seed)
-    a, b = S.fp8_token(m, k, g), S.fp8_block(n, k, g)
+    a, b = _dense_operands(kind, m, n, k, g)
     out_dtype = torch.float32 if accumulate else torch.bfloat16
     c = torch.randn((m, n), generator=g).to(S.device()) if accumulate else None
     d = torch.empty((m, n), dtype=out_dtype, device=S.device())
     want = torch.empty_like(d)
-    assert dg.fp8_gemm_nt(a, b, d, c=c) is None
-    reference.fp8_gemm_nt(a, b, want, c=c)
+    assert getattr(dg, f"{kind}_gemm_nt")(a, b, d, c=c) is None
+    getattr(reference, f"{kind}_gemm_nt")(a, b, want, c=c)
     S.close(d, want)
 
 
@@ -43,20 +53,6 @@ def test_fp8_gemm_nt_recipe_and_mn_major_scales(dg: Any, m: int, n: int, k: int,
     want = torch.empty_like(d)
     dg.fp8_gemm_nt((a8, sfa_mn), b, d, recipe=(1, 128, 128))
     reference.fp8_gemm_nt((a8, sfa), b, want)
-    S.close(d, want)
-
-
-@given(m=M, n=N, k=K, seed=SEED, accumulate=st.booleans())
-def test_bf16_gemm_nt(dg: Any, m: int, n: int, k: int, seed: int, accumulate: bool) -> None:
-    g = S.gen(seed)
-    a = torch.randn((m, k), generator=g).to(torch.bfloat16).to(S.device())
-    b = torch.randn((n, k), generator=g).to(torch.bfloat16).to(S.device())
-    out_dtype = torch.float32 if accumulate else torch.bfloat16
-    c = torch.randn((m, n), generator=g).to(S.device()) if accumulate else None
-    d = torch.empty((m, n), dtype=out_dtype, device=S.device())
-    want = torch.empty_like(d)
-    assert dg.bf16_gemm_nt(a, b, d, c=c) is None
-    reference.bf16_gemm_nt(a, b, want, c=c)
     S.close(d, want)
 
 

@@ -254,20 +254,20 @@ class _Demangler:
             if is_std_prefix:  # St <unqualified-name>: std::<name>, a candidate of its own
                 sub = CxxType("std::" + self.source_name())
                 self.subs.append(sub)
-            if self.peek() == "I":
-                out = CxxType(sub.name, self.template_args(), template=True)
-                self.subs.append(out)
-                return out
-            return sub
+            return self.instantiated(sub)
         if c.isdigit():
             name = CxxType(self.source_name())
             self.subs.append(name)
-            if self.peek() == "I":
-                out = CxxType(name.name, self.template_args(), template=True)
-                self.subs.append(out)
-                return out
-            return name
+            return self.instantiated(name)
         raise DemangleError(f"unsupported type code {c!r} at {self.i}")
+
+    def instantiated(self, template: CxxType) -> CxxType:
+        """``template`` with the ``I<args>E`` that follows it (a substitution candidate of its own), else itself."""
+        if self.peek() != "I":
+            return template
+        out = CxxType(template.name, self.template_args(), template=True)
+        self.subs.append(out)
+        return out
 
 
 def demangle_params(symbol: str) -> tuple[str, list[str]] | None:

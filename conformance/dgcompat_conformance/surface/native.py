@@ -46,6 +46,7 @@ __all__ = [
     "torch_header_lines",
     "scan_native_library",
     "parse_schema",
+    "split_top_level",
     "normalize_schema_type",
     "has_python_init",
     "host_assert_texts",
@@ -152,17 +153,27 @@ def _tvm_export_names(so_bytes: bytes) -> list[str]:
     return sorted(n for n in names if n and not n.startswith("_"))
 
 
-# Qualified C++ names the kinds are derived from (without template arguments).
+# Qualified C++ names the kinds are derived from (without template arguments): each leaf name's kind.
 _TENSOR_NAMES = frozenset({"tvm::ffi::TensorView", "tvm::ffi::Tensor", "at::Tensor", "DLTensor"})
-_STRING_NAMES = frozenset({
-    "std::__cxx11::basic_string", "std::basic_string", "std::string", "tvm::ffi::String",
-    "std::basic_string_view", "std::string_view",
-})
-_INT_NAMES = frozenset({
-    "int", "long", "long long", "short", "signed char", "unsigned char", "unsigned short",
-    "unsigned int", "unsigned long", "unsigned long long", "__int128", "unsigned __int128", "char",
-})
-_FLOAT_NAMES = frozenset({"float", "double", "long double", "half"})
+_LEAF_KINDS: dict[str, str] = {
+    **dict.fromkeys(_TENSOR_NAMES, "Tensor"),
+    **dict.fromkeys((
+        "std::__cxx11::basic_string", "std::basic_string", "std::string", "tvm::ffi::String",
+        "std::basic_string_view", "std::string_view",
+    ), "str"),
+    "bool": "bool",
+    **dict.fromkeys((
+        "int", "long", "long long", "short", "signed char", "unsigned char", "unsigned short",
+        "unsigned int", "unsigned long", "unsigned long long", "__int128", "unsigned __int128", "char",
+    ), "int"),
+    **dict.fromkeys(("float", "double", "long double", "half"), "float"),
+    "void": "None",
+    **dict.fromkeys(("tvm::ffi::Any", "tvm::ffi::AnyView"), "Any"),
+    **dict.fromkeys(("DLDataType", "tvm::ffi::DataType", "c10::ScalarType"), "ScalarType"),
+    **dict.fromkeys(("DLDevice", "tvm::ffi::Device", "c10::Device"), "Device"),
+    **dict.fromkeys(("tvm::ffi::Function", "std::function"), "Callable"),
+    "tvm::ffi::Shape": "int[]",
+}
 _OPTIONAL_NAMES = frozenset({"tvm::ffi::Optional", "std::optional"})
 _LIST_NAMES = frozenset({"tvm::ffi::Array", "std::vector", "c10::ArrayRef", "at::IntArrayRef"})
 _TUPLE_NAMES = frozenset({"tvm::ffi::Tuple", "std::tuple", "std::pair"})
@@ -180,28 +191,8 @@ def _cxx_kind(t: CxxType) -> str:
         if inner.name == "char":
             return "str"
         return "Tensor" if inner.name in _TENSOR_NAMES else "?"
-    if name in _TENSOR_NAMES:
-        return "Tensor"
-    if name in _STRING_NAMES:
-        return "str"
-    if name == "bool":
-        return "bool"
-    if name in _INT_NAMES:
-        return "int"
-    if name in _FLOAT_NAMES:
-        return "float"
-    if name == "void":
-        return "None"
-    if name in ("tvm::ffi::Any", "tvm::ffi::AnyView"):
-        return "Any"
-    if name in ("DLDataType", "tvm::ffi::DataType", "c10::ScalarType"):
-        return "ScalarType"
-    if name in ("DLDevice", "tvm::ffi::Device", "c10::Device"):
-        return "Device"
-    if name in ("tvm::ffi::Function", "std::function"):
-        return "Callable"
-    if name == "tvm::ffi::Shape":
-        return "int[]"
+    if name in _LEAF_KINDS:
+        return _LEAF_KINDS[name]
     args = [a for a in t.args if a.name != "void"]  # tvm::ffi containers carry a trailing void
     if args and args[0].name == "..." and name in _TUPLE_NAMES:
         args = list(args[0].args)
@@ -226,7 +217,7 @@ _CXX_TEXT_KINDS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
-def _split_top_level(text: str, sep: str = ",") -> list[str]:
+def split_top_level(text: str, sep: str = ",") -> list[str]:
     """Split ``text`` on ``sep`` outside (), [], <> and quotes."""
     out: list[str] = []
     depth = 0
@@ -256,15 +247,15 @@ def _kind_from_cxx_text(text: str) -> str:
     t = re.sub(r"^const\s+", "", t)
     m = re.match(r"^(tvm::ffi::Optional|std::optional)<(.*)>$", t)
     if m:
-        inner = _split_top_level(m.group(2))[0]
+        inner = split_top_level(m.group(2))[0]
         k = _kind_from_cxx_text(inner)
         return k if k.endswith("?") else k + "?"
     m = re.match(r"^(tvm::ffi::Array|std::vector)<(.*)>$", t)
     if m:
-        return _kind_from_cxx_text(_split_top_level(m.group(2))[0]) + "[]"
+        return _kind_from_cxx_text(split_top_level(m.group(2))[0]) + "[]"
     m = re.match(r"^(tvm::ffi::Tuple|std::tuple)<(.*)>$", t)
     if m:
-        return "(" + ", ".join(_kind_from_cxx_text(p) for p in _split_top_level(m.group(2))) + ")"
+        return "(" + ", ".join(_kind_from_cxx_text(p) for p in split_top_level(m.group(2))) + ")"
     for pattern, kind in _CXX_TEXT_KINDS:
         if pattern.search(t):
             return kind
@@ -318,7 +309,7 @@ def _read_tvm_ffi(so_bytes: bytes, names: Iterable[str]) -> tuple[dict[str, Nati
                 signatures[name] = sym
                 continue
             inner = m.group(1).strip()
-            parts = [] if inner in ("", "void") else _split_top_level(inner)
+            parts = [] if inner in ("", "void") else split_top_level(inner)
             ops[name] = NativeOp(name, tuple(NativeParam(None, _kind_from_cxx_text(p), None) for p in parts), None, BINDING_TVM_FFI)
             signatures[name] = text or sym
     return ops, signatures
@@ -361,10 +352,10 @@ def parse_schema(text: str) -> NativeOp | None:
         return None
     params: list[NativeParam] = []
     if arg_text:
-        for part in _split_top_level(arg_text):
+        for part in split_top_level(arg_text):
             if part == "*":  # start of keyword-only arguments; the kinds do not record it
                 continue
-            pieces = _split_top_level(part, "=")
+            pieces = split_top_level(part, "=")
             decl, default = pieces[0], ("=".join(pieces[1:]).strip() if len(pieces) > 1 else None)
             bits = decl.rsplit(None, 1)
             if len(bits) != 2 or not _IDENT_RE.match(bits[1]):
