@@ -15,9 +15,12 @@ through dgcompat; see docs/migration.md.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+from typing import Any
 
-from ._surface import MOVED, NAMES, SUBMODULES
+from ._surface import MOVED
+from ._surface import NAMES
+from ._surface import SUBMODULES
 
 # `X as X`: an explicit re-export, for type checkers that do not read a computed __all__ (mypy --strict).
 from ._version import __version__ as __version__

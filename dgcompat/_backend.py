@@ -22,12 +22,16 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field
 from types import ModuleType
 
 from . import env
-from .detection import backend_name, release
-from .errors import DeepGemmUnavailableError, IncompatibleBuildError, UnidentifiedBuildError
+from .detection import backend_name
+from .detection import release
+from .errors import DeepGemmUnavailableError
+from .errors import IncompatibleBuildError
+from .errors import UnidentifiedBuildError
 
 __all__ = ["TOP", "REAL", "Registry", "lock", "import_refusal", "import_real", "real_submodule",
            "load", "loaded_module", "reset"]

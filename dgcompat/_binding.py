@@ -14,9 +14,11 @@ unbinds every slot. :func:`upstream` resolves a declared :class:`~dgcompat._call
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+from typing import Any
 
-from ._backend import load, lock
+from ._backend import load
+from ._backend import lock
 from ._backend import reset as _reset_backend
 from ._calls import UpstreamCall
 from .detection import release

@@ -8,10 +8,15 @@ turn its message into one that names the argument (see :func:`translate`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any
+from typing import NoReturn
 
-from .detection import backend_name, release
-from .errors import BadArgumentError, DgcompatError, KernelError, UnsupportedFeatureError
+from .detection import backend_name
+from .detection import release
+from .errors import BadArgumentError
+from .errors import DgcompatError
+from .errors import KernelError
+from .errors import UnsupportedFeatureError
 from .table import capabilities
 
 FP8_DTYPE_NAMES = ("float8_e4m3fn", "float8_e4m3fnuz")

@@ -26,7 +26,8 @@ import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+from typing import Any
 
 from .errors import UnsupportedFeatureError
 

@@ -23,9 +23,13 @@ from __future__ import annotations
 import ast
 import hashlib
 import inspect
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
+from typing import NamedTuple
 
 __all__ = ["SOURCES", "Registration", "registrations", "module_registrations", "source_parameters",
            "parameters_from_sources", "live_parameters", "digest", "own_nodes"]

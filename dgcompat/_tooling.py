@@ -10,15 +10,24 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from typing import Any
 
-from . import _backend, _pysurface, detection, env
+from . import _backend
+from . import _pysurface
+from . import detection
+from . import env
 from ._calls import UpstreamCall
-from ._install.launch import hookless_env, is_hook_dir, launch_env
+from ._install.launch import hookless_env
+from ._install.launch import is_hook_dir
+from ._install.launch import launch_env
 from ._install.launch import main as run_command
-from ._surface import DEEP_GEMM_MODULES, NAMES, SUBMODULES
-from .detection import Release, _elf
+from ._surface import DEEP_GEMM_MODULES
+from ._surface import NAMES
+from ._surface import SUBMODULES
+from .detection import Release
+from .detection import _elf
 from .detection._known import expected_torch as _expected
 from .indexer import _bind as _indexer_bind
 from .indexer import _ragged as _indexer_ragged

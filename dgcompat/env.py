@@ -42,9 +42,11 @@ write, or one it can create.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Literal
+from typing import NamedTuple
 
 from .errors import ConfigurationError
 

@@ -10,22 +10,25 @@ translated into a :class:`~dgcompat.errors.BadArgumentError` naming the argument
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import Callable
+from typing import Sequence
 
 from . import _binding
 from ._calls import UpstreamCall
-from ._checks import (
-    bad,
-    check_recipe,
-    check_split_recipes,
-    k_major,
-    operand_pair,
-    release_label,
-    same_device,
-    tensor,
-    translate,
-)
-from ._params import RELEASE_DEFAULT, Param, bind_call
+from ._checks import bad
+from ._checks import check_recipe
+from ._checks import check_split_recipes
+from ._checks import k_major
+from ._checks import operand_pair
+from ._checks import release_label
+from ._checks import same_device
+from ._checks import tensor
+from ._checks import translate
+from ._params import RELEASE_DEFAULT
+from ._params import Param
+from ._params import bind_call
 from .table import capabilities
 
 if TYPE_CHECKING:

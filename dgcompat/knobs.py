@@ -6,13 +6,18 @@ context managers restore the previous value on exit (also on error).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from . import _backend, _binding, _device
+from . import _backend
+from . import _binding
+from . import _device
 from ._calls import UpstreamCall
-from ._checks import bad, spelled, translate
+from ._checks import bad
+from ._checks import spelled
+from ._checks import translate
 from .errors import DgcompatError
 from .table import capabilities
 

@@ -14,26 +14,32 @@ What hides behind one signature here:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import Callable
+from typing import Sequence
 
-from . import _binding, env
+from . import _binding
+from . import env
 from ._calls import UpstreamCall
-from ._checks import (
-    bad,
-    check_split_recipes,
-    contiguous,
-    k_major,
-    operand_pair,
-    release_label,
-    same_device,
-    spelled,
-    tensor,
-    translate,
-    unsupported,
-)
-from ._params import RELEASE_DEFAULT, Param, bind_call
-from .errors import DgcompatError, UnsupportedFeatureError
-from .knobs import get_mk_alignment_for_contiguous_layout, num_sms
+from ._checks import bad
+from ._checks import check_split_recipes
+from ._checks import contiguous
+from ._checks import k_major
+from ._checks import operand_pair
+from ._checks import release_label
+from ._checks import same_device
+from ._checks import spelled
+from ._checks import tensor
+from ._checks import translate
+from ._checks import unsupported
+from ._params import RELEASE_DEFAULT
+from ._params import Param
+from ._params import bind_call
+from .errors import DgcompatError
+from .errors import UnsupportedFeatureError
+from .knobs import get_mk_alignment_for_contiguous_layout
+from .knobs import num_sms
 from .table import capabilities
 
 if TYPE_CHECKING:

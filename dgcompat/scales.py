@@ -12,13 +12,22 @@ the TMA-aligned layout where it came back collapsed, on every release. The repai
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+from typing import Any
 
-from . import _binding, _math
+from . import _binding
+from . import _math
 from ._calls import UpstreamCall
-from ._checks import as_torch, bad, release_label, spelled, tensor, translate
-from ._params import Param, bind
+from ._checks import as_torch
+from ._checks import bad
+from ._checks import release_label
+from ._checks import spelled
+from ._checks import tensor
+from ._checks import translate
+from ._params import Param
+from ._params import bind
 from .errors import UnsupportedFeatureError
 from .table import capabilities
 

@@ -21,15 +21,24 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
+from dataclasses import field
+from dataclasses import fields
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any
+from typing import Literal
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from . import _backend, _device, _pysurface, env
-from .detection import KNOWN_SGL_DEEP_GEMM, Release, backend_name, release
+from . import _backend
+from . import _device
+from . import _pysurface
+from . import env
+from .detection import KNOWN_SGL_DEEP_GEMM
+from .detection import Release
+from .detection import backend_name
+from .detection import release
 from .env import ARCHES
 
 __all__ = ["Row", "ROWS", "Capabilities", "UPSTREAM_IDENTITY", "capabilities", "current_arch", "arch_family",

@@ -84,13 +84,17 @@ import importlib.util
 import sys
 import threading
 import types
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
+from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-from .. import _backend, detection
-from .._backend import REAL, TOP
-from .._surface import NAMES, NOT_DEEP_GEMM
+from .. import _backend
+from .. import detection
+from .._backend import REAL
+from .._backend import TOP
+from .._surface import NAMES
+from .._surface import NOT_DEEP_GEMM
 from . import forward
 
 __all__ = ["install_as_deep_gemm", "uninstall_as_deep_gemm", "installed_as_deep_gemm", "as_deep_gemm", "FACADES"]

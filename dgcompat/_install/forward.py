@@ -17,9 +17,11 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from .. import _backend, detection
+from .. import _backend
+from .. import detection
 from .._backend import TOP
-from ..errors import DgcompatError, UnavailableNameError
+from ..errors import DgcompatError
+from ..errors import UnavailableNameError
 
 __all__ = ["lookup", "real_module"]
 

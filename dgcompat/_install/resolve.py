@@ -9,9 +9,15 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from .. import _backend, _binding, _device, detection, table
+from .. import _backend
+from .. import _binding
+from .. import _device
+from .. import detection
+from .. import table
 from .._params import parameter_names
-from .._surface import DEEP_GEMM_MODULES, NAMES, SUBMODULES
+from .._surface import DEEP_GEMM_MODULES
+from .._surface import NAMES
+from .._surface import SUBMODULES
 
 __all__ = ["resolve", "passthrough_names", "reset"]
 

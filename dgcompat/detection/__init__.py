@@ -37,20 +37,23 @@ copies, identifying the chosen one, :class:`Release`). This module names the pub
 
 from __future__ import annotations
 
-from ._decision import KernelWheel, Release, backend_choice, backend_name, release, reset
-from ._known import (
-    EXPECTED_TORCH,
-    KERNEL_FLOOR_WITH_SGL_DEEP_GEMM,
-    KERNEL_WHEELS,
-    KNOWN_SGL_DEEP_GEMM,
-    KNOWN_SURFACES,
-    KNOWN_UPSTREAM,
-    SGL_DEEP_GEMM,
-    SIGNATURE_NAMES,
-    UPSTREAM,
-    UPSTREAM_NAMES,
-    VENDORED,
-)
+from ._decision import KernelWheel
+from ._decision import Release
+from ._decision import backend_choice
+from ._decision import backend_name
+from ._decision import release
+from ._decision import reset
+from ._known import EXPECTED_TORCH
+from ._known import KERNEL_FLOOR_WITH_SGL_DEEP_GEMM
+from ._known import KERNEL_WHEELS
+from ._known import KNOWN_SGL_DEEP_GEMM
+from ._known import KNOWN_SURFACES
+from ._known import KNOWN_UPSTREAM
+from ._known import SGL_DEEP_GEMM
+from ._known import SIGNATURE_NAMES
+from ._known import UPSTREAM
+from ._known import UPSTREAM_NAMES
+from ._known import VENDORED
 
 __all__ = ["Release", "KernelWheel", "release", "reset", "backend_name", "backend_choice", "SGL_DEEP_GEMM",
            "UPSTREAM", "KERNEL_WHEELS", "UPSTREAM_NAMES", "VENDORED", "KNOWN_SGL_DEEP_GEMM", "KNOWN_UPSTREAM",

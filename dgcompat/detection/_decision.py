@@ -15,28 +15,37 @@ import importlib.metadata as md
 import re
 import sys
 import zipimport
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
+from dataclasses import field
+from dataclasses import replace
 from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from .. import _pysurface, env
-from ._distinfo import DistInfo, editable_project, infos_in, read_text, version_or_none
-from ._known import (
-    KERNEL_FLOOR_WITH_SGL_DEEP_GEMM,
-    KERNEL_WHEELS,
-    KNOWN_SGL_DEEP_GEMM,
-    KNOWN_SURFACES,
-    KNOWN_UPSTREAM,
-    SGL_DEEP_GEMM,
-    SIGNATURE_NAMES,
-    UPSTREAM,
-    UPSTREAM_NAMES,
-    VENDORED,
-    expected_torch,
-)
-from ._native import TorchNeed, installed_torch, native, torch_check, torch_need
+from .. import _pysurface
+from .. import env
+from ._distinfo import DistInfo
+from ._distinfo import editable_project
+from ._distinfo import infos_in
+from ._distinfo import read_text
+from ._distinfo import version_or_none
+from ._known import KERNEL_FLOOR_WITH_SGL_DEEP_GEMM
+from ._known import KERNEL_WHEELS
+from ._known import KNOWN_SGL_DEEP_GEMM
+from ._known import KNOWN_SURFACES
+from ._known import KNOWN_UPSTREAM
+from ._known import SGL_DEEP_GEMM
+from ._known import SIGNATURE_NAMES
+from ._known import UPSTREAM
+from ._known import UPSTREAM_NAMES
+from ._known import VENDORED
+from ._known import expected_torch
+from ._native import TorchNeed
+from ._native import installed_torch
+from ._native import native
+from ._native import torch_check
+from ._native import torch_need
 
 __all__ = ["Release", "KernelWheel", "release", "reset", "backend_choice", "backend_name"]
 

@@ -19,7 +19,8 @@ import urllib.parse
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import InvalidVersion
+from packaging.version import Version
 
 __all__ = ["DistInfo", "infos_in", "editable_project", "read_text", "version_or_none", "sha256"]
 

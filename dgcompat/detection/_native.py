@@ -17,7 +17,8 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from . import _elf, _torch_abi
+from . import _elf
+from . import _torch_abi
 from ._distinfo import version_or_none
 from ._known import expected_torch
 

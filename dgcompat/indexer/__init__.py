@@ -64,9 +64,13 @@ from __future__ import annotations
 
 from .. import _binding
 from .._calls import UpstreamCall
-from . import _paged, _ragged
-from ._paged import fp8_fp4_paged_mqa_logits, fp8_paged_mqa_logits, get_paged_mqa_logits_metadata
-from ._ragged import fp8_fp4_mqa_logits, fp8_mqa_logits
+from . import _paged
+from . import _ragged
+from ._paged import fp8_fp4_paged_mqa_logits
+from ._paged import fp8_paged_mqa_logits
+from ._paged import get_paged_mqa_logits_metadata
+from ._ragged import fp8_fp4_mqa_logits
+from ._ragged import fp8_mqa_logits
 from ._state import STATE
 
 __all__ = ["fp8_mqa_logits", "fp8_fp4_mqa_logits", "get_paged_mqa_logits_metadata", "fp8_paged_mqa_logits",

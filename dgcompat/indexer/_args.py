@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._checks import FP8_DTYPE_NAMES, bad, release_label, tensor
+from .._checks import FP8_DTYPE_NAMES
+from .._checks import bad
+from .._checks import release_label
+from .._checks import tensor
 from ..errors import UnsupportedFeatureError
 from ..table import capabilities
 from ._layout import shape_of_rows

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
+from typing import Callable
 
 from .. import _binding
 from .._backend import load
-from .._checks import as_torch, release_label, translate
+from .._checks import as_torch
+from .._checks import release_label
+from .._checks import translate
 from ..errors import UnsupportedFeatureError
 from ..table import capabilities
 from . import _sm100

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from typing import Any
+from typing import Callable
 
 from ._state import STATE
 

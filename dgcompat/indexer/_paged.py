@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+from typing import Any
 
 from .. import env
 from .._calls import UpstreamCall
-from .._checks import bad, tensor, translate
+from .._checks import bad
+from .._checks import tensor
+from .._checks import translate
 from ..knobs import get_num_sms
 from ..table import capabilities
-from ._args import check_indices, check_lens
-from ._bind import native_metadata, no_diagnosis
+from ._args import check_indices
+from ._args import check_lens
+from ._bind import native_metadata
+from ._bind import no_diagnosis
 from ._capture import capture_state
-from ._layout import hint_key, launch_layout, lens_only, lens_recipe, make_launch_lens
+from ._layout import hint_key
+from ._layout import launch_layout
+from ._layout import lens_only
+from ._layout import lens_recipe
+from ._layout import make_launch_lens
 from ._plan import lookup_plan
 from ._positions import paged_positions
 from ._schedules import register

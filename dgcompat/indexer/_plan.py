@@ -25,20 +25,30 @@ in full.
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable
+from typing import Any
+from typing import Callable
 
 from .. import env
 from .._checks import release_label
 from ..errors import ScheduleMismatchError
 from ..knobs import get_num_sms
 from ..table import capabilities
-from ._args import check_paged, weights_plan
-from ._bind import B, native_metadata
+from ._args import check_paged
+from ._args import weights_plan
+from ._bind import B
+from ._bind import native_metadata
 from ._cache import cached
 from ._capture import capture_state
 from ._guards import same_metadata
-from ._layout import hint_key, launch_layout, lens_recipe, make_launch_lens, row_lengths
-from ._schedules import mem_key, owns_storage, root_of, version_key
+from ._layout import hint_key
+from ._layout import launch_layout
+from ._layout import lens_recipe
+from ._layout import make_launch_lens
+from ._layout import row_lengths
+from ._schedules import mem_key
+from ._schedules import owns_storage
+from ._schedules import root_of
+from ._schedules import version_key
 from ._state import STATE
 
 __all__ = ["Plan", "make_plan", "make_launcher", "launch_table", "mask_rows", "lookup_plan"]

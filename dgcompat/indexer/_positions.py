@@ -30,7 +30,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._checks import bad, is_tensor
+from .._checks import bad
+from .._checks import is_tensor
 
 __all__ = ["paged_positions", "ragged_positions"]
 

@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import Callable
 
-from .. import _binding, _pysurface
+from .. import _binding
+from .. import _pysurface
 from .._backend import load
 from .._calls import UpstreamCall
-from .._checks import FP8_DTYPE_NAMES, as_torch, bad, release_label, spelled, tensor, translate
+from .._checks import FP8_DTYPE_NAMES
+from .._checks import as_torch
+from .._checks import bad
+from .._checks import release_label
+from .._checks import spelled
+from .._checks import tensor
+from .._checks import translate
 from ..errors import UnsupportedFeatureError
 from ..table import capabilities
 from . import _sm100
-from ._args import check_logits_dtype, check_q_scales, check_weights, weights_plan
+from ._args import check_logits_dtype
+from ._args import check_q_scales
+from ._args import check_weights
+from ._args import weights_plan
 from ._positions import ragged_positions
 
 if TYPE_CHECKING:

@@ -31,9 +31,11 @@ heads) are capability rows that the indexer checks (:func:`check_block_kv`).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
+from typing import Callable
 
-from .._checks import bad, release_label
+from .._checks import bad
+from .._checks import release_label
 from ..errors import UnsupportedFeatureError
 
 __all__ = ["UNIT_UE8M0_X4", "unit_mx_scales", "ragged_mqa", "paged_refusal", "check_block_kv"]

@@ -18,7 +18,8 @@ says what it holds.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
+from typing import Callable
 
 from .. import _device
 

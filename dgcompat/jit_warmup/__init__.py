@@ -56,10 +56,19 @@ after verifying that only the install path differs.
 
 from __future__ import annotations
 
-from .cache import jit_cache_dir, use_jit_cache_dir
+from .cache import jit_cache_dir
+from .cache import use_jit_cache_dir
 from .entry import warmup
-from .report import KernelEntry, WarmupError, WarmupInterrupted, WarmupReport
-from .spec import DenseGemm, GroupedGemm, MPolicy, PagedIndexer, RaggedIndexer, WarmupSpec
+from .report import KernelEntry
+from .report import WarmupError
+from .report import WarmupInterrupted
+from .report import WarmupReport
+from .spec import DenseGemm
+from .spec import GroupedGemm
+from .spec import MPolicy
+from .spec import PagedIndexer
+from .spec import RaggedIndexer
+from .spec import WarmupSpec
 from .storage import StorageError
 
 __all__ = [

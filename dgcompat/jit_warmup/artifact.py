@@ -25,29 +25,32 @@ import os
 import re
 import tarfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from .. import __version__
 from ..detection import release
-from ..errors import BadArgumentError, DeepGemmUnavailableError
+from ..errors import BadArgumentError
+from ..errors import DeepGemmUnavailableError
 from . import record
-from .keys import HeaderHashes, parse_entry
-from .relocate import (
-    Build,
-    derive,
-    entry_files,
-    here,
-    install_entry,
-    mismatches,
-    read_builds,
-    rekey,
-    verify_entry,
-    write_build,
-)
+from .keys import HeaderHashes
+from .keys import parse_entry
+from .relocate import Build
+from .relocate import derive
+from .relocate import entry_files
+from .relocate import here
+from .relocate import install_entry
+from .relocate import mismatches
+from .relocate import read_builds
+from .relocate import rekey
+from .relocate import verify_entry
+from .relocate import write_build
 from .report import WarmupError
-from .spec import WarmupSpec, spec_from_json, spec_to_json
+from .spec import WarmupSpec
+from .spec import spec_from_json
+from .spec import spec_to_json
 
 __all__ = ["FORMAT", "ExportReport", "ImportReport", "export", "import_cache", "read_manifest"]
 

@@ -29,8 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from . import lifetime, storage
-from .cache import indexed, lock_kernel, marked_present
+from . import lifetime
+from . import storage
+from .cache import indexed
+from .cache import lock_kernel
+from .cache import marked_present
 
 __all__ = ["Recipe", "read_recipe", "rewrite", "Built", "build", "Outcome", "prepare_build", "cancel_all", "reset"]
 

@@ -29,22 +29,28 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import IncompatibleBuildError, UnsupportedFeatureError
-from ..gemm import bf16_gemm_nt, fp8_gemm_nt
-from ..indexer import fp8_mqa_logits, fp8_paged_mqa_logits, get_paged_mqa_logits_metadata
-from ..moe import (
-    m_grouped_bf16_gemm_nt_contiguous,
-    m_grouped_bf16_gemm_nt_masked,
-    m_grouped_fp8_gemm_nt_contiguous,
-    m_grouped_fp8_gemm_nt_masked,
-)
-from ..scales import (
-    get_mn_major_tma_aligned_packed_ue8m0_tensor,
-    get_mn_major_tma_aligned_tensor,
-    transform_sf_into_required_layout,
-)
-from ..table import arch_family, current_arch
-from .spec import DenseGemm, GroupedGemm, PagedIndexer, RaggedIndexer, Shape, weight_key
+from ..errors import IncompatibleBuildError
+from ..errors import UnsupportedFeatureError
+from ..gemm import bf16_gemm_nt
+from ..gemm import fp8_gemm_nt
+from ..indexer import fp8_mqa_logits
+from ..indexer import fp8_paged_mqa_logits
+from ..indexer import get_paged_mqa_logits_metadata
+from ..moe import m_grouped_bf16_gemm_nt_contiguous
+from ..moe import m_grouped_bf16_gemm_nt_masked
+from ..moe import m_grouped_fp8_gemm_nt_contiguous
+from ..moe import m_grouped_fp8_gemm_nt_masked
+from ..scales import get_mn_major_tma_aligned_packed_ue8m0_tensor
+from ..scales import get_mn_major_tma_aligned_tensor
+from ..scales import transform_sf_into_required_layout
+from ..table import arch_family
+from ..table import current_arch
+from .spec import DenseGemm
+from .spec import GroupedGemm
+from .spec import PagedIndexer
+from .spec import RaggedIndexer
+from .spec import Shape
+from .spec import weight_key
 
 __all__ = ["Runner"]
 

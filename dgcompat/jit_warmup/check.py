@@ -19,18 +19,28 @@ import random
 import time
 import traceback
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..detection import backend_name, release
-from ..errors import BadArgumentError, DeepGemmUnavailableError
-from . import host, lifetime, relocate
+from ..detection import backend_name
+from ..detection import release
+from ..errors import BadArgumentError
+from ..errors import DeepGemmUnavailableError
+from . import host
+from . import lifetime
+from . import relocate
 from .cache import snapshot
 from .calls import Runner
-from .options import cache_folder, check_options
+from .options import cache_folder
+from .options import check_options
 from .report import WarmupError
-from .spec import Call, Shape, WarmupSpec, plan_calls, positive
+from .spec import Call
+from .spec import Shape
+from .spec import WarmupSpec
+from .spec import plan_calls
+from .spec import positive
 
 __all__ = ["Miss", "CheckReport", "sample_calls", "check"]
 

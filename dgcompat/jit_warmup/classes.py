@@ -32,12 +32,18 @@ that the verify pass checks.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable
+from collections.abc import Hashable
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from packaging.version import Version
 
-from .spec import DenseGemm, GroupedGemm, PagedIndexer, RaggedIndexer, Shape
+from .spec import DenseGemm
+from .spec import GroupedGemm
+from .spec import PagedIndexer
+from .spec import RaggedIndexer
+from .spec import Shape
 
 __all__ = ["Rule", "rule_for", "classes"]
 

@@ -8,31 +8,37 @@ import math
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
+from typing import TypeVar
 
-from ..errors import BadArgumentError, DgcompatError
-from .artifact import export, import_cache
-from .cache import checked_folder, jit_cache_dir
+from ..errors import BadArgumentError
+from ..errors import DgcompatError
+from .artifact import export
+from .artifact import import_cache
+from .cache import checked_folder
+from .cache import jit_cache_dir
 from .check import check
 from .entry import warmup
 from .host import real_nvcc
 from .options import cache_folder
-from .presets import ENGINE_MAX_TOKENS, MAX_BATCH, PRESETS, preset_shapes
+from .presets import ENGINE_MAX_TOKENS
+from .presets import MAX_BATCH
+from .presets import PRESETS
+from .presets import preset_shapes
 from .relocate import adopt
 from .report import WarmupInterrupted
-from .spec import (
-    SCALE_FORMS,
-    DenseGemm,
-    GroupedGemm,
-    MPolicy,
-    PagedIndexer,
-    RaggedIndexer,
-    ScaleForm,
-    Shape,
-    WarmupSpec,
-)
+from .spec import SCALE_FORMS
+from .spec import DenseGemm
+from .spec import GroupedGemm
+from .spec import MPolicy
+from .spec import PagedIndexer
+from .spec import RaggedIndexer
+from .spec import ScaleForm
+from .spec import Shape
+from .spec import WarmupSpec
 from .storage import from_error
 
 _T = TypeVar("_T")

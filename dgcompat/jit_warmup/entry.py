@@ -7,14 +7,27 @@ import sys
 import time
 from typing import Literal
 
-from ..detection import backend_name, release
-from ..errors import BadArgumentError, DeepGemmUnavailableError
-from . import host, lifetime, record, relocate, storage
-from .classes import classes, rule_for
-from .options import cache_folder, check_options
+from ..detection import backend_name
+from ..detection import release
+from ..errors import BadArgumentError
+from ..errors import DeepGemmUnavailableError
+from . import host
+from . import lifetime
+from . import record
+from . import relocate
+from . import storage
+from .classes import classes
+from .classes import rule_for
+from .options import cache_folder
+from .options import check_options
 from .pool import Pool
-from .report import WarmupError, WarmupReport
-from .spec import Call, DenseGemm, GroupedGemm, WarmupSpec, plan_calls
+from .report import WarmupError
+from .report import WarmupReport
+from .spec import Call
+from .spec import DenseGemm
+from .spec import GroupedGemm
+from .spec import WarmupSpec
+from .spec import plan_calls
 
 __all__ = ["warmup"]
 

@@ -14,8 +14,15 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..table import arch_family, current_arch
-from .spec import Call, DenseGemm, GroupedGemm, PagedIndexer, RaggedIndexer, Shape, weight_key
+from ..table import arch_family
+from ..table import current_arch
+from .spec import Call
+from .spec import DenseGemm
+from .spec import GroupedGemm
+from .spec import PagedIndexer
+from .spec import RaggedIndexer
+from .spec import Shape
+from .spec import weight_key
 
 __all__ = [
     "cpu_count", "nvidia_smi", "gpu_family", "free_gpu_bytes", "default_workers", "gpu_fit", "CALLS_PER_PROCESS",

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadArgumentError
-from .cache import checked_folder, jit_cache_dir
+from .cache import checked_folder
+from .cache import jit_cache_dir
 from .spec import positive
 
 __all__ = ["check_options", "cache_folder"]

@@ -40,46 +40,63 @@ import signal
 import time
 from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from concurrent.futures import Future
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 from queue import Empty
-from typing import Any, Literal, TextIO
+from typing import Any
+from typing import Literal
+from typing import TextIO
 
 from ..detection import release
 from ..errors import UnsupportedFeatureError
-from . import lifetime, storage
-from .build import Outcome, cancel_all, prepare_build
+from . import lifetime
+from . import storage
+from .build import Outcome
+from .build import cancel_all
+from .build import prepare_build
 from .build import reset as reset_builds
-from .cache import count_entries, mark_present, source_index
-from .classes import GUESS, Rule, classes
-from .messages import (
-    WORK_ANSWERS,
-    Answer,
-    Bisect,
-    CallError,
-    Compile,
-    Compiled,
-    Fatal,
-    Identified,
-    IdentifiedAll,
-    Identify,
-    Install,
-    Installed,
-    Plain,
-    PlainDone,
-    Probe,
-    Probed,
-    Ready,
-    Stop,
-    Turn,
-    Unhonored,
-    WorkTask,
-)
-from .report import KernelEntry, WarmupError
-from .spec import Call, DenseGemm, GroupedGemm, MPolicy, Shape, ms_for
+from .cache import count_entries
+from .cache import mark_present
+from .cache import source_index
+from .classes import GUESS
+from .classes import Rule
+from .classes import classes
+from .messages import WORK_ANSWERS
+from .messages import Answer
+from .messages import Bisect
+from .messages import CallError
+from .messages import Compile
+from .messages import Compiled
+from .messages import Fatal
+from .messages import Identified
+from .messages import IdentifiedAll
+from .messages import Identify
+from .messages import Install
+from .messages import Installed
+from .messages import Plain
+from .messages import PlainDone
+from .messages import Probe
+from .messages import Probed
+from .messages import Ready
+from .messages import Stop
+from .messages import Turn
+from .messages import Unhonored
+from .messages import WorkTask
+from .report import KernelEntry
+from .report import WarmupError
+from .spec import Call
+from .spec import DenseGemm
+from .spec import GroupedGemm
+from .spec import MPolicy
+from .spec import Shape
+from .spec import ms_for
 from .standin import STAND_IN
-from .worker import WorkerConfig, main, prepare
+from .worker import WorkerConfig
+from .worker import main
+from .worker import prepare
 
 __all__ = ["Pool", "PoolResult", "write_progress"]
 

@@ -8,18 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .spec import (
-    DEFAULT_MAX_TOKENS,
-    SCALE_FORMS,
-    DenseGemm,
-    GroupedGemm,
-    MPolicy,
-    PagedIndexer,
-    RaggedIndexer,
-    ScaleForm,
-    Shape,
-    WarmupSpec,
-)
+from .spec import DEFAULT_MAX_TOKENS
+from .spec import SCALE_FORMS
+from .spec import DenseGemm
+from .spec import GroupedGemm
+from .spec import MPolicy
+from .spec import PagedIndexer
+from .spec import RaggedIndexer
+from .spec import ScaleForm
+from .spec import Shape
+from .spec import WarmupSpec
 
 __all__ = ["DEEPSEEK_V3_DENSE", "DEEPSEEK_V32_INDEXER_DENSE", "DEEPSEEK_V3_MOE", "DEEPSEEK_V3_SAMPLED_MS",
            "MASKED_MAX_M", "MAX_BATCH", "ENGINE_MAX_TOKENS", "PRESETS", "dense_shapes", "moe_shapes",

@@ -21,7 +21,8 @@ from typing import Any
 
 from ..detection import release
 from . import host
-from .cache import entries, torch_version
+from .cache import entries
+from .cache import torch_version
 from .relocate import FLAG_VARIABLES
 
 __all__ = ["key", "read", "write", "Done"]

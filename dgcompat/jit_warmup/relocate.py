@@ -32,27 +32,28 @@ import os
 import shutil
 import subprocess
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from collections.abc import Sequence
+from dataclasses import asdict
+from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from ..detection import release
 from . import host
 from .cache import torch_version
-from .keys import (
-    LINEAGES,
-    HeaderHashes,
-    KeyError_,
-    Lineage,
-    entry_key,
-    entry_name,
-    flags_of,
-    lineage_of,
-    nvcc_signature,
-    parse_entry,
-    split_stamp,
-)
+from .keys import LINEAGES
+from .keys import HeaderHashes
+from .keys import KeyError_
+from .keys import Lineage
+from .keys import entry_key
+from .keys import entry_name
+from .keys import flags_of
+from .keys import lineage_of
+from .keys import nvcc_signature
+from .keys import parse_entry
+from .keys import split_stamp
 
 __all__ = ["Build", "Here", "Adoption", "FLAG_VARIABLES", "package_fingerprint", "nvcc_version", "here",
            "observe", "read_builds", "write_build", "mismatches", "derive", "verify_entry", "rekey", "install_entry",

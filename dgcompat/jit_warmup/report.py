@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from dataclasses import asdict
+from dataclasses import dataclass
+from typing import Any
+from typing import Literal
 
 from ..errors import DgcompatError
 

@@ -5,9 +5,13 @@ Pure data and arithmetic: nothing here imports torch or deep_gemm or asks anythi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any, Literal, Union
+from collections.abc import Iterable
+from collections.abc import Sequence
+from dataclasses import asdict
+from dataclasses import dataclass
+from typing import Any
+from typing import Literal
+from typing import Union
 
 from ..errors import BadArgumentError
 

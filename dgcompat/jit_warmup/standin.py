@@ -34,7 +34,8 @@ import errno
 import hashlib
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 
 __all__ = ["STAND_IN", "Record", "read_log", "digest", "keep_recipe"]

@@ -15,7 +15,8 @@ import os
 import resource
 import shutil
 import signal
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
+from collections.abc import Mapping
 from pathlib import Path
 
 from .report import WarmupError

@@ -32,13 +32,20 @@ from pathlib import Path
 from queue import Empty
 from typing import Any
 
-from ..errors import BadArgumentError, KernelError, UnsupportedFeatureError
+from ..errors import BadArgumentError
+from ..errors import KernelError
+from ..errors import UnsupportedFeatureError
 from ..knobs import compile_mode
-from . import lifetime, messages
-from .cache import lock_kernel, mark_present
+from . import lifetime
+from . import messages
+from .cache import lock_kernel
+from .cache import mark_present
 from .calls import Runner
-from .spec import MPolicy, Shape
-from .standin import Record, keep_recipe, read_log
+from .spec import MPolicy
+from .spec import Shape
+from .standin import Record
+from .standin import keep_recipe
+from .standin import read_log
 
 __all__ = ["WorkerConfig", "Worker", "main", "prepare"]
 

@@ -73,48 +73,43 @@ Outputs of the logits functions hold ``-inf`` wherever the kernel would leave me
 
 from __future__ import annotations
 
-from ._attention import (
-    fp8_fp4_mqa_logits,
-    fp8_fp4_paged_mqa_logits,
-    fp8_mqa_logits,
-    fp8_paged_mqa_logits,
-    get_paged_mqa_logits_metadata,
-    pack_kv_cache,
-    paged_schedule_matches,
-    unpack_kv_cache,
-)
-from ._common import FP8, FP8_MAX, MK_ALIGNMENT, SPLIT_KV
-from ._gemm import (
-    bf16_gemm_nt,
-    fp8_gemm_nt,
-    m_grouped_bf16_gemm_nt_contiguous,
-    m_grouped_bf16_gemm_nt_masked,
-    m_grouped_fp8_gemm_nt_contiguous,
-    m_grouped_fp8_gemm_nt_masked,
-)
-from ._mx import (
-    FP4_E2M1_VALUES,
-    FP4_MAX,
-    MX_GROUP,
-    cast_to_fp4,
-    cast_to_mxfp8,
-    dequantize_mx,
-    pack_fp4_kv_cache,
-    unpack_fp4,
-    unpack_fp4_kv_cache,
-    unpack_ue8m0_scales,
-)
-from ._scales import (
-    ceil_to_ue8m0,
-    dequantize_fp8,
-    get_mn_major_tma_aligned_packed_ue8m0_tensor,
-    get_mn_major_tma_aligned_tensor,
-    get_tma_aligned_size,
-    per_block_cast_to_fp8,
-    per_token_cast_to_fp8,
-    transform_scale_ue8m0,
-    transform_sf_into_required_layout,
-)
+from ._attention import fp8_fp4_mqa_logits
+from ._attention import fp8_fp4_paged_mqa_logits
+from ._attention import fp8_mqa_logits
+from ._attention import fp8_paged_mqa_logits
+from ._attention import get_paged_mqa_logits_metadata
+from ._attention import pack_kv_cache
+from ._attention import paged_schedule_matches
+from ._attention import unpack_kv_cache
+from ._common import FP8
+from ._common import FP8_MAX
+from ._common import MK_ALIGNMENT
+from ._common import SPLIT_KV
+from ._gemm import bf16_gemm_nt
+from ._gemm import fp8_gemm_nt
+from ._gemm import m_grouped_bf16_gemm_nt_contiguous
+from ._gemm import m_grouped_bf16_gemm_nt_masked
+from ._gemm import m_grouped_fp8_gemm_nt_contiguous
+from ._gemm import m_grouped_fp8_gemm_nt_masked
+from ._mx import FP4_E2M1_VALUES
+from ._mx import FP4_MAX
+from ._mx import MX_GROUP
+from ._mx import cast_to_fp4
+from ._mx import cast_to_mxfp8
+from ._mx import dequantize_mx
+from ._mx import pack_fp4_kv_cache
+from ._mx import unpack_fp4
+from ._mx import unpack_fp4_kv_cache
+from ._mx import unpack_ue8m0_scales
+from ._scales import ceil_to_ue8m0
+from ._scales import dequantize_fp8
+from ._scales import get_mn_major_tma_aligned_packed_ue8m0_tensor
+from ._scales import get_mn_major_tma_aligned_tensor
+from ._scales import get_tma_aligned_size
+from ._scales import per_block_cast_to_fp8
+from ._scales import per_token_cast_to_fp8
+from ._scales import transform_scale_ue8m0
+from ._scales import transform_sf_into_required_layout
 
 __all__ = [
     "FP8", "FP8_MAX", "MK_ALIGNMENT", "SPLIT_KV",

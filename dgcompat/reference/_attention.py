@@ -15,25 +15,26 @@ import torch
 from torch import Tensor
 
 from ..errors import BadArgumentError
-from ._common import (
-    CHUNK_ELEMENTS,
-    FP8,
-    FP8_MAX,
-    SPLIT_KV,
-    Balance,
-    align_up,
-    ceil_div,
-    describe,
-    need_device,
-    need_dtype,
-    need_float,
-    need_int,
-    need_int_tensor,
-    need_pair,
-    need_shape,
-    need_tensor,
-)
-from ._mx import cast_to_mxfp8, dequantize_mx, mx_dim, unpack_fp4_kv_cache
+from ._common import CHUNK_ELEMENTS
+from ._common import FP8
+from ._common import FP8_MAX
+from ._common import SPLIT_KV
+from ._common import Balance
+from ._common import align_up
+from ._common import ceil_div
+from ._common import describe
+from ._common import need_device
+from ._common import need_dtype
+from ._common import need_float
+from ._common import need_int
+from ._common import need_int_tensor
+from ._common import need_pair
+from ._common import need_shape
+from ._common import need_tensor
+from ._mx import cast_to_mxfp8
+from ._mx import dequantize_mx
+from ._mx import mx_dim
+from ._mx import unpack_fp4_kv_cache
 from ._scales import cast_groups
 
 __all__ = ["fp8_mqa_logits", "fp8_fp4_mqa_logits", "fp8_fp4_paged_mqa_logits", "pack_kv_cache", "unpack_kv_cache", "fp8_paged_mqa_logits", "get_paged_mqa_logits_metadata", "paged_schedule_matches"]

@@ -6,19 +6,17 @@ import torch
 from torch import Tensor
 
 from ..errors import BadArgumentError
-from ._common import (
-    FP8,
-    MK_ALIGNMENT,
-    align_up,
-    describe,
-    need_device,
-    need_dtype,
-    need_int,
-    need_int_tensor,
-    need_pair,
-    need_shape,
-    need_tensor,
-)
+from ._common import FP8
+from ._common import MK_ALIGNMENT
+from ._common import align_up
+from ._common import describe
+from ._common import need_device
+from ._common import need_dtype
+from ._common import need_int
+from ._common import need_int_tensor
+from ._common import need_pair
+from ._common import need_shape
+from ._common import need_tensor
 from ._mx import unpack_fp4
 from ._scales import dequant
 

@@ -49,7 +49,12 @@ from torch import Tensor
 
 from .. import _math
 from ..errors import BadArgumentError
-from ._common import FP8, FP8_MAX, describe, need_dtype, need_float, need_tensor
+from ._common import FP8
+from ._common import FP8_MAX
+from ._common import describe
+from ._common import need_dtype
+from ._common import need_float
+from ._common import need_tensor
 
 __all__ = ["FP4_E2M1_VALUES", "FP4_MAX", "MX_GROUP", "MX_MAX_DIM", "cast_to_fp4", "cast_to_mxfp8", "unpack_fp4",
            "unpack_ue8m0_scales", "dequantize_mx", "pack_fp4_kv_cache", "unpack_fp4_kv_cache", "mx_dim",

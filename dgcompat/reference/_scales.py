@@ -7,19 +7,17 @@ from torch import Tensor
 
 from .. import _math
 from ..errors import BadArgumentError
-from ._common import (
-    FP8,
-    FP8_MAX,
-    Recipe,
-    align_up,
-    ceil_div,
-    describe,
-    need_device,
-    need_dtype,
-    need_float,
-    need_int,
-    need_tensor,
-)
+from ._common import FP8
+from ._common import FP8_MAX
+from ._common import Recipe
+from ._common import align_up
+from ._common import ceil_div
+from ._common import describe
+from ._common import need_device
+from ._common import need_dtype
+from ._common import need_float
+from ._common import need_int
+from ._common import need_tensor
 
 __all__ = ["ceil_to_ue8m0", "get_tma_aligned_size", "get_mn_major_tma_aligned_tensor", "get_mn_major_tma_aligned_packed_ue8m0_tensor", "transform_sf_into_required_layout", "transform_scale_ue8m0", "cast_groups", "per_token_cast_to_fp8", "per_block_cast_to_fp8", "dequant", "dequantize_fp8"]
 

@@ -10,10 +10,14 @@ underscore names.
 
 from typing import Any
 
-from dgcompat import _device, _math
+from dgcompat import _device
+from dgcompat import _math
 from dgcompat.errors import BadArgumentError as _BadArgumentError
 
-from . import _attention, _common, _gemm, _scales
+from . import _attention
+from . import _common
+from . import _gemm
+from . import _scales
 
 __all__ = [
     "align", "ceil_div", "ceil_to_ue8m0", "per_token_cast_to_fp8", "per_block_cast_to_fp8", "get_tma_aligned_size",

@@ -12,15 +12,15 @@ from __future__ import annotations
 from typing import Any
 
 from .._install.forward import lookup
-from . import layout, math
-from .layout import (
-    get_col_major_tma_aligned_tensor,
-    get_mk_alignment_for_contiguous_layout,
-    get_mn_major_tma_aligned_packed_ue8m0_tensor,
-    get_mn_major_tma_aligned_tensor,
-    get_tma_aligned_size,
-)
-from .math import align, ceil_div
+from . import layout
+from . import math
+from .layout import get_col_major_tma_aligned_tensor
+from .layout import get_mk_alignment_for_contiguous_layout
+from .layout import get_mn_major_tma_aligned_packed_ue8m0_tensor
+from .layout import get_mn_major_tma_aligned_tensor
+from .layout import get_tma_aligned_size
+from .math import align
+from .math import ceil_div
 
 __all__ = [
     "layout", "math", "align", "ceil_div", "get_col_major_tma_aligned_tensor",

@@ -10,12 +10,11 @@ from typing import Any
 
 from .._install.forward import lookup
 from ..knobs import get_mk_alignment_for_contiguous_layout
-from ..scales import (
-    get_mn_major_tma_aligned_packed_ue8m0_tensor,
-    get_mn_major_tma_aligned_tensor,
-    get_tma_aligned_size,
-)
-from .math import align, ceil_div
+from ..scales import get_mn_major_tma_aligned_packed_ue8m0_tensor
+from ..scales import get_mn_major_tma_aligned_tensor
+from ..scales import get_tma_aligned_size
+from .math import align
+from .math import ceil_div
 
 #: DeepGEMM v1's name of :func:`get_mn_major_tma_aligned_tensor` (vLLM's wrapper still exports it).
 get_col_major_tma_aligned_tensor = get_mn_major_tma_aligned_tensor

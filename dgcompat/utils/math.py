@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from .._install.forward import lookup
-from .._math import align, ceil_div
+from .._math import align
+from .._math import ceil_div
 
 __all__ = ["align", "ceil_div"]
 
