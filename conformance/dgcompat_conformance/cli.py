@@ -12,7 +12,7 @@ import argparse
 import json
 import sys
 from dataclasses import asdict
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from dgcompat import __version__
 
@@ -41,34 +41,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command == "--version":
         print(__version__)
         return 0
+    run: Callable[[list[str]], int]
     if command == "doctor":
-        from .doctor import main as doctor_main  # noqa: PLC0415 (a command loads only its own modules)
-
-        return doctor_main(rest)
-    if command == "conform":
-        from .conform import main as conform_main  # noqa: PLC0415 (a command loads only its own modules)
-
-        return conform_main(rest)
-    if command == "surface":
-        from .surface.cli import main as surface_main  # noqa: PLC0415 (a command loads only its own modules)
-
-        return surface_main(rest)
-    if command == "pin":
-        from .pins import main as pin_main  # noqa: PLC0415 (a command loads only its own modules)
-
-        return pin_main(rest)
-    if command == "table":
-        return _table(rest)
-    if command == "warmup":
-        from dgcompat.jit_warmup.cli import main as warmup_main  # noqa: PLC0415 (a command loads only its own modules)
-
-        return warmup_main(rest)
-    if command == "run":
-        from dgcompat._tooling import run_command as run_main  # noqa: PLC0415 (a command loads only its own modules)
-
-        return run_main(rest)
-    print(f"dgcompat: unknown command {command!r}\n\n{_USAGE}", end="", file=sys.stderr)
-    return 2
+        from .doctor import main as run  # noqa: PLC0415 (a command loads only its own modules)
+    elif command == "conform":
+        from .conform import main as run  # noqa: PLC0415 (a command loads only its own modules)
+    elif command == "surface":
+        from .surface.cli import main as run  # noqa: PLC0415 (a command loads only its own modules)
+    elif command == "pin":
+        from .pins import main as run  # noqa: PLC0415 (a command loads only its own modules)
+    elif command == "table":
+        run = _table
+    elif command == "warmup":
+        from dgcompat.jit_warmup.cli import main as run  # noqa: PLC0415 (a command loads only its own modules)
+    elif command == "run":
+        from dgcompat._tooling import run_command as run  # noqa: PLC0415 (a command loads only its own modules)
+    else:
+        print(f"dgcompat: unknown command {command!r}\n\n{_USAGE}", end="", file=sys.stderr)
+        return 2
+    return run(rest)
 
 
 def _table(argv: list[str]) -> int:
