@@ -3,19 +3,22 @@
 Each check is an :mod:`argparse` type: it returns the value read, or raises
 :class:`argparse.ArgumentTypeError` saying what was expected and what came, which argparse
 prints as ``PROG: error: argument --NAME: ...`` after the usage line and exits with status 2.
-None of them writes anything: an output folder is only checked to be creatable. :func:`parse`
-and :func:`usage_error` give a command's ``main(argv)`` the same status 2 as a return value.
+None of them writes anything: an output folder is only checked to be creatable. A command's
+``main(argv)`` returns that status 2 instead of exiting: :func:`parse` raises :class:`UsageExit` where
+argparse would exit, :func:`returns_status` (on ``main``) returns its status, and :func:`usage_error`
+returns 2 for a check argparse cannot make.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import ParamSpec, TypeVar
 from urllib.parse import urlsplit
 
 from packaging.version import InvalidVersion, Version
@@ -24,9 +27,10 @@ from .releases import SGL_DEEP_GEMM, ReleaseSpec, parse_release, release_problem
 
 __all__ = ["positive_int", "positive_seconds", "readable_folder", "readable_file", "readable_path", "output_folder",
            "output_file", "release_version", "release_spec", "wheel_spec", "release_source", "index_url",
-           "version_text", "typed", "parse", "usage_error"]
+           "version_text", "typed", "UsageExit", "parse", "returns_status", "usage_error"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 def _bad(expected: str, text: str, why: str) -> argparse.ArgumentTypeError:
@@ -215,12 +219,34 @@ def typed(read: Callable[[str], T]) -> Callable[[str], T]:
     return check
 
 
-def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace | int:
-    """``parser.parse_args(argv)``, or the status argparse exits with (2 for a usage error, 0 after ``--help``)."""
+class UsageExit(Exception):
+    """argparse ended the parse: a usage error (status 2, its lines already printed) or ``--help`` (status 0)."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``parser.parse_args(argv)``; where argparse would exit, :class:`UsageExit` with its status instead."""
     try:
         return parser.parse_args(None if argv is None else list(argv))
     except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
+        raise UsageExit(exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2) from None
+
+
+def returns_status(main: Callable[P, int]) -> Callable[P, int]:
+    """``main`` (a command's entry point, signature kept), returning the status of a :class:`UsageExit` it raises
+    (from :func:`parse`) instead of exiting: tests and the ``dgcompat`` dispatcher get every status returned."""
+
+    @functools.wraps(main)
+    def run(*args: P.args, **kwargs: P.kwargs) -> int:
+        try:
+            return main(*args, **kwargs)
+        except UsageExit as exc:
+            return exc.status
+
+    return run
 
 
 def usage_error(parser: argparse.ArgumentParser, message: str) -> int:

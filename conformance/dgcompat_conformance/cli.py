@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -42,48 +42,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command == "--version":
         print(__version__)
         return 0
+    run: Callable[[list[str]], int]
     if command == "doctor":
-        from .doctor import main as doctor_main  # noqa: PLC0415 (a command loads only its own modules)
-
-        return doctor_main(rest)
-    if command == "conform":
-        from .conform import main as conform_main  # noqa: PLC0415 (a command loads only its own modules)
-
-        return conform_main(rest)
-    if command == "surface":
-        from .surface.cli import main as surface_main  # noqa: PLC0415 (a command loads only its own modules)
-
-        return surface_main(rest)
-    if command == "pin":
-        from .pins import main as pin_main  # noqa: PLC0415 (a command loads only its own modules)
-
-        return pin_main(rest)
-    if command == "table":
-        return _table(rest)
-    if command == "warmup":
-        from dgcompat.jit_warmup.cli import main as warmup_main  # noqa: PLC0415 (a command loads only its own modules)
-
-        return warmup_main(rest)
-    if command == "run":
-        from dgcompat._tooling import run_command as run_main  # noqa: PLC0415 (a command loads only its own modules)
-
-        return run_main(rest)
-    print(f"dgcompat: unknown command {command!r}\n\n{_USAGE}", end="", file=sys.stderr)
-    return 2
+        from .doctor import main as run  # noqa: PLC0415 (a command loads only its own modules)
+    elif command == "conform":
+        from .conform import main as run  # noqa: PLC0415 (a command loads only its own modules)
+    elif command == "surface":
+        from .surface.cli import main as run  # noqa: PLC0415 (a command loads only its own modules)
+    elif command == "pin":
+        from .pins import main as run  # noqa: PLC0415 (a command loads only its own modules)
+    elif command == "table":
+        run = _table
+    elif command == "warmup":
+        from dgcompat.jit_warmup.cli import main as run  # noqa: PLC0415 (a command loads only its own modules)
+    elif command == "run":
+        from dgcompat._tooling import run_command as run  # noqa: PLC0415 (a command loads only its own modules)
+    else:
+        print(f"dgcompat: unknown command {command!r}\n\n{_USAGE}", end="", file=sys.stderr)
+        return 2
+    return run(rest)
 
 
 def _table(argv: list[str]) -> int:
     from dgcompat.table import ROWS  # noqa: PLC0415 (a command loads only its own modules)
 
-    from ._args import parse  # noqa: PLC0415 (a command loads only its own modules)
+    from ._args import UsageExit, parse  # noqa: PLC0415 (a command loads only its own modules)
     from .report import capabilities_page  # noqa: PLC0415 (a command loads only its own modules)
 
     parser = argparse.ArgumentParser(prog="dgcompat table")
     parser.add_argument("--markdown", action="store_true", help="render as a Markdown table")
     parser.add_argument("--json", action="store_true")
-    opts = parse(parser, argv)
-    if isinstance(opts, int):
-        return opts
+    try:  # returns_status would need _args loaded with this module: 0.2 s more for every command
+        opts = parse(parser, argv)
+    except UsageExit as exc:
+        return exc.status
     if opts.json:
         print(json.dumps([_row_dict(r) for r in ROWS], indent=2, default=str))
         return 0

@@ -31,6 +31,7 @@ from ._args import (
     positive_seconds,
     readable_path,
     release_spec,
+    returns_status,
     usage_error,
     wheel_spec,
 )
@@ -123,6 +124,7 @@ def _writable(out: Path) -> str | None:
     return None
 
 
+@returns_status
 def main(argv: list[str]) -> int:
     """Entry point of ``dgcompat conform``; returns the exit status.
 
@@ -133,8 +135,6 @@ def main(argv: list[str]) -> int:
         return intake.main_latest([a for a in argv if a != "--latest"])
     parser = build_parser()
     args = parse(parser, argv)
-    if isinstance(args, int):
-        return args
     if args.list:
         for s in all_releases(bundled=True):
             print(f"{s.id:<28} {s}")

@@ -17,7 +17,7 @@ from dgcompat import __version__, _tooling, detection
 from dgcompat.errors import DgcompatError
 from dgcompat.table import capabilities
 
-from ._args import parse
+from ._args import parse, returns_status
 from ._text import UnsafeTextError
 from .certificate import CertificateError
 from .gpu.abi import abi_check as check
@@ -259,13 +259,12 @@ def _surface_lines(surface: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+@returns_status
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dgcompat doctor", description=__doc__)
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--no-abi", action="store_true", help="skip the child-process ABI check")
     opts = parse(parser, argv)
-    if isinstance(opts, int):
-        return opts
     data = collect(run_abi=not opts.no_abi)
     print(json.dumps(data, indent=2, default=str) if opts.json else _render(data))
     return 0 if data["works"] else 1

@@ -28,7 +28,7 @@ from dgcompat import detection
 from dgcompat._tooling import expected_torch
 from dgcompat.detection import EXPECTED_TORCH, KERNEL_FLOOR_WITH_SGL_DEEP_GEMM, Release
 
-from ._args import parse, readable_folder, usage_error
+from ._args import parse, readable_folder, returns_status, usage_error
 from ._text import UnsafeTextError, comment, one_line, requirement_lines
 from .certificate import COMMITTED, Certificate, CertificateError, load_folder
 from .dists import DISTRIBUTIONS, SGL_DEEP_GEMM, SGL_DEEP_GEMM_RELEASES, canonical, distribution
@@ -322,6 +322,7 @@ def _engine(text: str) -> tuple[str, str]:
     return canonical(name.strip()), version
 
 
+@returns_status
 def main(argv: Sequence[str] | None = None, *, index: Any = None) -> int:
     """``dgcompat pin``; 0 on success, 1 when no requirement can be printed (a refused build: the lines say what to
     install instead), 2 for a usage error or an unsound certificate. ``index`` replaces the package index."""
@@ -337,8 +338,6 @@ def main(argv: Sequence[str] | None = None, *, index: Any = None) -> int:
     parser.add_argument("--certificates", type=readable_folder, metavar="DIR",
                         help="certificate folder (default: the certificates shipped with dgcompat_conformance)")
     opts = parse(parser, argv)
-    if isinstance(opts, int):
-        return opts
     try:
         if opts.docs:
             print(compatibility_page(opts.certificates), end="")

@@ -29,7 +29,7 @@ import torch
 import dgcompat
 from dgcompat import reference as R
 
-from .._args import parse
+from .._args import parse, returns_status
 
 __all__ = ["CHECKS", "main"]
 
@@ -150,11 +150,10 @@ def _parser() -> argparse.ArgumentParser:
                                    description=__doc__.split("\n\n")[0] if __doc__ else None)
 
 
+@returns_status
 def main(argv: Sequence[str] | None = None) -> int:
     """Run every check (it takes no arguments: anything given is a usage error); 1 if one failed."""
-    opts = parse(_parser(), argv)
-    if isinstance(opts, int):
-        return opts
+    parse(_parser(), argv)  # it takes no arguments: this answers --help and refuses anything else
     failed = 0
     for name, check in CHECKS.items():
         try:

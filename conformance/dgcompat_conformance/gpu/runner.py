@@ -81,6 +81,7 @@ from .._args import (
     positive_seconds,
     readable_folder,
     release_version,
+    returns_status,
     usage_error,
     version_text,
 )
@@ -205,11 +206,10 @@ def _subjects(opts: argparse.Namespace) -> list[Subject] | str:
     return subjects
 
 
+@returns_status
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     opts = parse(parser, argv)
-    if isinstance(opts, int):
-        return opts
     if opts.list:
         for case in CASES.values():
             print(f"{case.id:<28} {case.timeout:5.0f}s  {case.summary}")

@@ -56,6 +56,7 @@ from .._args import (
     readable_file,
     readable_folder,
     release_version,
+    returns_status,
     usage_error,
 )
 from ..report import UpstreamRow, upstream_table
@@ -291,11 +292,10 @@ def _summary(rows: list[tuple[TestFunction, dict[str, Result]]], modes: Sequence
                          f"{len(regressions)} {regressions}")
 
 
+@returns_status
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     opts = parse(parser, argv)
-    if isinstance(opts, int):
-        return opts
     if opts.table_from:
         try:
             merged = _load_rows(opts.table_from)

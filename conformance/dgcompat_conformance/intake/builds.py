@@ -17,7 +17,7 @@ from typing import Any
 
 from dgcompat.detection import KNOWN_SURFACES
 
-from .._args import parse, release_spec
+from .._args import parse, release_spec, returns_status
 from ..dists import DISTRIBUTIONS, SGL_DEEP_GEMM
 from ..releases import parse_release
 from ..surface import extract
@@ -50,6 +50,7 @@ def record(ids: Iterable[str], path: Path = BUILDS_FILE, *,
     return builds
 
 
+@returns_status
 def main(argv: list[str] | None = None) -> int:
     """``python -m dgcompat_conformance.intake.builds [--record | --check] [RELEASE ...]``; the exit status."""
     p = argparse.ArgumentParser(prog="python -m dgcompat_conformance.intake.builds", description=__doc__,
@@ -59,8 +60,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--record", action="store_true", help="write them into builds.json")
     p.add_argument("--check", action="store_true", help="compare builds.json with dgcompat.detection.KNOWN_SURFACES")
     ns = parse(p, sys.argv[1:] if argv is None else argv)
-    if isinstance(ns, int):
-        return ns
     if ns.check:
         want = known_surfaces_table(recorded())
         have = {k: set(v) for k, v in KNOWN_SURFACES.items()}

@@ -14,7 +14,16 @@ from collections.abc import Sequence
 
 from packaging.version import Version
 
-from .._args import index_url, output_folder, parse, positive_seconds, readable_folder, release_version, usage_error
+from .._args import (
+    index_url,
+    output_folder,
+    parse,
+    positive_seconds,
+    readable_folder,
+    release_version,
+    returns_status,
+    usage_error,
+)
 from ..dists import DISTRIBUTIONS, canonical
 from ..index import PackageIndex
 from ..surface import SurfaceError
@@ -77,6 +86,7 @@ def build_latest_parser() -> argparse.ArgumentParser:
     return p
 
 
+@returns_status
 def main_latest(argv: Sequence[str] | None = None, *, index: PackageIndex | None = None) -> int:
     """``dgcompat conform --latest [options]``; the exit status (see :func:`build_latest_parser`).
 
@@ -88,8 +98,6 @@ def main_latest(argv: Sequence[str] | None = None, *, index: PackageIndex | None
         args = args[1:]
     parser = build_latest_parser()
     ns = parse(parser, args)
-    if isinstance(ns, int):
-        return ns
     single = ns.version is not None or ns.baseline is not None
     if single and (ns.since or (ns.dist and ns.dist != [SGL])):
         return usage_error(parser, "argument --version/--baseline: they judge one sgl-deep-gemm release; --dist and "

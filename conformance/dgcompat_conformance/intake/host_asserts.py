@@ -33,7 +33,7 @@ from dgcompat._tooling import effective_release
 from dgcompat.detection import KERNEL_WHEELS, UPSTREAM_NAMES, Release
 from dgcompat.table import Capabilities, compute, lookup
 
-from .._args import parse, release_source, typed, usage_error
+from .._args import parse, release_source, returns_status, typed, usage_error
 from ..releases import KNOWN_DISTS, VENDORED_FACTS, parse_release, release_problem
 from ..surface import SurfaceError, resolve_wheel
 from ..surface._sources import read_wheel
@@ -239,6 +239,7 @@ def latest_findings(baseline: str, newest: str) -> Findings:
     return found
 
 
+@returns_status
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the native-contract report of two releases; exit 1 when a change needs review."""
     p = argparse.ArgumentParser(prog="python -m dgcompat_conformance.intake.host_asserts", description=__doc__.split("\n\n")[0])
@@ -250,8 +251,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="release the table is read for (default: from AFTER)")
     p.add_argument("--json", action="store_true")
     ns = parse(p, argv)
-    if isinstance(ns, int):
-        return ns
     contracts: list[NativeContract] = []
     for name, source in (("before", ns.before), ("after", ns.after)):
         try:

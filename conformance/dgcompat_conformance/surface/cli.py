@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import intake
-from .._args import output_file, parse, release_source, usage_error
+from .._args import output_file, parse, release_source, returns_status, usage_error
 from . import SurfaceError, changes_to_json, diff, extract, render_changes, to_json
 
 __all__ = ["main", "build_parser"]
@@ -79,6 +79,7 @@ def _mapped_diff(a: dict[str, Any], b: dict[str, Any], *, all_symbols: bool, as_
     return intake.render_mapped(mapped, a, b, table_problems=table, call_problems=calls)
 
 
+@returns_status
 def main(argv: list[str]) -> int:
     """Run ``dgcompat surface`` with ``argv`` (the arguments after ``surface``); the exit status."""
     args = list(argv)
@@ -86,8 +87,6 @@ def main(argv: list[str]) -> int:
         args = args[1:]
     parser = build_parser()
     ns = parse(parser, args)
-    if isinstance(ns, int):
-        return ns
     cache = not ns.no_cache
     if ns.diff and ns.source is not None:
         return usage_error(parser, "give either SOURCE or --diff A B, not both")
