@@ -90,7 +90,9 @@ def test_conform_finds_a_vendored_copy(fake_site: Callable[..., Path], monkeypat
     write_dist(site, "vllm", "0.34.0", {"vllm/__init__.py": "", "vllm/third_party/__init__.py": "",
                                         "vllm/third_party/deep_gemm/__init__.py": fakes.UP_281_LOGITS_DTYPE})
     monkeypatch.syspath_prepend(str(site))
-    monkeypatch.delenv("DGCOMPAT_BACKEND", raising=False)
+    # child._installed_copy() sets DGCOMPAT_BACKEND for the child it runs in: recorded here so it is undone after.
+    monkeypatch.setenv("DGCOMPAT_BACKEND", "")
+    monkeypatch.delenv("DGCOMPAT_BACKEND")
     dgcompat.reset()
     rel = dgcompat.release()
     assert rel.module == "vllm.third_party.deep_gemm" and rel.installed_as == "vendored in vllm 0.34.0"
