@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from testsupport.dists import write_dist
+from testsupport.dists import torch_metadata, write_dist
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -347,18 +347,15 @@ def test_torch_mismatch_is_refused_before_the_real_import(tmp_path: Path) -> Non
         import dgcompat
         import pytest
         rel = dgcompat.release()
-        if rel.torch_ok is not False:
-            print("SKIP torch matches")
-            raise SystemExit(0)
+        assert rel.torch_ok is False, rel
         dgcompat.install_as_deep_gemm()
         import deep_gemm
         with pytest.raises(dgcompat.IncompatibleBuildError, match="built for torch"):
             deep_gemm.get_num_sms()
         assert not hasattr(deep_gemm, "set_tc_util")
         print("refused")
-    """, _site(tmp_path, files, version="0.2.5"), env={"DGCOMPAT_ALLOW_TORCH_MISMATCH": "0"})
-    if "SKIP" in proc.stdout:
-        pytest.skip("this machine's torch happens to match 0.2.5's")
+    """, torch_metadata(_site(tmp_path, files, version="0.2.5"), "2.12.0").parent,  # what detection reads
+                env={"DGCOMPAT_ALLOW_TORCH_MISMATCH": "0"})
     assert "refused" in proc.stdout
 
 

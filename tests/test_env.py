@@ -132,6 +132,7 @@ print(json.dumps({"cuda_init": bool(torch.cuda.is_initialized())}))
 """
 
 
+@pytest.mark.slow  # a subprocess per run: the slow tier
 def test_process_contract_in_a_subprocess() -> None:
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("DGCOMPAT_")}
     out = subprocess.run([sys.executable, "-c", _PROCESS], capture_output=True, text=True, env=child_env,

@@ -249,6 +249,7 @@ def _fake_python(tmp_path: Path, body: str) -> str:
     return str(path)
 
 
+@pytest.mark.slow  # a subprocess per run: the slow tier
 def test_watchdog_tells_a_hang_from_a_deadline(tmp_path: Path) -> None:
     slow = _fake_python(tmp_path, "exec sleep 30")
     case_id = next(iter(CASES))
@@ -293,6 +294,7 @@ def test_default_work_folder_is_removed(tmp_path: Path, fakes: Fakes, monkeypatc
     assert list(tmp_path.glob("dgcompat-gpu-*")) == []
 
 
+@pytest.mark.slow  # a subprocess per run: the slow tier
 def test_a_real_case_child_reports_through_the_watchdog(tmp_path: Path) -> None:
     """The case module's own child (CPU dry run on the reference backend), exiting right after its result."""
     env = runner.release_env(tmp_path / "site", tmp_path / "jit")
@@ -362,6 +364,7 @@ sys.exit(runner.main(sys.argv[3:]))
 """
 
 
+@pytest.mark.slow  # a subprocess per run: the slow tier
 def test_sigterm_keeps_certificates_and_leaves_no_child(tmp_path: Path) -> None:
     """What `timeout` does to the runner at its limit: the children go, every subject still gets its certificate."""
     import signal

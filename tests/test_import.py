@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import dgcompat
+from testsupport.dists import torch_metadata
 
 
 def _run(code: str, env_extra: dict[str, str] | None = None, path: str | None = None) -> dict[str, Any]:
@@ -88,10 +89,11 @@ def test_broken_native_library_is_incompatible_build(fake_site: Callable[..., Pa
 
 def test_torch_mismatch_refused_before_import(fake_site: Callable[..., Path]) -> None:
     # sgl-deep-gemm 0.2.5 needs torch 2.14; the test machine has another torch.
-    fake_site("sgl-deep-gemm", "0.2.5", "raise RuntimeError('must not be imported')\n")
+    site = fake_site("sgl-deep-gemm", "0.2.5", "raise RuntimeError('must not be imported')\n")
+    torch_metadata(site, "2.12.0")  # what detection reads, whatever torch is installed
+    dgcompat.reset()
     rel = dgcompat.release()
-    if rel.torch_ok:
-        pytest.skip(f"torch {rel.torch} happens to match 0.2.5's expected torch")
+    assert rel.torch_ok is False, rel
     with pytest.raises(dgcompat.IncompatibleBuildError, match=r"built for torch==2\.14"):
         dgcompat.get_num_sms()
 

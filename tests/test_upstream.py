@@ -202,8 +202,8 @@ def test_paged_logits_under_the_sm100_contract_say_what_the_release_requires(
         assert "this call: FP8 q without scale factors, float32 weights, 32 heads, block_kv 64" in text
 
 
-@pytest.mark.parametrize(("case_id", "family"), [  # each case's child imports torch: one in the fast tier
-    pytest.param("mqa_logits_dtype", "up-2.8.1", id="mqa_logits_dtype-up-2.8.1"),
+@pytest.mark.parametrize(("case_id", "family"), [  # each case's child imports torch: the slow tier
+    pytest.param("mqa_logits_dtype", "up-2.8.1", id="mqa_logits_dtype-up-2.8.1", marks=pytest.mark.slow),
     *(pytest.param(c, f, id=f"{c}-{f}", marks=pytest.mark.slow)
       for c, f in (("mqa_logits_dtype", "sgl-0.1.3"), ("mqa_logits", "up-2.8.1"), ("mqa_logits", "sgl-0.1.3")))])
 def test_gpu_mqa_cases_dry_run_on_the_cpu(fake_release: Callable[..., Any], monkeypatch: pytest.MonkeyPatch,

@@ -129,6 +129,7 @@ def test_use_jit_cache_dir_is_stable(fake_site: Callable[..., Path], tmp_path: P
 
 # ---- locks -------------------------------------------------------------------------------------
 
+@pytest.mark.slow  # a subprocess per run: the slow tier
 def test_lock_is_exclusive_across_processes(tmp_path: Path) -> None:
     fd = lock_kernel(tmp_path, "abc", blocking=False)
     assert fd is not None
@@ -161,6 +162,7 @@ _CLAIMER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a subprocess per run: the slow tier
 def test_several_processes_build_each_kernel_once(tmp_path: Path) -> None:
     ids = [f"k{i}" for i in range(6)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), *sys.path])}
@@ -694,6 +696,7 @@ def test_a_warm_cache_without_markers_compiles_nothing(jit_env: dict[str, Any]) 
     assert len(_compiles(jit_env["log"])) == 6  # no NVCC run for a kernel whose entry was there
 
 
+@pytest.mark.slow  # a subprocess per run: the slow tier
 def test_unsupported_shape_is_a_typed_error(jit_env: dict[str, Any]) -> None:
     spec = W.WarmupSpec((W.DenseGemm(256, 512), W.DenseGemm(200, 512)), W.MPolicy.values([1, 2]))
     with pytest.raises(UnsupportedFeatureError) as info:

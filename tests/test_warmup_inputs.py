@@ -59,6 +59,7 @@ def test_bad_numbers_are_usage_errors_naming_the_option(args: list[str], option:
     assert option in err and "expected" in err and args[1] in err, err
 
 
+@pytest.mark.slow  # a subprocess per run: the slow tier
 def test_a_file_as_the_cache_folder_is_a_usage_error(tmp_path: Path) -> None:
     afile = tmp_path / "afile"
     afile.write_text("not a folder")
@@ -125,6 +126,7 @@ def test_an_unwritable_cache_folder_is_a_typed_error(tmp_path: Path, clean_dgcom
 
 # ---- the folder a server uses ----------------------------------------------------------------------
 
+@pytest.mark.slow  # a subprocess per run: the slow tier
 def test_print_cache_dir_is_the_folder_deep_gemm_reads_and_is_idempotent(tmp_path: Path) -> None:
     first = _cli("--print-cache-dir", env={"DG_JIT_CACHE_DIR": str(tmp_path / "dg")})
     assert first.returncode == 0 and first.stdout.strip() == str(tmp_path / "dg"), first.stderr

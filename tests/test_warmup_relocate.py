@@ -210,6 +210,7 @@ def test_an_import_for_another_compiler_writes_nothing_and_says_why(tmp_path: Pa
     assert "release 13.0" in out.stdout and entries(serving) == []
 
 
+@pytest.mark.slow  # a subprocess per run: the slow tier
 def test_export_and_import_usage_errors_come_before_anything_is_written(tmp_path: Path) -> None:
     env = install(tmp_path, "compiler")
     taken = tmp_path / "taken.dgcache"

@@ -180,6 +180,7 @@ def _top_imports(folder: Path) -> dict[str, set[str]]:
     return out
 
 
+@pytest.mark.slow  # a subprocess per run: the slow tier
 def test_tests_and_bench_share_testsupport_and_import_neither_each_other() -> None:
     """bench/ never imports tests/; tests/ imports bench/ only where it tests the benchmarks' code; testsupport/
     (the fakes both use) imports neither."""

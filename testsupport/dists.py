@@ -36,3 +36,11 @@ def write_dist(site: Path, name: str, version: str, files: Mapping[str, str | by
     rows.append(f"{info.name}/RECORD,,")
     (info / "RECORD").write_text("\n".join(rows) + "\n")
     return info
+
+
+def torch_metadata(site: Path, version: str) -> Path:
+    """Metadata of a torch ``version`` in ``site`` (no module): detection, which reads torch's version from its
+    metadata and never imports it, sees ``version`` wherever ``site`` comes first on the path. The tests of a torch
+    mismatch (or match) use it so that they hold on any installed torch instead of skipping on one. Returns the
+    dist-info folder."""
+    return write_dist(site, "torch", version, {})
