@@ -35,16 +35,8 @@ class BadArgumentError(DgcompatError, ValueError, TypeError):
     Attributes mirror the message: ``function``, ``argument``, ``expected``, ``got``.
     """
 
-    def __init__(
-        self,
-        function: str,
-        argument: str,
-        expected: str,
-        got: str,
-        *,
-        release: str | None = None,
-        hint: str | None = None,
-    ) -> None:
+    def __init__(self, function: str, argument: str, expected: str, got: str, *, release: str | None = None,
+                 hint: str | None = None) -> None:
         self.function = function
         self.argument = argument
         self.expected = expected

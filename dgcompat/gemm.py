@@ -144,10 +144,8 @@ def fp8_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, tor
     if recipe_a is not None or recipe_b is not None:
         check_split_recipes("fp8_gemm_nt", recipe_a, recipe_b)
     try:
-        if compiled_dims is None:
-            compiled_dims = _D.fp8_gemm_nt
-            if compiled_dims is None:
-                compiled_dims = _D.first(_B, "fp8_gemm_nt")
+        if compiled_dims is None and (compiled_dims := _D.fp8_gemm_nt) is None:
+            compiled_dims = _D.first(_B, "fp8_gemm_nt")
         if alpha is None and epilogue is None:
             _B.fp8_gemm_nt(a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast)
         else:
@@ -163,10 +161,8 @@ def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: torch.Ten
     bfloat16 or float32, ``c`` optional ``(M, N)`` float32. ``compiled_dims`` / ``alpha`` / ``epilogue`` as in
     :func:`fp8_gemm_nt`."""
     try:
-        if compiled_dims is None:
-            compiled_dims = _D.bf16_gemm_nt
-            if compiled_dims is None:
-                compiled_dims = _D.first(_B, "bf16_gemm_nt")
+        if compiled_dims is None and (compiled_dims := _D.bf16_gemm_nt) is None:
+            compiled_dims = _D.first(_B, "bf16_gemm_nt")
         if alpha is None and epilogue is None:
             _B.bf16_gemm_nt(a, b, d, c, compiled_dims)
         else:

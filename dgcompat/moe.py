@@ -317,10 +317,8 @@ def m_grouped_fp8_gemm_nt_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tu
     if recipe_a is not None or recipe_b is not None:
         check_split_recipes("m_grouped_fp8_gemm_nt_contiguous", recipe_a, recipe_b)
     try:
-        if compiled_dims is None:
-            compiled_dims = _D.m_grouped_fp8_gemm_nt_contiguous
-            if compiled_dims is None:
-                compiled_dims = _D.first(_B, "m_grouped_fp8_gemm_nt_contiguous")
+        if compiled_dims is None and (compiled_dims := _D.m_grouped_fp8_gemm_nt_contiguous) is None:
+            compiled_dims = _D.first(_B, "m_grouped_fp8_gemm_nt_contiguous")
         if epilogue is None:
             _B.m_grouped_fp8_gemm_nt_contiguous(a, b, d, m_indices, recipe, recipe_a, recipe_b, compiled_dims,
                                                 disable_ue8m0_cast, use_psum_layout, ensure_zero_padding,
@@ -344,10 +342,8 @@ def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
     if grouped_layout is not None or m_indices is None:
         m_indices = _layout_argument("m_grouped_bf16_gemm_nt_contiguous", m_indices, grouped_layout)
     try:
-        if compiled_dims is None:
-            compiled_dims = _D.m_grouped_bf16_gemm_nt_contiguous
-            if compiled_dims is None:
-                compiled_dims = _D.first(_B, "m_grouped_bf16_gemm_nt_contiguous")
+        if compiled_dims is None and (compiled_dims := _D.m_grouped_bf16_gemm_nt_contiguous) is None:
+            compiled_dims = _D.first(_B, "m_grouped_bf16_gemm_nt_contiguous")
         if epilogue is None:
             _B.m_grouped_bf16_gemm_nt_contiguous(a, b, d, m_indices, compiled_dims, use_psum_layout,
                                                  ensure_zero_padding, expected_m_for_psum_layout)
@@ -386,10 +382,8 @@ def m_grouped_fp8_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[
                                disable_ue8m0_cast, epilogue,
                                overlap if overlap is not None else _raw_overlap(signal, max_block_n))
     try:
-        if compiled_dims is None:
-            compiled_dims = _D.m_grouped_fp8_gemm_nt_masked
-            if compiled_dims is None:
-                compiled_dims = _D.first(_B, "m_grouped_fp8_gemm_nt_masked")
+        if compiled_dims is None and (compiled_dims := _D.m_grouped_fp8_gemm_nt_masked) is None:
+            compiled_dims = _D.first(_B, "m_grouped_fp8_gemm_nt_masked")
         if epilogue is None:
             _B.m_grouped_fp8_gemm_nt_masked(a, b, d, masked_m, expected_m, recipe, recipe_a, recipe_b, compiled_dims,
                                             disable_ue8m0_cast)
@@ -444,10 +438,8 @@ def m_grouped_bf16_gemm_nt_masked(a: torch.Tensor, b: torch.Tensor, d: torch.Ten
     """BF16 version of :func:`m_grouped_fp8_gemm_nt_masked` (no overlap): ``a`` ``(G, M_max, K)``, ``b``
     ``(G, N, K)`` bfloat16, ``d`` ``(G, M_max, N)`` bfloat16, ``masked_m`` int32 ``(G,)``."""
     try:
-        if compiled_dims is None:
-            compiled_dims = _D.m_grouped_bf16_gemm_nt_masked
-            if compiled_dims is None:
-                compiled_dims = _D.first(_B, "m_grouped_bf16_gemm_nt_masked")
+        if compiled_dims is None and (compiled_dims := _D.m_grouped_bf16_gemm_nt_masked) is None:
+            compiled_dims = _D.first(_B, "m_grouped_bf16_gemm_nt_masked")
         if epilogue is None:
             _B.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, expected_m, compiled_dims)
         else:

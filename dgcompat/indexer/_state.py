@@ -49,19 +49,12 @@ class IndexerState:
 
     def reset(self) -> None:
         """Forget everything (schedules, derived tensors, hints, the last plan, bind-time values, capture hooks)."""
-        self.schedules = {}
-        self.derived = {}
-        self.derived_bytes = 0
-        self.hints = {}
-        self.last = None
-        self.probe = _device.capture_probe
-        self.driver_id = _device.capture_id
-        self.epoch = 0
-        self.was_capturing = False
-        self.tensor_type = None
-        self.dtype_type = None
-        self.from_dlpack = None
-        self.tensor_guards = None
+        # what calls left behind
+        self.schedules, self.derived, self.derived_bytes, self.hints, self.last = {}, {}, 0, {}, None
+        # capture detection
+        self.probe, self.driver_id, self.epoch, self.was_capturing = _device.capture_probe, _device.capture_id, 0, False
+        # bind-time values, read again at the next bind
+        self.tensor_type = self.dtype_type = self.from_dlpack = self.tensor_guards = None
         self.tensor_guards_probed = False
 
     def held(self) -> dict[str, int]:

@@ -49,15 +49,8 @@ def _head_reduce(scores: Tensor, weights: Tensor) -> Tensor:
     return (scores.relu_() * weights.unsqueeze(-1)).sum(dim=-2)
 
 
-def fp8_mqa_logits(
-    q: Tensor,
-    kv: tuple[Tensor, Tensor],
-    weights: Tensor,
-    ks: Tensor,
-    ke: Tensor,
-    clean_logits: bool = False,
-    max_seqlen_k: int | None = 0,
-) -> Tensor:
+def fp8_mqa_logits(q: Tensor, kv: tuple[Tensor, Tensor], weights: Tensor, ks: Tensor, ke: Tensor,
+                   clean_logits: bool = False, max_seqlen_k: int | None = 0) -> Tensor:
     """Ragged (prefill) indexer logits, called like sgl-deep-gemm's ``fp8_mqa_logits`` (positionally).
 
     ``q``: ``(Nq, H, D)`` float8_e4m3fn; ``kv = (k (Nk, D) float8_e4m3fn, k_scale (Nk,)
@@ -222,17 +215,9 @@ def _row_lengths(fn: str, context_lens: Tensor, b: int, next_n: int) -> Tensor:
     return lens.reshape(rows).clamp(min=0)
 
 
-def fp8_paged_mqa_logits(
-    q: Tensor,
-    kv_cache: Tensor,
-    weights: Tensor,
-    context_lens: Tensor,
-    block_table: Tensor,
-    schedule_meta: Tensor | None,
-    max_context_len: int,
-    clean_logits: bool = False,
-    indices: Tensor | None = None,
-) -> Tensor:
+def fp8_paged_mqa_logits(q: Tensor, kv_cache: Tensor, weights: Tensor, context_lens: Tensor, block_table: Tensor,
+                         schedule_meta: Tensor | None, max_context_len: int, clean_logits: bool = False,
+                         indices: Tensor | None = None) -> Tensor:
     """Paged (decode / verify) indexer logits, called like sgl-deep-gemm's ``fp8_paged_mqa_logits``.
 
     * ``q``: ``(B, next_n, H, D)`` float8_e4m3fn.
@@ -398,16 +383,9 @@ def _indexer_weights(fn: str, weights: object, shape: tuple[int, int], out_dtype
     return weights
 
 
-def fp8_fp4_mqa_logits(
-    q: tuple[Tensor, Tensor | None],
-    kv: tuple[Tensor, Tensor],
-    weights: Tensor,
-    cu_seq_len_k_start: Tensor,
-    cu_seq_len_k_end: Tensor,
-    max_seqlen_k: int | None,
-    logits_dtype: torch.dtype = torch.float32,
-    schedule_meta: Tensor | None = None,
-) -> Tensor:
+def fp8_fp4_mqa_logits(q: tuple[Tensor, Tensor | None], kv: tuple[Tensor, Tensor], weights: Tensor,
+                       cu_seq_len_k_start: Tensor, cu_seq_len_k_end: Tensor, max_seqlen_k: int | None,
+                       logits_dtype: torch.dtype = torch.float32, schedule_meta: Tensor | None = None) -> Tensor:
     """Ragged (prefill) indexer logits over FP8, MX FP8 or FP4 inputs, called like upstream DeepGEMM 2.8.1's
     ``fp8_fp4_mqa_logits`` (vLLM 0.34.0's vendored copy).
 
@@ -465,17 +443,9 @@ def fp8_fp4_mqa_logits(
                    out_dtype)
 
 
-def fp8_fp4_paged_mqa_logits(
-    q: tuple[Tensor, Tensor | None],
-    kv_cache: Tensor,
-    weights: Tensor,
-    context_lens: Tensor,
-    block_table: Tensor,
-    schedule_meta: Tensor | None,
-    max_context_len: int,
-    logits_dtype: torch.dtype = torch.float32,
-    indices: Tensor | None = None,
-) -> Tensor:
+def fp8_fp4_paged_mqa_logits(q: tuple[Tensor, Tensor | None], kv_cache: Tensor, weights: Tensor, context_lens: Tensor,
+                             block_table: Tensor, schedule_meta: Tensor | None, max_context_len: int,
+                             logits_dtype: torch.dtype = torch.float32, indices: Tensor | None = None) -> Tensor:
     """Paged (decode / verify) indexer logits over FP8, MX FP8 or FP4 inputs, called like upstream DeepGEMM
     2.8.1's ``fp8_fp4_paged_mqa_logits`` (vLLM 0.34.0's vendored copy).
 
@@ -642,14 +612,8 @@ def get_paged_mqa_logits_metadata(
     return torch.stack([q_atom, kv_split], dim=1).to(torch.int32)
 
 
-def paged_schedule_matches(
-    schedule_meta: Tensor,
-    context_lens: Tensor,
-    block_kv: int,
-    num_sms: int,
-    *,
-    balance: Balance | None = None,
-) -> bool:
+def paged_schedule_matches(schedule_meta: Tensor, context_lens: Tensor, block_kv: int, num_sms: int, *,
+                           balance: Balance | None = None) -> bool:
     """True when ``schedule_meta`` is the schedule of ``context_lens`` for ``num_sms`` SMs.
 
     Recomputes :func:`get_paged_mqa_logits_metadata` and compares exactly (shape and values). With

@@ -124,17 +124,10 @@ def _gemm_into(fn: str, a32: Tensor, b32: Tensor, d: Tensor, c: Tensor | None) -
     d.copy_(out)
 
 
-def fp8_gemm_nt(
-    a: tuple[Tensor, Tensor],
-    b: tuple[Tensor, Tensor],
-    d: Tensor,
-    c: Tensor | None = None,
-    recipe: tuple[int, int, int] | None = None,
-    recipe_a: tuple[int, int] | None = None,
-    recipe_b: tuple[int, int] | None = None,
-    compiled_dims: str = "nk",
-    disable_ue8m0_cast: bool = False,
-) -> None:
+def fp8_gemm_nt(a: tuple[Tensor, Tensor], b: tuple[Tensor, Tensor], d: Tensor, c: Tensor | None = None,
+                recipe: tuple[int, int, int] | None = None, recipe_a: tuple[int, int] | None = None,
+                recipe_b: tuple[int, int] | None = None, compiled_dims: str = "nk",
+                disable_ue8m0_cast: bool = False) -> None:
     """``d = dequant(a) @ dequant(b).T (+ c)``, float32 accumulation, written into ``d``.
 
     ``a = (a_fp8 (M, K) float8_e4m3fn, sfa)``, ``b = (b_fp8 (N, K) float8_e4m3fn, sfb)``; each
@@ -261,20 +254,12 @@ def _grouped_masked(fn: str, a32: Tensor, b32: Tensor, d: object, masked_m: obje
     d[live] = out[live].to(d.dtype)
 
 
-def m_grouped_fp8_gemm_nt_contiguous(
-    a: tuple[Tensor, Tensor],
-    b: tuple[Tensor, Tensor],
-    d: Tensor,
-    m_indices: Tensor,
-    recipe: tuple[int, int, int] | None = None,
-    recipe_a: tuple[int, int] | None = None,
-    recipe_b: tuple[int, int] | None = None,
-    compiled_dims: str = "nk",
-    disable_ue8m0_cast: bool = False,
-    use_psum_layout: bool = False,
-    ensure_zero_padding: bool = True,
-    expected_m_for_psum_layout: int | None = None,
-) -> None:
+def m_grouped_fp8_gemm_nt_contiguous(a: tuple[Tensor, Tensor], b: tuple[Tensor, Tensor], d: Tensor, m_indices: Tensor,
+                                     recipe: tuple[int, int, int] | None = None,
+                                     recipe_a: tuple[int, int] | None = None, recipe_b: tuple[int, int] | None = None,
+                                     compiled_dims: str = "nk", disable_ue8m0_cast: bool = False,
+                                     use_psum_layout: bool = False, ensure_zero_padding: bool = True,
+                                     expected_m_for_psum_layout: int | None = None) -> None:
     """Grouped FP8 GEMM, groups laid out contiguously along M.
 
     ``a = (fp8 (M_total, K), sfa (M_total, ceil(K/128)))``; ``b = (fp8 (G, N, K), sfb
@@ -295,18 +280,10 @@ def m_grouped_fp8_gemm_nt_contiguous(
     _grouped_contiguous(fn, a32, b32, d, m_indices, use_psum_layout)
 
 
-def m_grouped_fp8_gemm_nt_masked(
-    a: tuple[Tensor, Tensor],
-    b: tuple[Tensor, Tensor],
-    d: Tensor,
-    masked_m: Tensor,
-    expected_m: int,
-    recipe: tuple[int, int, int] | None = None,
-    recipe_a: tuple[int, int] | None = None,
-    recipe_b: tuple[int, int] | None = None,
-    compiled_dims: str = "nk",
-    disable_ue8m0_cast: bool = False,
-) -> None:
+def m_grouped_fp8_gemm_nt_masked(a: tuple[Tensor, Tensor], b: tuple[Tensor, Tensor], d: Tensor, masked_m: Tensor,
+                                 expected_m: int, recipe: tuple[int, int, int] | None = None,
+                                 recipe_a: tuple[int, int] | None = None, recipe_b: tuple[int, int] | None = None,
+                                 compiled_dims: str = "nk", disable_ue8m0_cast: bool = False) -> None:
     """Grouped FP8 GEMM with a per-group row count.
 
     ``a = (fp8 (G, M_max, K), sfa (G, M_max, ceil(K/128)))``; ``b = (fp8 (G, N, K), sfb
@@ -331,16 +308,9 @@ def _bf16_operand(fn: str, name: str, t: object, rank: int) -> Tensor:
     return t.to(torch.float32)
 
 
-def m_grouped_bf16_gemm_nt_contiguous(
-    a: Tensor,
-    b: Tensor,
-    d: Tensor,
-    m_indices: Tensor,
-    compiled_dims: str = "nk",
-    use_psum_layout: bool = False,
-    ensure_zero_padding: bool = True,
-    expected_m_for_psum_layout: int | None = None,
-) -> None:
+def m_grouped_bf16_gemm_nt_contiguous(a: Tensor, b: Tensor, d: Tensor, m_indices: Tensor, compiled_dims: str = "nk",
+                                      use_psum_layout: bool = False, ensure_zero_padding: bool = True,
+                                      expected_m_for_psum_layout: int | None = None) -> None:
     """BF16 version of :func:`m_grouped_fp8_gemm_nt_contiguous`.
 
     ``a``: ``(M_total, K)`` bfloat16, ``b``: ``(G, N, K)`` bfloat16, ``d``: ``(M_total, N)``,

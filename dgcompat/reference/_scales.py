@@ -157,17 +157,9 @@ def _broadcast_rows(sf: Tensor, mn: int, gran_mn: int) -> Tensor:
     return sf.index_select(-2, idx)
 
 
-def transform_sf_into_required_layout(
-    sf: Tensor,
-    mn: int,
-    k: int,
-    recipe: Recipe,
-    num_groups: int | None = None,
-    is_sfa: bool | None = None,
-    disable_ue8m0_cast: bool = False,
-    *,
-    use_ue8m0: bool = False,
-) -> Tensor:
+def transform_sf_into_required_layout(sf: Tensor, mn: int, k: int, recipe: Recipe, num_groups: int | None = None,
+                                      is_sfa: bool | None = None, disable_ue8m0_cast: bool = False, *,
+                                      use_ue8m0: bool = False) -> Tensor:
     """Bring scale factors into the layout deep_gemm's GEMMs consume.
 
     ``sf``: float32 ``(ceil(mn/gran_mn), ceil(k/gran_k))`` or int32 packed UE8M0
@@ -319,16 +311,8 @@ def per_block_cast_to_fp8(x: Tensor, *, use_ue8m0: bool = False, gran_k: int = 1
     return q, sf.view(pn // 128, pk // gran_k)
 
 
-def dequant(
-    fn: str,
-    name: str,
-    x: Tensor,
-    sf: Tensor,
-    *,
-    gran_mn: int | None,
-    gran_k: int,
-    strict_gran: bool,
-) -> Tensor:
+def dequant(fn: str, name: str, x: Tensor, sf: Tensor, *, gran_mn: int | None, gran_k: int,
+            strict_gran: bool) -> Tensor:
     """Dequantize FP8 ``x`` (.., rows, k) with float32 or packed-UE8M0 int32 scales.
 
     Row granularity: ``sf.shape[-2] == rows`` means per row; ``== ceil(rows/gran_mn)`` means
