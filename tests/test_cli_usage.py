@@ -217,7 +217,7 @@ def test_malformed_argument_is_a_usage_error(command: str, argv: list[str], opti
     ["-m", "dgcompat_conformance.gpu.runner", "--table", "--docs", "DIR"],
     ["-m", "dgcompat_conformance.gpu.upstream_tests", "--table-from", "MISSING"],
     ["-m", "dgcompat_conformance.intake", "--version", "0.2.5", "--certificates", "FILE"],
-    ["-m", "dgcompat_conformance.gpu.process_checks", "--bogus"],
+    pytest.param(["-m", "dgcompat_conformance.gpu.process_checks", "--bogus"], marks=pytest.mark.slow),  # imports torch
 ], ids=lambda argv: " ".join(argv[1:3]))
 def test_the_terminal_sees_no_traceback(argv: list[str], paths: dict[str, Path]) -> None:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "conformance")]))

@@ -237,10 +237,16 @@ def _child_path(env: dict[str, str], cwd: Path) -> list[str]:
     return [p for p in json.loads(proc.stdout.strip().splitlines()[-1]) if not (p and _launch.is_hook_dir(p))]
 
 
-@pytest.mark.parametrize("entries", [None, [], ["", ""], ["{a}", ""], ["", "{a}"], ["{a}", "", "{b}"],
-                                     ["{other}", ""], ["", "{other}", "{a}"], ["{a}"]],
-                         ids=["unset", "empty", "colon-only", "trailing", "leading", "middle",
-                              "other-hook-then-empty", "empty-then-other-hook", "no-empty"])
+_SLOW = pytest.mark.slow  # a subprocess each: four layouts in the fast tier, the rest in the slow one
+
+
+@pytest.mark.parametrize("entries", [
+    pytest.param(None, id="unset"), pytest.param([], id="empty", marks=_SLOW),
+    pytest.param(["", ""], id="colon-only"), pytest.param(["{a}", ""], id="trailing", marks=_SLOW),
+    pytest.param(["", "{a}"], id="leading", marks=_SLOW), pytest.param(["{a}", "", "{b}"], id="middle"),
+    pytest.param(["{other}", ""], id="other-hook-then-empty", marks=_SLOW),
+    pytest.param(["", "{other}", "{a}"], id="empty-then-other-hook"),
+    pytest.param(["{a}"], id="no-empty", marks=_SLOW)])
 def test_the_launcher_keeps_pythonpath_as_python_reads_it(tmp_path: Path, entries: list[str] | None) -> None:
     # Python ignores an empty PYTHONPATH and reads every empty entry of a non-empty one as the current folder.
     folders = {"a": tmp_path / "a", "b": tmp_path / "b", "other": _other_install(tmp_path, "_startup")}
